@@ -1,0 +1,1 @@
+//! Crossdock coordinator and worker.
