@@ -1,0 +1,484 @@
+//! The shared protocol test vectors in `testdata/protocol/vectors.json`.
+//!
+//! Every valid vector must decode to its stated message and that message must encode
+//! back to exactly the same bytes; every invalid vector must be rejected with its stated
+//! error code. Run with `CROSSDOCK_WRITE_VECTORS=1` to rewrite the file from the samples
+//! below (only when the protocol changes on purpose; review the diff).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use crossdock_proto::message::hex_bytes::{from_hex, to_hex};
+use crossdock_proto::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Vectors {
+    protocol_version: u8,
+    note: String,
+    frames: Vec<FrameVector>,
+    invalid: Vec<InvalidVector>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FrameVector {
+    name: String,
+    request_id: u64,
+    hex: String,
+    message: Message,
+}
+
+#[derive(Serialize, Deserialize)]
+struct InvalidVector {
+    name: String,
+    hex: String,
+    error: String,
+}
+
+fn path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/protocol/vectors.json")
+}
+
+fn workers() -> Vec<WorkerInfo> {
+    vec![
+        WorkerInfo {
+            id: 0,
+            addr: "127.0.0.1:7001".into(),
+            alive: true,
+        },
+        WorkerInfo {
+            id: 1,
+            addr: "10.0.0.2:7001".into(),
+            alive: false,
+        },
+    ]
+}
+
+fn samples() -> Vec<(&'static str, u64, Message)> {
+    let payload = Bytes::from_static(b"crossdock");
+    vec![
+        ("ok", 1, Message::Ok),
+        (
+            "error",
+            2,
+            Message::error(ErrorCode::BadChecksum, "crc mismatch"),
+        ),
+        (
+            "register_app",
+            3,
+            Message::RegisterApp {
+                app_id: "app-1".into(),
+                lease_ms: 60_000,
+            },
+        ),
+        (
+            "renew_lease",
+            4,
+            Message::RenewLease {
+                app_id: "app-1".into(),
+            },
+        ),
+        (
+            "unregister_app",
+            5,
+            Message::UnregisterApp {
+                app_id: "app-1".into(),
+            },
+        ),
+        (
+            "register_shuffle",
+            6,
+            Message::RegisterShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                num_maps: 3,
+                num_partitions: 4,
+            },
+        ),
+        (
+            "shuffle_placement",
+            7,
+            Message::ShufflePlacement {
+                workers: workers(),
+                partition_workers: vec![0, 1, 0, 1],
+            },
+        ),
+        (
+            "commit_map",
+            8,
+            Message::CommitMap {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                map_id: 2,
+                attempt_id: 1,
+                partitions: vec![
+                    PartitionStat {
+                        partition: 0,
+                        bytes: 1024,
+                        records: 10,
+                    },
+                    PartitionStat {
+                        partition: 3,
+                        bytes: 1 << 33,
+                        records: 1 << 20,
+                    },
+                ],
+            },
+        ),
+        (
+            "commit_result_committed",
+            9,
+            Message::CommitResult {
+                status: CommitStatus::Committed,
+                winning_attempt: 1,
+            },
+        ),
+        (
+            "commit_result_rejected",
+            10,
+            Message::CommitResult {
+                status: CommitStatus::Rejected,
+                winning_attempt: 0,
+            },
+        ),
+        (
+            "unregister_shuffle",
+            11,
+            Message::UnregisterShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+            },
+        ),
+        (
+            "get_shuffle_status",
+            12,
+            Message::GetShuffleStatus {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+            },
+        ),
+        (
+            "shuffle_status",
+            13,
+            Message::ShuffleStatus {
+                num_maps: 3,
+                num_partitions: 2,
+                committed_maps: 2,
+                workers: workers(),
+                partition_workers: vec![1, 0],
+                map_attempts: vec![0, u32::MAX, 2],
+                partition_bytes: vec![100, 0],
+                partition_records: vec![5, 0],
+            },
+        ),
+        (
+            "register_worker",
+            14,
+            Message::RegisterWorker {
+                addr: "127.0.0.1:7001".into(),
+                memory_budget: 1 << 30,
+            },
+        ),
+        (
+            "worker_registered",
+            15,
+            Message::WorkerRegistered {
+                worker_id: 3,
+                heartbeat_ms: 1000,
+            },
+        ),
+        (
+            "heartbeat",
+            16,
+            Message::Heartbeat {
+                worker_id: 3,
+                buffered_bytes: 4096,
+                stored_bytes: 1 << 40,
+            },
+        ),
+        (
+            "prepare_shuffle",
+            17,
+            Message::PrepareShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                num_maps: 3,
+                num_partitions: 4,
+                partitions: vec![1, 3],
+            },
+        ),
+        (
+            "map_committed",
+            18,
+            Message::MapCommitted {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                map_id: 2,
+                attempt_id: 1,
+                partitions: vec![PartitionBytes {
+                    partition: 3,
+                    bytes: 1 << 33,
+                }],
+            },
+        ),
+        (
+            "delete_shuffle",
+            19,
+            Message::DeleteShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+            },
+        ),
+        (
+            "delete_app",
+            20,
+            Message::DeleteApp {
+                app_id: "app-1".into(),
+            },
+        ),
+        (
+            "push_batch",
+            21,
+            Message::PushBatch {
+                header: PushHeader {
+                    app_id: "app-1".into(),
+                    shuffle_id: 7,
+                    partition: 3,
+                    map_id: 2,
+                    attempt_id: 1,
+                    batch_seq: 0,
+                    crc32c: checksum(&payload),
+                },
+                payload: payload.clone(),
+            },
+        ),
+        (
+            "fetch",
+            22,
+            Message::Fetch {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                partition: 3,
+                start_map: 0,
+                end_map: 3,
+                resume_after: None,
+            },
+        ),
+        (
+            "fetch_resumed",
+            23,
+            Message::Fetch {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                partition: 3,
+                start_map: 1,
+                end_map: 2,
+                resume_after: Some(ResumePoint {
+                    map_id: 1,
+                    batch_seq: 4,
+                }),
+            },
+        ),
+        (
+            "fetch_chunk",
+            22,
+            Message::FetchChunk {
+                batches: vec![
+                    FetchedBatch {
+                        map_id: 0,
+                        batch_seq: 0,
+                        crc32c: checksum(b"ab"),
+                        payload: Bytes::from_static(b"ab"),
+                    },
+                    FetchedBatch {
+                        map_id: 2,
+                        batch_seq: 5,
+                        crc32c: checksum(b""),
+                        payload: Bytes::new(),
+                    },
+                ],
+            },
+        ),
+        (
+            "fetch_end",
+            22,
+            Message::FetchEnd {
+                batches: 2,
+                bytes: 2,
+            },
+        ),
+        ("get_worker_stats", 24, Message::GetWorkerStats),
+        (
+            "worker_stats",
+            24,
+            Message::WorkerStats {
+                worker_id: 1,
+                budget_bytes: 1 << 30,
+                buffered_bytes: 10,
+                peak_buffered_bytes: 20,
+                stored_bytes: 30,
+                peak_rss_bytes: 40,
+            },
+        ),
+    ]
+}
+
+fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
+    let ok = Message::RegisterApp {
+        app_id: "app-1".into(),
+        lease_ms: 1,
+    }
+    .encode_frame(1);
+    let mut bad_version = ok.clone();
+    bad_version[4] = 2;
+    let mut unknown_kind = ok.clone();
+    unknown_kind[5] = 0x7f;
+    // The length says the body is 2 bytes shorter than the fields it must hold.
+    let mut truncated = ok[..ok.len() - 2].to_vec();
+    let len = (truncated.len() - 4) as u32;
+    truncated[0..4].copy_from_slice(&len.to_be_bytes());
+    let mut short_length = ok.clone();
+    short_length[0..4].copy_from_slice(&8u32.to_be_bytes());
+    let mut bad_utf8 = ok.clone();
+    bad_utf8[18] = 0xff;
+    let mut bad_bool = Message::Fetch {
+        app_id: "a".into(),
+        shuffle_id: 0,
+        partition: 0,
+        start_map: 0,
+        end_map: 1,
+        resume_after: None,
+    }
+    .encode_frame(1);
+    *bad_bool.last_mut().unwrap() = 7;
+    let mut huge_list = Message::PrepareShuffle {
+        app_id: "a".into(),
+        shuffle_id: 0,
+        num_maps: 1,
+        num_partitions: 1,
+        partitions: vec![],
+    }
+    .encode_frame(1);
+    let n = huge_list.len();
+    huge_list[n - 4..].copy_from_slice(&u32::MAX.to_be_bytes());
+    vec![
+        (
+            "unsupported_version",
+            bad_version,
+            ErrorCode::UnsupportedVersion,
+        ),
+        ("unknown_kind", unknown_kind, ErrorCode::UnknownMessageKind),
+        (
+            "body_shorter_than_fields",
+            truncated,
+            ErrorCode::TruncatedFrame,
+        ),
+        (
+            "length_shorter_than_header",
+            short_length,
+            ErrorCode::MalformedFrame,
+        ),
+        ("app_id_not_utf8", bad_utf8, ErrorCode::MalformedFrame),
+        ("bool_not_0_or_1", bad_bool, ErrorCode::MalformedFrame),
+        (
+            "list_count_beyond_body",
+            huge_list,
+            ErrorCode::TruncatedFrame,
+        ),
+    ]
+}
+
+fn build() -> Vectors {
+    Vectors {
+        protocol_version: PROTOCOL_VERSION,
+        note: "Crossdock wire protocol test vectors; see docs/protocol.md. Every implementation's tests read this file.".into(),
+        frames: samples()
+            .into_iter()
+            .map(|(name, rid, m)| FrameVector {
+                name: name.into(),
+                request_id: rid,
+                hex: to_hex(&m.encode_frame(rid)),
+                message: m,
+            })
+            .collect(),
+        invalid: invalid_samples()
+            .into_iter()
+            .map(|(name, bytes, code)| InvalidVector { name: name.into(), hex: to_hex(&bytes), error: code.name().into() })
+            .collect(),
+    }
+}
+
+fn load() -> Vectors {
+    if std::env::var_os("CROSSDOCK_WRITE_VECTORS").is_some() {
+        let text = serde_json::to_string_pretty(&build()).unwrap() + "\n";
+        std::fs::create_dir_all(path().parent().unwrap()).unwrap();
+        std::fs::write(path(), text).unwrap();
+    }
+    let text = std::fs::read_to_string(path()).expect("testdata/protocol/vectors.json is readable");
+    serde_json::from_str(&text).expect("vectors.json parses")
+}
+
+#[test]
+fn valid_vectors_decode_and_encode_exactly() {
+    let v = load();
+    assert_eq!(v.protocol_version, PROTOCOL_VERSION);
+    assert!(!v.frames.is_empty());
+    for f in &v.frames {
+        let bytes = from_hex(&f.hex).unwrap();
+        let (header, msg) =
+            Message::decode_frame(&bytes).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+        assert_eq!(header.request_id, f.request_id, "{}", f.name);
+        assert_eq!(msg, f.message, "{}: decoded meaning differs", f.name);
+        assert_eq!(
+            to_hex(&f.message.encode_frame(f.request_id)),
+            f.hex,
+            "{}: encoding differs",
+            f.name
+        );
+    }
+}
+
+#[test]
+fn invalid_vectors_are_rejected_with_their_code() {
+    let v = load();
+    assert!(!v.invalid.is_empty());
+    for f in &v.invalid {
+        let bytes = from_hex(&f.hex).unwrap();
+        let err = Message::decode_frame(&bytes).expect_err(&f.name);
+        assert_eq!(err.code().name(), f.error, "{}: {err}", f.name);
+    }
+}
+
+#[test]
+fn vectors_cover_every_message_kind() {
+    let v = load();
+    let covered: BTreeSet<u8> = v.frames.iter().map(|f| f.message.kind() as u8).collect();
+    for k in 0..=255u8 {
+        if MessageKind::from_u8(k).is_some() {
+            assert!(covered.contains(&k), "no vector for kind 0x{k:02x}");
+        }
+    }
+}
+
+#[test]
+fn the_file_matches_the_samples() {
+    // Guards against an edit of the samples that was not written to the shared file.
+    let v = load();
+    let built = build();
+    assert_eq!(v.frames.len(), built.frames.len());
+    for (a, b) in v.frames.iter().zip(&built.frames) {
+        assert_eq!(a.hex, b.hex, "{}", a.name);
+    }
+}
+
+#[test]
+fn appended_fields_are_ignored() {
+    // Forward compatibility: a newer peer may append fields to any body.
+    let mut frame = Message::RenewLease { app_id: "a".into() }.encode_frame(5);
+    frame.extend_from_slice(&[1, 2, 3]);
+    let len = (frame.len() - 4) as u32;
+    frame[0..4].copy_from_slice(&len.to_be_bytes());
+    let (_, msg) = Message::decode_frame(&frame).unwrap();
+    assert_eq!(msg, Message::RenewLease { app_id: "a".into() });
+}
