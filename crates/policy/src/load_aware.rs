@@ -46,7 +46,11 @@ pub fn place_partitions(workers: &[WorkerLoad], expected_sizes: &[u64]) -> Vec<u
     for p in order {
         let Reverse((bytes, parts, id)) = heap.pop().expect("heap holds every worker");
         placement[p] = id;
-        heap.push(Reverse((bytes.saturating_add(expected_sizes[p]), parts + 1, id)));
+        heap.push(Reverse((
+            bytes.saturating_add(expected_sizes[p]),
+            parts + 1,
+            id,
+        )));
     }
     placement
 }
@@ -85,9 +89,10 @@ mod tests {
         // Sizes 10, 1, 9, 1: the two big ones land on different workers.
         let placement = place_partitions(&[w(0, 0, 0), w(1, 0, 0)], &[10, 1, 9, 1]);
         assert_ne!(placement[0], placement[2]);
-        // The small ones go where the load is lower (beside the 9).
+        // The first small one goes beside the 9 (lower bytes); the second then ties on
+        // bytes (10 each) and goes to the worker with fewer partitions, beside the 10.
         assert_eq!(placement[1], placement[2]);
-        assert_eq!(placement[3], placement[2]);
+        assert_eq!(placement[3], placement[0]);
     }
 
     #[test]
