@@ -1,0 +1,213 @@
+//! Typed calls to the coordinator.
+
+use crossdock_proto::{CommitStatus, Message, PartitionStat, WorkerInfo};
+use tokio::sync::Mutex;
+
+use crate::connection::RpcConnection;
+use crate::error::{ClientError, Result};
+
+/// Where each partition of a shuffle lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub workers: Vec<WorkerInfo>,
+    /// Worker id per partition.
+    pub partition_workers: Vec<u32>,
+}
+
+impl Placement {
+    /// The worker that holds `partition`.
+    pub fn worker_of(&self, partition: u32) -> Option<&WorkerInfo> {
+        let id = *self.partition_workers.get(partition as usize)?;
+        self.workers.iter().find(|w| w.id == id)
+    }
+}
+
+/// A shuffle's commit progress and layout, as a reducer needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShuffleStatus {
+    pub num_maps: u32,
+    pub num_partitions: u32,
+    pub committed_maps: u32,
+    pub placement: Placement,
+    /// Committed attempt per map; `None` for a map that has not committed.
+    pub map_attempts: Vec<Option<u32>>,
+    pub partition_bytes: Vec<u64>,
+    pub partition_records: Vec<u64>,
+}
+
+impl ShuffleStatus {
+    /// True once every map has committed.
+    pub fn is_complete(&self) -> bool {
+        self.committed_maps == self.num_maps
+    }
+}
+
+/// A client of the coordinator. Reconnects on the next call after a transport failure.
+pub struct CoordinatorClient {
+    addr: String,
+    conn: Mutex<Option<RpcConnection>>,
+}
+
+impl CoordinatorClient {
+    /// Connects to the coordinator at `addr`; fails fast when it cannot be reached.
+    pub async fn connect(addr: &str) -> Result<CoordinatorClient> {
+        let conn = RpcConnection::connect(addr).await?;
+        Ok(CoordinatorClient {
+            addr: addr.to_string(),
+            conn: Mutex::new(Some(conn)),
+        })
+    }
+
+    /// The coordinator's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends any request and returns the response.
+    pub async fn call(&self, msg: &Message) -> Result<Message> {
+        let mut guard = self.conn.lock().await;
+        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+            *guard = Some(RpcConnection::connect(&self.addr).await?);
+        }
+        let conn = guard.as_ref().expect("connected above");
+        // Calls are short; holding the lock keeps reconnection simple. Concurrency
+        // comes from the request ids, which the connection multiplexes.
+        let fut = conn.call(msg);
+        fut.await
+    }
+
+    async fn expect_ok(&self, msg: Message) -> Result<()> {
+        match self.call(&msg).await? {
+            Message::Ok => Ok(()),
+            other => Err(ClientError::unexpected(&self.addr, other)),
+        }
+    }
+
+    /// Registers an app whose lease lasts `lease_ms` after each renewal.
+    pub async fn register_app(&self, app_id: &str, lease_ms: u32) -> Result<()> {
+        self.expect_ok(Message::RegisterApp {
+            app_id: app_id.into(),
+            lease_ms,
+        })
+        .await
+    }
+
+    /// Renews an app's lease.
+    pub async fn renew_lease(&self, app_id: &str) -> Result<()> {
+        self.expect_ok(Message::RenewLease {
+            app_id: app_id.into(),
+        })
+        .await
+    }
+
+    /// Unregisters an app; the workers delete its data.
+    pub async fn unregister_app(&self, app_id: &str) -> Result<()> {
+        self.expect_ok(Message::UnregisterApp {
+            app_id: app_id.into(),
+        })
+        .await
+    }
+
+    /// Registers a shuffle and returns its placement. Registering the same shuffle
+    /// again with the same sizes returns the same placement.
+    pub async fn register_shuffle(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        num_maps: u32,
+        num_partitions: u32,
+    ) -> Result<Placement> {
+        match self
+            .call(&Message::RegisterShuffle {
+                app_id: app_id.into(),
+                shuffle_id,
+                num_maps,
+                num_partitions,
+            })
+            .await?
+        {
+            Message::ShufflePlacement {
+                workers,
+                partition_workers,
+            } => Ok(Placement {
+                workers,
+                partition_workers,
+            }),
+            other => Err(ClientError::unexpected(&self.addr, other)),
+        }
+    }
+
+    /// Commits a map attempt with its per-partition sizes (non-empty partitions only).
+    /// Returns the commit status and the attempt that counts for the map.
+    pub async fn commit_map(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map_id: u32,
+        attempt_id: u32,
+        partitions: Vec<PartitionStat>,
+    ) -> Result<(CommitStatus, u32)> {
+        match self
+            .call(&Message::CommitMap {
+                app_id: app_id.into(),
+                shuffle_id,
+                map_id,
+                attempt_id,
+                partitions,
+            })
+            .await?
+        {
+            Message::CommitResult {
+                status,
+                winning_attempt,
+            } => Ok((status, winning_attempt)),
+            other => Err(ClientError::unexpected(&self.addr, other)),
+        }
+    }
+
+    /// Unregisters a shuffle; the workers delete its data.
+    pub async fn unregister_shuffle(&self, app_id: &str, shuffle_id: u32) -> Result<()> {
+        self.expect_ok(Message::UnregisterShuffle {
+            app_id: app_id.into(),
+            shuffle_id,
+        })
+        .await
+    }
+
+    /// The shuffle's commit progress and placement.
+    pub async fn shuffle_status(&self, app_id: &str, shuffle_id: u32) -> Result<ShuffleStatus> {
+        match self
+            .call(&Message::GetShuffleStatus {
+                app_id: app_id.into(),
+                shuffle_id,
+            })
+            .await?
+        {
+            Message::ShuffleStatus {
+                num_maps,
+                num_partitions,
+                committed_maps,
+                workers,
+                partition_workers,
+                map_attempts,
+                partition_bytes,
+                partition_records,
+            } => Ok(ShuffleStatus {
+                num_maps,
+                num_partitions,
+                committed_maps,
+                placement: Placement {
+                    workers,
+                    partition_workers,
+                },
+                map_attempts: map_attempts
+                    .into_iter()
+                    .map(|a| (a != u32::MAX).then_some(a))
+                    .collect(),
+                partition_bytes,
+                partition_records,
+            }),
+            other => Err(ClientError::unexpected(&self.addr, other)),
+        }
+    }
+}

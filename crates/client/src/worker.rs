@@ -1,0 +1,255 @@
+//! Typed calls to a worker: pipelined pushes and resumable fetches.
+
+use std::collections::VecDeque;
+
+use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
+use crossdock_proto::{
+    checksum, FetchedBatch, Message, PushHeader, ResumePoint, MAX_CONTROL_FRAME,
+};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::connection::{connect_stream, RpcConnection};
+use crate::error::{ClientError, Result};
+
+/// A client of one worker's data endpoint.
+pub struct WorkerClient {
+    conn: RpcConnection,
+}
+
+/// A push whose acknowledgement has not been awaited yet.
+pub struct PendingPush {
+    rx: oneshot::Receiver<Result<Message>>,
+}
+
+impl WorkerClient {
+    /// Connects to the worker at `addr`.
+    pub async fn connect(addr: &str) -> Result<WorkerClient> {
+        Ok(WorkerClient {
+            conn: RpcConnection::connect(addr).await?,
+        })
+    }
+
+    /// The worker's address.
+    pub fn addr(&self) -> &str {
+        self.conn.addr()
+    }
+
+    /// True once the underlying connection failed; open a new client then.
+    pub fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    /// Sends one batch. The CRC32C in `header` must be that of `payload`. Returns as soon
+    /// as the frame is written; await [`WorkerClient::finish_push`] for the acknowledgement.
+    /// The worker acknowledges only once the batch is held within its memory budget;
+    /// while it has no room, the frame stays in the socket and this call waits: that is
+    /// the back-pressure.
+    pub async fn push(&self, header: &PushHeader, payload: &[u8]) -> Result<PendingPush> {
+        Ok(PendingPush {
+            rx: self.conn.start_push(header, payload).await?,
+        })
+    }
+
+    /// Waits for a push's acknowledgement.
+    pub async fn finish_push(&self, pending: PendingPush) -> Result<()> {
+        match self.conn.wait(pending.rx).await? {
+            Message::Ok => Ok(()),
+            other => Err(ClientError::unexpected(self.addr(), other)),
+        }
+    }
+
+    /// Sends any request on the push connection.
+    pub async fn call(&self, msg: &Message) -> Result<Message> {
+        self.conn.call(msg).await
+    }
+}
+
+/// What a reducer reads: one partition, maps `[start_map, end_map)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRange {
+    pub app_id: String,
+    pub shuffle_id: u32,
+    pub partition: u32,
+    pub start_map: u32,
+    pub end_map: u32,
+}
+
+/// Reads the committed batches of a [`FetchRange`] from one worker, in (map, batch
+/// sequence) order, checking each batch's CRC32C.
+///
+/// When the connection breaks mid-stream, the reader reconnects and asks the worker to
+/// resume after the last batch it delivered, up to `max_resumes` times, so no batch is
+/// lost or delivered twice.
+pub struct PartitionReader {
+    addr: String,
+    range: FetchRange,
+    stream: Option<BufReader<TcpStream>>,
+    ready: VecDeque<FetchedBatch>,
+    last: Option<ResumePoint>,
+    done: bool,
+    received_in_stream: u64,
+    /// Number of times the reader resumed on a new connection.
+    pub resumes: u32,
+    max_resumes: u32,
+    /// Payload bytes delivered so far.
+    pub bytes: u64,
+    /// Batches delivered so far.
+    pub batches: u64,
+}
+
+impl PartitionReader {
+    /// A reader of `range` from the worker at `addr`. Nothing is sent until the first
+    /// call to [`PartitionReader::next_batch`].
+    pub fn new(addr: &str, range: FetchRange) -> PartitionReader {
+        PartitionReader {
+            addr: addr.to_string(),
+            range,
+            stream: None,
+            ready: VecDeque::new(),
+            last: None,
+            done: false,
+            received_in_stream: 0,
+            resumes: 0,
+            max_resumes: 3,
+            bytes: 0,
+            batches: 0,
+        }
+    }
+
+    /// Sets how many times a broken stream is resumed before the error is returned.
+    pub fn with_max_resumes(mut self, n: u32) -> Self {
+        self.max_resumes = n;
+        self
+    }
+
+    /// Breaks the current connection (tests use it to exercise resumption).
+    pub fn drop_connection(&mut self) {
+        self.stream = None;
+    }
+
+    async fn open(&mut self) -> Result<()> {
+        let mut stream = connect_stream(&self.addr).await?;
+        let req = Message::Fetch {
+            app_id: self.range.app_id.clone(),
+            shuffle_id: self.range.shuffle_id,
+            partition: self.range.partition,
+            start_map: self.range.start_map,
+            end_map: self.range.end_map,
+            resume_after: self.last,
+        };
+        let io = |source| ClientError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        write_message(&mut stream, 1, &req).await.map_err(io)?;
+        stream.flush().await.map_err(io)?;
+        self.stream = Some(BufReader::with_capacity(256 << 10, stream));
+        self.received_in_stream = 0;
+        Ok(())
+    }
+
+    /// Reads the next frame of the stream into `ready`. Transport errors are returned
+    /// as [`ClientError::Io`] so the caller can resume.
+    async fn read_frame(&mut self) -> Result<()> {
+        let addr = self.addr.clone();
+        let io = |source| ClientError::Io {
+            addr: addr.clone(),
+            source,
+        };
+        let stream = self.stream.as_mut().expect("stream is open");
+        let header = read_header(stream).await.map_err(io)?.ok_or_else(|| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "fetch stream closed before its end",
+            ))
+        })?;
+        if header.body_len > MAX_CONTROL_FRAME {
+            return Err(ClientError::Corrupt(format!(
+                "fetch frame of {} bytes from {addr} exceeds the limit",
+                header.body_len
+            )));
+        }
+        let body = read_exact_bytes(stream, header.body_len as usize)
+            .await
+            .map_err(io)?;
+        let msg = Message::decode(header.kind, body).map_err(|source| ClientError::Decode {
+            addr: addr.clone(),
+            source,
+        })?;
+        match msg {
+            Message::FetchChunk { batches } => {
+                for b in batches {
+                    if let Some(last) = self.last {
+                        if (b.map_id, b.batch_seq) <= (last.map_id, last.batch_seq) {
+                            return Err(ClientError::Corrupt(format!(
+                                "batch (map {}, seq {}) from {addr} is out of order after (map {}, seq {})",
+                                b.map_id, b.batch_seq, last.map_id, last.batch_seq
+                            )));
+                        }
+                    }
+                    if checksum(&b.payload) != b.crc32c {
+                        return Err(ClientError::Corrupt(format!(
+                            "batch (map {}, seq {}) of partition {} from {addr} failed its CRC32C",
+                            b.map_id, b.batch_seq, self.range.partition
+                        )));
+                    }
+                    self.last = Some(ResumePoint {
+                        map_id: b.map_id,
+                        batch_seq: b.batch_seq,
+                    });
+                    self.received_in_stream += 1;
+                    self.ready.push_back(b);
+                }
+                Ok(())
+            }
+            Message::FetchEnd { batches, .. } => {
+                if batches != self.received_in_stream {
+                    return Err(ClientError::Corrupt(format!(
+                        "{addr} announced {batches} batches but sent {}",
+                        self.received_in_stream
+                    )));
+                }
+                self.done = true;
+                self.stream = None;
+                Ok(())
+            }
+            Message::Error { code, message } => {
+                self.stream = None;
+                Err(ClientError::remote(&addr, code, message))
+            }
+            other => Err(ClientError::unexpected(&addr, other)),
+        }
+    }
+
+    /// The next batch, or `None` at the end of the range.
+    pub async fn next_batch(&mut self) -> Result<Option<FetchedBatch>> {
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                self.bytes += b.payload.len() as u64;
+                self.batches += 1;
+                return Ok(Some(b));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let step = async {
+                if self.stream.is_none() {
+                    self.open().await?;
+                }
+                self.read_frame().await
+            }
+            .await;
+            match step {
+                Ok(()) => {}
+                Err(e) if e.is_transport() && self.resumes < self.max_resumes => {
+                    tracing::debug!(error = %e, "fetch stream broke; resuming");
+                    self.stream = None;
+                    self.resumes += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The coordinator's request handling.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
+use crossdock_proto::{
+    CommitStatus, ErrorCode, Message, PartitionBytes, PartitionStat, MAX_CONTROL_FRAME,
+    PROTOCOL_VERSION,
+};
+use futures_util::future::join_all;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::state::NO_ATTEMPT;
+use super::Coordinator;
+use crate::error::ServerError;
+use crate::ShutdownSignal;
+
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    coord: Arc<Coordinator>,
+    mut shutdown: ShutdownSignal,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let coord = coord.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = serve(stream, coord).await {
+                            tracing::debug!(%peer, error = %e, "coordinator connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Requests on one connection are handled concurrently; responses are matched by id.
+async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Message, bool)>();
+    let writer = tokio::spawn(async move {
+        let mut w = BufWriter::new(w);
+        while let Some((id, msg, close)) = rx.recv().await {
+            write_message(&mut w, id, &msg).await?;
+            if rx.is_empty() || close {
+                w.flush().await?;
+            }
+            if close {
+                break;
+            }
+        }
+        io::Result::Ok(())
+    });
+    let reject = |coord: &Coordinator, err: ServerError| {
+        coord.metrics.errors.inc(err.code);
+        tracing::debug!(code = %err.code, message = %err.message, "request rejected");
+        err.to_message()
+    };
+    loop {
+        let h = match read_header(&mut r).await {
+            Ok(Some(h)) => h,
+            Ok(None) => break,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                let _ = tx.send((
+                    0,
+                    reject(
+                        &coord,
+                        ServerError::new(ErrorCode::MalformedFrame, e.to_string()),
+                    ),
+                    true,
+                ));
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        if h.version != PROTOCOL_VERSION {
+            let err = ServerError::new(
+                ErrorCode::UnsupportedVersion,
+                format!("protocol version {} is not supported; this coordinator speaks version {PROTOCOL_VERSION}", h.version),
+            );
+            let _ = tx.send((h.request_id, reject(&coord, err), true));
+            break;
+        }
+        if h.body_len > MAX_CONTROL_FRAME {
+            let err = ServerError::new(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "frame body of {} bytes exceeds the limit of {MAX_CONTROL_FRAME} bytes",
+                    h.body_len
+                ),
+            );
+            let _ = tx.send((h.request_id, reject(&coord, err), true));
+            break;
+        }
+        let body = read_exact_bytes(&mut r, h.body_len as usize).await?;
+        let msg = match Message::decode(h.kind, body) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = tx.send((h.request_id, reject(&coord, e.into()), false));
+                continue;
+            }
+        };
+        let coord = coord.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let reply = match handle(&coord, msg).await {
+                Ok(m) => m,
+                Err(err) => reject(&coord, err),
+            };
+            let _ = tx.send((h.request_id, reply, false));
+        });
+    }
+    drop(tx);
+    writer.await.map_err(io::Error::other)?
+}
+
+async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, ServerError> {
+    let now = Instant::now();
+    match msg {
+        Message::RegisterWorker {
+            addr,
+            memory_budget,
+        } => {
+            let worker_id = coord.lock().register_worker(&addr, memory_budget, now);
+            tracing::info!(worker_id, %addr, memory_budget, "worker registered");
+            Ok(Message::WorkerRegistered {
+                worker_id,
+                heartbeat_ms: coord.cfg.heartbeat.as_millis() as u32,
+            })
+        }
+        Message::Heartbeat {
+            worker_id,
+            buffered_bytes,
+            stored_bytes,
+        } => {
+            coord
+                .lock()
+                .heartbeat(worker_id, buffered_bytes, stored_bytes, now)?;
+            Ok(Message::Ok)
+        }
+        Message::RegisterApp { app_id, lease_ms } => {
+            coord.lock().register_app(&app_id, lease_ms, now)?;
+            Ok(Message::Ok)
+        }
+        Message::RenewLease { app_id } => {
+            coord.lock().renew_lease(&app_id, now)?;
+            Ok(Message::Ok)
+        }
+        Message::UnregisterApp { app_id } => {
+            let (existed, workers) = {
+                let mut st = coord.lock();
+                (st.apps.remove(&app_id).is_some(), st.live_worker_addrs())
+            };
+            if existed {
+                delete_app_on(coord, &app_id, &workers).await;
+            }
+            Ok(Message::Ok)
+        }
+        Message::RegisterShuffle {
+            app_id,
+            shuffle_id,
+            num_maps,
+            num_partitions,
+        } => register_shuffle(coord, &app_id, shuffle_id, num_maps, num_partitions).await,
+        Message::CommitMap {
+            app_id,
+            shuffle_id,
+            map_id,
+            attempt_id,
+            partitions,
+        } => commit_map(coord, &app_id, shuffle_id, map_id, attempt_id, partitions).await,
+        Message::UnregisterShuffle { app_id, shuffle_id } => {
+            let removed = coord
+                .lock()
+                .apps
+                .get_mut(&app_id)
+                .and_then(|a| a.shuffles.remove(&shuffle_id));
+            if let Some(s) = removed {
+                let msg = Message::DeleteShuffle {
+                    app_id: app_id.clone(),
+                    shuffle_id,
+                };
+                let calls = s
+                    .workers
+                    .iter()
+                    .map(|(_, addr)| coord.call_worker(addr, &msg));
+                for res in join_all(calls).await {
+                    if let Err(e) = res {
+                        tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not delete shuffle data on a worker");
+                    }
+                }
+            }
+            Ok(Message::Ok)
+        }
+        Message::GetShuffleStatus { app_id, shuffle_id } => {
+            let st = coord.lock();
+            let s = st.shuffle(&app_id, shuffle_id)?;
+            Ok(st.status(&s))
+        }
+        other => Err(ServerError::new(
+            ErrorCode::UnknownMessageKind,
+            format!(
+                "the coordinator does not accept {:?} messages",
+                other.kind()
+            ),
+        )),
+    }
+}
+
+pub(super) async fn delete_app_on(coord: &Coordinator, app_id: &str, workers: &[String]) {
+    let msg = Message::DeleteApp {
+        app_id: app_id.to_string(),
+    };
+    let calls = workers.iter().map(|addr| coord.call_worker(addr, &msg));
+    for res in join_all(calls).await {
+        if let Err(e) = res {
+            tracing::warn!(error = %e, app = %app_id, "could not delete app data on a worker");
+        }
+    }
+}
+
+fn worker_failed(addr: &str, e: crossdock_client::ClientError) -> ServerError {
+    match e {
+        crossdock_client::ClientError::Remote { code, message, .. } => ServerError::new(
+            ErrorCode::from_u16(code).unwrap_or(ErrorCode::Internal),
+            format!("worker {addr}: {message}"),
+        ),
+        other => ServerError::new(
+            ErrorCode::WorkerUnavailable,
+            format!("worker {addr}: {other}"),
+        ),
+    }
+}
+
+async fn register_shuffle(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    num_maps: u32,
+    num_partitions: u32,
+) -> Result<Message, ServerError> {
+    let planned = coord
+        .lock()
+        .plan_shuffle(app_id, shuffle_id, num_maps, num_partitions)?;
+    let entry = match planned {
+        Ok(existing) => return Ok(coord.lock().placement(&existing)),
+        Err(new) => new,
+    };
+    let calls = entry.workers.iter().map(|(id, addr)| {
+        let msg = Message::PrepareShuffle {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            num_maps,
+            num_partitions,
+            partitions: entry.partitions_of(*id),
+        };
+        async move {
+            coord
+                .call_worker(addr, &msg)
+                .await
+                .map_err(|e| worker_failed(addr, e))
+        }
+    });
+    for res in join_all(calls).await {
+        res?;
+    }
+    coord
+        .metrics
+        .registered_shuffles
+        .fetch_add(1, Ordering::Relaxed);
+    let mut st = coord.lock();
+    let recorded = st.record_shuffle(app_id, shuffle_id, entry)?;
+    tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = recorded.workers.len(), "shuffle registered");
+    Ok(st.placement(&recorded))
+}
+
+async fn commit_map(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    map_id: u32,
+    attempt_id: u32,
+    stats: Vec<PartitionStat>,
+) -> Result<Message, ServerError> {
+    let shuffle = coord.lock().shuffle(app_id, shuffle_id)?;
+    if map_id >= shuffle.num_maps {
+        return Err(ServerError::new(
+            ErrorCode::UnknownMap,
+            format!(
+                "map {map_id} is out of range: shuffle {shuffle_id} has {} maps",
+                shuffle.num_maps
+            ),
+        ));
+    }
+    if attempt_id == NO_ATTEMPT {
+        return Err(ServerError::new(
+            ErrorCode::InvalidArgument,
+            "attempt id 4294967295 is reserved",
+        ));
+    }
+    if let Some(s) = stats.iter().find(|s| s.partition >= shuffle.num_partitions) {
+        return Err(ServerError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "commit names partition {} but the shuffle has {}",
+                s.partition, shuffle.num_partitions
+            ),
+        ));
+    }
+    let _serial = shuffle.commit_lock.lock().await;
+    if let Some((status, winner)) = shuffle.commit_precheck(map_id, attempt_id) {
+        if status == CommitStatus::Rejected {
+            coord
+                .metrics
+                .rejected_commits
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::info!(app = %app_id, shuffle_id, map_id, attempt_id, winner, "commit rejected: another attempt won");
+        }
+        return Ok(Message::CommitResult {
+            status,
+            winning_attempt: winner,
+        });
+    }
+    // Every worker of the shuffle checks that it holds exactly the reported bytes.
+    let per_worker: Vec<(String, Vec<PartitionBytes>)> = shuffle
+        .workers
+        .iter()
+        .map(|(id, addr)| {
+            let parts = stats
+                .iter()
+                .filter(|s| s.bytes > 0 && shuffle.partition_workers[s.partition as usize] == *id)
+                .map(|s| PartitionBytes {
+                    partition: s.partition,
+                    bytes: s.bytes,
+                })
+                .collect();
+            (addr.clone(), parts)
+        })
+        .collect();
+    let results = notify_commit(coord, app_id, shuffle_id, map_id, attempt_id, &per_worker).await;
+    if let Some(err) = results.into_iter().find_map(|r| r.err()) {
+        // Undo on the workers that accepted, so a retried attempt can push again.
+        let _ = notify_commit(coord, app_id, shuffle_id, map_id, NO_ATTEMPT, &per_worker).await;
+        tracing::warn!(app = %app_id, shuffle_id, map_id, attempt_id, error = %err, "commit failed");
+        return Err(err);
+    }
+    shuffle.record_commit(map_id, attempt_id, &stats);
+    coord.metrics.commits.fetch_add(1, Ordering::Relaxed);
+    Ok(Message::CommitResult {
+        status: CommitStatus::Committed,
+        winning_attempt: attempt_id,
+    })
+}
+
+async fn notify_commit(
+    coord: &Coordinator,
+    app_id: &str,
+    shuffle_id: u32,
+    map_id: u32,
+    attempt_id: u32,
+    per_worker: &[(String, Vec<PartitionBytes>)],
+) -> Vec<Result<(), ServerError>> {
+    let calls = per_worker.iter().map(|(addr, partitions)| {
+        let msg = Message::MapCommitted {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            map_id,
+            attempt_id,
+            partitions: partitions.clone(),
+        };
+        async move {
+            coord
+                .call_worker(addr, &msg)
+                .await
+                .map(|_| ())
+                .map_err(|e| worker_failed(addr, e))
+        }
+    });
+    join_all(calls).await
+}

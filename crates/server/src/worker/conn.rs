@@ -1,0 +1,537 @@
+//! One client connection to a worker: pushes, fetches and coordinator calls.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes};
+use crossdock_proto::codec::Reader;
+use crossdock_proto::io::{read_exact_bytes, read_header, skip, write_message};
+use crossdock_proto::{
+    checksum, ErrorCode, FetchedBatch, FrameHeader, Message, MessageKind, PushHeader, ResumePoint,
+    MAX_CONTROL_FRAME, PROTOCOL_VERSION,
+};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::partition::{Insert, Piece, Source, RECORD_HEADER, RECORD_MAGIC};
+use super::{Worker, FETCH_CHUNK};
+use crate::error::ServerError;
+use crate::ShutdownSignal;
+
+type In = BufReader<OwnedReadHalf>;
+type Out = BufWriter<OwnedWriteHalf>;
+
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    worker: Arc<Worker>,
+    mut shutdown: ShutdownSignal,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let worker = worker.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = serve(stream, &worker).await {
+                            tracing::debug!(%peer, error = %e, "worker connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// What to do with the connection after a request.
+enum Next {
+    Continue,
+    Close,
+}
+
+async fn serve(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    let mut r = BufReader::with_capacity(256 << 10, r);
+    let mut w = BufWriter::with_capacity(64 << 10, w);
+    loop {
+        let h = match read_header(&mut r).await {
+            Ok(Some(h)) => h,
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                let err = ServerError::new(ErrorCode::MalformedFrame, e.to_string());
+                reply_error(&mut w, worker, 0, &err).await?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let next = if h.version != PROTOCOL_VERSION {
+            let err = ServerError::new(
+                ErrorCode::UnsupportedVersion,
+                format!("protocol version {} is not supported; this worker speaks version {PROTOCOL_VERSION}", h.version),
+            );
+            reply_error(&mut w, worker, h.request_id, &err).await?;
+            Next::Close
+        } else if h.kind == MessageKind::PushBatch as u8 {
+            handle_push(&mut r, &mut w, worker, h).await?
+        } else if h.body_len > MAX_CONTROL_FRAME {
+            let err = ServerError::new(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "frame body of {} bytes exceeds the limit of {MAX_CONTROL_FRAME} bytes",
+                    h.body_len
+                ),
+            );
+            reply_error(&mut w, worker, h.request_id, &err).await?;
+            Next::Close
+        } else {
+            let body = read_exact_bytes(&mut r, h.body_len as usize).await?;
+            match Message::decode(h.kind, body) {
+                Err(e) => {
+                    reply_error(&mut w, worker, h.request_id, &e.into()).await?;
+                    Next::Continue
+                }
+                Ok(Message::Fetch {
+                    app_id,
+                    shuffle_id,
+                    partition,
+                    start_map,
+                    end_map,
+                    resume_after,
+                }) => {
+                    let req = FetchRequest {
+                        app_id,
+                        shuffle_id,
+                        partition,
+                        start_map,
+                        end_map,
+                        resume_after,
+                    };
+                    if let Err(err) = stream_fetch(&mut w, worker, h.request_id, req).await? {
+                        reply_error(&mut w, worker, h.request_id, &err).await?;
+                    }
+                    Next::Continue
+                }
+                Ok(msg) => {
+                    let reply = match handle_control(worker, msg) {
+                        Ok(m) => m,
+                        Err(err) => {
+                            worker.metrics.errors.inc(err.code);
+                            err.to_message()
+                        }
+                    };
+                    write_message(&mut w, h.request_id, &reply).await?;
+                    Next::Continue
+                }
+            }
+        };
+        if r.buffer().is_empty() {
+            w.flush().await?;
+        }
+        if let Next::Close = next {
+            w.flush().await?;
+            return Ok(());
+        }
+    }
+}
+
+async fn reply_error(
+    w: &mut Out,
+    worker: &Worker,
+    request_id: u64,
+    err: &ServerError,
+) -> io::Result<()> {
+    worker.metrics.errors.inc(err.code);
+    tracing::debug!(code = %err.code, message = %err.message, "request rejected");
+    write_message(w, request_id, &err.to_message()).await?;
+    w.flush().await
+}
+
+fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerError> {
+    let store = &worker.store;
+    match msg {
+        Message::PrepareShuffle {
+            app_id,
+            shuffle_id,
+            num_maps,
+            num_partitions,
+            partitions,
+        } => {
+            store.prepare(&app_id, shuffle_id, num_maps, num_partitions, &partitions)?;
+            Ok(Message::Ok)
+        }
+        Message::MapCommitted {
+            app_id,
+            shuffle_id,
+            map_id,
+            attempt_id,
+            partitions,
+        } => {
+            store.map_committed(&app_id, shuffle_id, map_id, attempt_id, &partitions)?;
+            Ok(Message::Ok)
+        }
+        Message::DeleteShuffle { app_id, shuffle_id } => {
+            store.delete_shuffle(&app_id, shuffle_id);
+            Ok(Message::Ok)
+        }
+        Message::DeleteApp { app_id } => {
+            store.delete_app(&app_id);
+            Ok(Message::Ok)
+        }
+        Message::GetWorkerStats => Ok(worker.stats()),
+        other => Err(ServerError::new(
+            ErrorCode::UnknownMessageKind,
+            format!("a worker does not accept {:?} messages", other.kind()),
+        )),
+    }
+}
+
+/// Reads a push: header first, credit second, payload last.
+async fn handle_push(
+    r: &mut In,
+    w: &mut Out,
+    worker: &Arc<Worker>,
+    h: FrameHeader,
+) -> io::Result<Next> {
+    let body_len = h.body_len as u64;
+    // The header: a string and the fixed fields.
+    if body_len < 2 {
+        skip(r, body_len).await?;
+        let err = ServerError::new(
+            ErrorCode::TruncatedFrame,
+            "push frame ends before its app id",
+        );
+        reply_error(w, worker, h.request_id, &err).await?;
+        return Ok(Next::Continue);
+    }
+    let len_raw = read_exact_bytes(r, 2).await?;
+    let app_len = u16::from_be_bytes([len_raw[0], len_raw[1]]) as u64;
+    let header_len = 2 + app_len + PushHeader::FIXED_LEN as u64;
+    if body_len < header_len {
+        skip(r, body_len - 2).await?;
+        let err = ServerError::new(
+            ErrorCode::TruncatedFrame,
+            format!("push frame of {body_len} bytes ends inside its {header_len}-byte header"),
+        );
+        reply_error(w, worker, h.request_id, &err).await?;
+        return Ok(Next::Continue);
+    }
+    let rest = read_exact_bytes(r, (header_len - 2) as usize).await?;
+    let mut raw = Vec::with_capacity(header_len as usize);
+    raw.extend_from_slice(&len_raw);
+    raw.extend_from_slice(&rest);
+    let header = match PushHeader::decode(&mut Reader::new(Bytes::from(raw))) {
+        Ok(hdr) => hdr,
+        Err(e) => {
+            skip(r, body_len - header_len).await?;
+            reply_error(w, worker, h.request_id, &e.into()).await?;
+            return Ok(Next::Continue);
+        }
+    };
+    let payload_len = body_len - header_len;
+    let store = &worker.store;
+    let (shuffle, part) = match store.admit_push(&header, payload_len) {
+        Ok(x) => x,
+        Err(err) => {
+            // Skip the payload so the connection stays usable, unless it is absurdly
+            // large, which means the stream is not what it claims to be.
+            let next = if payload_len <= 4 * store.max_batch + (1 << 20) {
+                skip(r, payload_len).await?;
+                Next::Continue
+            } else {
+                Next::Close
+            };
+            reply_error(w, worker, h.request_id, &err).await?;
+            return Ok(next);
+        }
+    };
+    store.budget.take(payload_len).await;
+    let payload = match read_exact_bytes(r, payload_len as usize).await {
+        Ok(p) => p,
+        Err(e) => {
+            store.budget.give_back(payload_len);
+            return Err(e);
+        }
+    };
+    if checksum(&payload) != header.crc32c {
+        store.budget.give_back(payload_len);
+        let err = ServerError::new(
+            ErrorCode::BadChecksum,
+            format!(
+                "batch {} of map {} attempt {} for partition {}: CRC32C {:08x} does not match the header's {:08x}; the batch was dropped",
+                header.batch_seq, header.map_id, header.attempt_id, header.partition, checksum(&payload), header.crc32c
+            ),
+        );
+        reply_error(w, worker, h.request_id, &err).await?;
+        return Ok(Next::Continue);
+    }
+    match part.insert(
+        header.map_id,
+        header.attempt_id,
+        header.batch_seq,
+        header.crc32c,
+        payload,
+    ) {
+        Insert::Stored => {
+            worker
+                .metrics
+                .pushed_bytes
+                .fetch_add(payload_len, Ordering::Relaxed);
+            worker
+                .metrics
+                .pushed_batches
+                .fetch_add(1, Ordering::Relaxed);
+            if part.mem_bytes() >= store.flush_bytes {
+                store.schedule_flush(part);
+            }
+        }
+        Insert::Duplicate => {
+            store.budget.give_back(payload_len);
+            worker
+                .metrics
+                .duplicate_batches
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Insert::Deleted => {
+            store.budget.give_back(payload_len);
+            let err = ServerError::new(
+                ErrorCode::UnknownShuffle,
+                format!(
+                    "shuffle {} of app '{}' was deleted while the batch arrived",
+                    shuffle.shuffle_id, shuffle.app_id
+                ),
+            );
+            reply_error(w, worker, h.request_id, &err).await?;
+            return Ok(Next::Continue);
+        }
+    }
+    write_message(w, h.request_id, &Message::Ok).await?;
+    Ok(Next::Continue)
+}
+
+struct FetchRequest {
+    app_id: String,
+    shuffle_id: u32,
+    partition: u32,
+    start_map: u32,
+    end_map: u32,
+    resume_after: Option<ResumePoint>,
+}
+
+/// Streams the committed batches of a partition's map range as `FetchChunk` frames
+/// followed by `FetchEnd`. The outer error is a broken connection; the inner one is a
+/// rejection to report to the reducer.
+async fn stream_fetch(
+    w: &mut Out,
+    worker: &Arc<Worker>,
+    request_id: u64,
+    req: FetchRequest,
+) -> io::Result<Result<(), ServerError>> {
+    let (shuffle, part) = match worker
+        .store
+        .partition(&req.app_id, req.shuffle_id, req.partition)
+    {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(e)),
+    };
+    if req.start_map >= req.end_map || req.end_map > shuffle.num_maps {
+        return Ok(Err(ServerError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "map range [{}, {}) is empty or exceeds the shuffle's {} maps",
+                req.start_map, req.end_map, shuffle.num_maps
+            ),
+        )));
+    }
+    if let Some((first, missing)) = shuffle.first_uncommitted(req.start_map, req.end_map) {
+        return Ok(Err(ServerError::new(
+            ErrorCode::ShuffleNotComplete,
+            format!(
+                "{missing} map(s) of [{}, {}) have not committed yet (first: map {first}); fetch after the map stage completes",
+                req.start_map, req.end_map
+            ),
+        )));
+    }
+    let pieces = part.snapshot(
+        req.start_map,
+        req.end_map,
+        |m| shuffle.committed(m),
+        req.resume_after,
+    );
+    let needs_file = pieces.iter().any(|p| matches!(p.source, Source::File(_)));
+    let file = if needs_file {
+        match std::fs::File::open(&part.path) {
+            Ok(f) => Some(Arc::new(f)),
+            Err(e) => {
+                return Ok(Err(ServerError::io(
+                    &format!("opening {}", part.path.display()),
+                    e,
+                )))
+            }
+        }
+    } else {
+        None
+    };
+    let budget = &worker.fetch_budget;
+    let (mut batches, mut bytes) = (0u64, 0u64);
+    let mut rest = &pieces[..];
+    while !rest.is_empty() {
+        // One chunk: as many pieces as fit in FETCH_CHUNK (at least one).
+        let mut n = 0;
+        let mut size = 0u64;
+        while n < rest.len() && (n == 0 || size + rest[n].len as u64 <= FETCH_CHUNK) {
+            size += rest[n].len as u64;
+            n += 1;
+        }
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        let credit = size.min(budget.total());
+        budget.take(credit).await;
+        let loaded = load_chunk(chunk, file.clone()).await;
+        let out = match loaded {
+            Ok(batches_out) => {
+                let res = write_chunk(w, request_id, &batches_out).await;
+                budget.give_back(credit);
+                res?;
+                Ok(())
+            }
+            Err(e) => {
+                budget.give_back(credit);
+                Err(e)
+            }
+        };
+        if let Err(e) = out {
+            return Ok(Err(e));
+        }
+        batches += chunk.len() as u64;
+        bytes += size;
+    }
+    worker
+        .metrics
+        .fetched_batches
+        .fetch_add(batches, Ordering::Relaxed);
+    worker
+        .metrics
+        .fetched_bytes
+        .fetch_add(bytes, Ordering::Relaxed);
+    write_message(w, request_id, &Message::FetchEnd { batches, bytes }).await?;
+    w.flush().await?;
+    Ok(Ok(()))
+}
+
+/// Loads a chunk's payloads, reading adjacent file records with one read and checking
+/// every record's header and CRC32C.
+async fn load_chunk(
+    chunk: &[Piece],
+    file: Option<Arc<std::fs::File>>,
+) -> Result<Vec<FetchedBatch>, ServerError> {
+    let chunk = chunk.to_vec();
+    let in_memory = file.is_none();
+    let task = move || -> Result<Vec<FetchedBatch>, ServerError> {
+        let mut out = Vec::with_capacity(chunk.len());
+        let mut i = 0;
+        while i < chunk.len() {
+            let p = &chunk[i];
+            match &p.source {
+                Source::Memory(data) => {
+                    out.push(FetchedBatch {
+                        map_id: p.map_id,
+                        batch_seq: p.seq,
+                        crc32c: p.crc,
+                        payload: data.clone(),
+                    });
+                    i += 1;
+                }
+                Source::File(start) => {
+                    // Extend the read over records that follow each other in the file.
+                    let mut end = start + (RECORD_HEADER as u64) + p.len as u64;
+                    let mut j = i + 1;
+                    while j < chunk.len() {
+                        match chunk[j].source {
+                            Source::File(o) if o == end => {
+                                end += RECORD_HEADER as u64 + chunk[j].len as u64;
+                                j += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    let f = file.as_ref().expect("file opened for file pieces");
+                    let mut buf = vec![0u8; (end - start) as usize];
+                    f.read_exact_at(&mut buf, *start)
+                        .map_err(|e| ServerError::io("reading partition file", e))?;
+                    let buf = Bytes::from(buf);
+                    let mut off = 0usize;
+                    for q in &chunk[i..j] {
+                        let mut hdr = &buf[off..off + RECORD_HEADER];
+                        let fields = [
+                            hdr.get_u32(),
+                            hdr.get_u32(),
+                            hdr.get_u32(),
+                            hdr.get_u32(),
+                            hdr.get_u32(),
+                            hdr.get_u32(),
+                        ];
+                        let want = [RECORD_MAGIC, q.map_id, q.attempt_id, q.seq, q.len, q.crc];
+                        let payload =
+                            buf.slice(off + RECORD_HEADER..off + RECORD_HEADER + q.len as usize);
+                        if fields != want || checksum(&payload) != q.crc {
+                            return Err(ServerError::new(
+                                ErrorCode::CorruptData,
+                                format!(
+                                    "stored batch {} of map {} (attempt {}) failed its check at offset {} of the partition file",
+                                    q.seq, q.map_id, q.attempt_id, start + off as u64
+                                ),
+                            ));
+                        }
+                        out.push(FetchedBatch {
+                            map_id: q.map_id,
+                            batch_seq: q.seq,
+                            crc32c: q.crc,
+                            payload,
+                        });
+                        off += RECORD_HEADER + q.len as usize;
+                    }
+                    i = j;
+                }
+            }
+        }
+        Ok(out)
+    };
+    if in_memory {
+        return task();
+    }
+    tokio::task::spawn_blocking(task)
+        .await
+        .map_err(|e| ServerError::new(ErrorCode::Internal, format!("read task failed: {e}")))?
+}
+
+async fn write_chunk(w: &mut Out, request_id: u64, batches: &[FetchedBatch]) -> io::Result<()> {
+    let body_len: usize = 4 + batches
+        .iter()
+        .map(|b| FetchedBatch::HEADER_LEN + b.payload.len())
+        .sum::<usize>();
+    let mut head = Vec::with_capacity(20);
+    head.extend_from_slice(
+        &FrameHeader::new(MessageKind::FetchChunk as u8, request_id, body_len as u32).encode(),
+    );
+    head.put_u32(batches.len() as u32);
+    w.write_all(&head).await?;
+    for b in batches {
+        let mut bh = [0u8; FetchedBatch::HEADER_LEN];
+        let mut s = &mut bh[..];
+        s.put_u32(b.map_id);
+        s.put_u32(b.batch_seq);
+        s.put_u32(b.payload.len() as u32);
+        s.put_u32(b.crc32c);
+        w.write_all(&bh).await?;
+        w.write_all(&b.payload).await?;
+    }
+    Ok(())
+}

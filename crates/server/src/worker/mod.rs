@@ -1,0 +1,327 @@
+//! The worker: receives pushed batches, aggregates them per partition into one data
+//! file each, and serves committed data to reducers.
+//!
+//! - [`partition`]: one partition's file, in-memory batches and map index.
+//! - [`store`]: apps, shuffles, commits, deletion and flushing.
+//! - `conn`: the per-connection protocol handler (push, fetch, control).
+
+mod conn;
+pub mod partition;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossdock_client::RpcConnection;
+use crossdock_proto::{ErrorCode, Message};
+use tokio::net::TcpListener;
+
+use crate::memory::MemoryBudget;
+use crate::metrics::{describe, sample, ErrorCounts, Render};
+use crate::ShutdownSignal;
+use store::Store;
+
+/// Largest batch a worker accepts by default.
+pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
+/// Largest chunk of a fetch stream.
+pub const FETCH_CHUNK: u64 = 4 << 20;
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Address to listen on for pushes, fetches and coordinator calls.
+    pub listen: String,
+    /// Address given to the coordinator for clients to connect to; defaults to the
+    /// bound address (which must then not be a wildcard such as 0.0.0.0).
+    pub advertise: Option<String>,
+    /// The coordinator's address.
+    pub coordinator: String,
+    /// Budget for buffered shuffle data (pushed batches in memory and fetch buffers).
+    pub memory: u64,
+    /// Directory for partition files.
+    pub data_dir: PathBuf,
+}
+
+impl WorkerConfig {
+    /// The budget's split: (push credit, fetch buffer credit, max batch, flush size).
+    pub fn derived(&self) -> (u64, u64, u64, u64) {
+        let fetch = (self.memory / 8).clamp(FETCH_CHUNK.min(self.memory / 2), 64 << 20);
+        let push = self.memory - fetch;
+        let max_batch = DEFAULT_MAX_BATCH.min(push / 4).max(1);
+        let flush = (push / 16).clamp(64 << 10, 8 << 20);
+        (push, fetch, max_batch, flush)
+    }
+}
+
+/// Counters of one worker.
+#[derive(Default)]
+pub struct WorkerMetrics {
+    pub worker_id: AtomicU32,
+    pub pushed_bytes: AtomicU64,
+    pub pushed_batches: AtomicU64,
+    pub duplicate_batches: AtomicU64,
+    pub fetched_bytes: AtomicU64,
+    pub fetched_batches: AtomicU64,
+    pub flushed_bytes: AtomicU64,
+    pub flush_errors: AtomicU64,
+    pub errors: ErrorCounts,
+}
+
+/// A running worker.
+pub struct Worker {
+    pub addr: SocketAddr,
+    pub advertised: String,
+    pub store: Arc<Store>,
+    pub fetch_budget: Arc<MemoryBudget>,
+    pub metrics: Arc<WorkerMetrics>,
+    pub memory: u64,
+}
+
+impl Worker {
+    /// Binds, registers with the coordinator in the background and serves until
+    /// `shutdown` fires.
+    pub async fn start(
+        cfg: WorkerConfig,
+        shutdown: ShutdownSignal,
+    ) -> std::io::Result<Arc<Worker>> {
+        let (push, fetch, max_batch, flush) = cfg.derived();
+        std::fs::create_dir_all(&cfg.data_dir)?;
+        let listener = TcpListener::bind(&cfg.listen).await?;
+        let addr = listener.local_addr()?;
+        let advertised = match &cfg.advertise {
+            Some(a) => a.clone(),
+            None if addr.ip().is_unspecified() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("worker listens on the wildcard {addr}; give --advertise-addr HOST:PORT so clients can reach it"),
+                ))
+            }
+            None => addr.to_string(),
+        };
+        let metrics = Arc::new(WorkerMetrics::default());
+        let store = Store::new(
+            cfg.data_dir.clone(),
+            Arc::new(MemoryBudget::new(push)),
+            max_batch,
+            flush,
+            metrics.clone(),
+        );
+        let worker = Arc::new(Worker {
+            addr,
+            advertised,
+            store,
+            fetch_budget: Arc::new(MemoryBudget::new(fetch)),
+            metrics,
+            memory: cfg.memory,
+        });
+        tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, flush, data_dir = %cfg.data_dir.display(), "worker listening");
+        tokio::spawn(conn::accept_loop(
+            listener,
+            worker.clone(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(flusher(worker.store.clone(), shutdown.clone()));
+        tokio::spawn(membership(
+            worker.clone(),
+            cfg.coordinator.clone(),
+            shutdown,
+        ));
+        Ok(worker)
+    }
+
+    /// The worker's `WorkerStats` answer.
+    pub fn stats(&self) -> Message {
+        Message::WorkerStats {
+            worker_id: self.metrics.worker_id.load(Ordering::Relaxed),
+            budget_bytes: self.memory,
+            buffered_bytes: self.store.budget.used() + self.fetch_budget.used(),
+            peak_buffered_bytes: self.store.budget.peak() + self.fetch_budget.peak(),
+            stored_bytes: self.store.stored_bytes.load(Ordering::Relaxed),
+            peak_rss_bytes: crate::metrics::peak_rss_bytes(),
+        }
+    }
+}
+
+/// Flushes under memory pressure (above half the push budget) and flushes partitions
+/// that stopped receiving data.
+async fn flusher(store: Arc<Store>, mut shutdown: ShutdownSignal) {
+    let target = store.budget.total() / 2;
+    let idle = Duration::from_millis(500);
+    loop {
+        tokio::select! {
+            _ = store.budget.pressure.notified() => store.relieve_pressure(target / 2, idle),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if store.budget.used() > target {
+                    store.relieve_pressure(target / 2, idle);
+                } else {
+                    store.relieve_pressure(u64::MAX, idle);
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Registers with the coordinator and sends heartbeats; re-registers when the
+/// coordinator forgot this worker, reconnects when it is unreachable.
+async fn membership(worker: Arc<Worker>, coordinator: String, mut shutdown: ShutdownSignal) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let session = async {
+            let conn = RpcConnection::connect(&coordinator).await?;
+            let reply = conn
+                .call(&Message::RegisterWorker {
+                    addr: worker.advertised.clone(),
+                    memory_budget: worker.memory,
+                })
+                .await?;
+            let Message::WorkerRegistered {
+                worker_id,
+                heartbeat_ms,
+            } = reply
+            else {
+                return Err(crossdock_client::ClientError::Unexpected {
+                    addr: coordinator.clone(),
+                    what: format!("{reply:?}"),
+                });
+            };
+            worker.metrics.worker_id.store(worker_id, Ordering::Relaxed);
+            tracing::info!(worker_id, %coordinator, "registered with the coordinator");
+            loop {
+                tokio::time::sleep(Duration::from_millis(heartbeat_ms.max(10) as u64)).await;
+                let hb = Message::Heartbeat {
+                    worker_id,
+                    buffered_bytes: worker.store.budget.used(),
+                    stored_bytes: worker.store.stored_bytes.load(Ordering::Relaxed),
+                };
+                match conn.call(&hb).await {
+                    Ok(_) => {}
+                    Err(e) if e.code() == Some(ErrorCode::UnknownWorker) => {
+                        tracing::warn!(
+                            "coordinator no longer knows this worker; registering again"
+                        );
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        tokio::select! {
+            res = session => {
+                match res {
+                    Ok(()) => backoff = Duration::from_millis(100),
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "coordinator unreachable");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+impl Render for Worker {
+    fn render(&self, out: &mut String) {
+        let m = &self.metrics;
+        let id = m.worker_id.load(Ordering::Relaxed);
+        let labels = format!("worker=\"{id}\"");
+        let l = labels.as_str();
+        let (apps, shuffles, partitions) = self.store.counts();
+        let rows: [(&str, &str, &str, u64); 13] = [
+            (
+                "crossdock_worker_pushed_bytes_total",
+                "counter",
+                "Payload bytes accepted from pushes.",
+                m.pushed_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_pushed_batches_total",
+                "counter",
+                "Batches accepted from pushes.",
+                m.pushed_batches.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_duplicate_batches_total",
+                "counter",
+                "Pushed batches dropped as duplicates of stored ones.",
+                m.duplicate_batches.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_fetched_bytes_total",
+                "counter",
+                "Payload bytes sent to reducers.",
+                m.fetched_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_fetched_batches_total",
+                "counter",
+                "Batches sent to reducers.",
+                m.fetched_batches.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_flushed_bytes_total",
+                "counter",
+                "Payload bytes written to partition files.",
+                m.flushed_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_flush_errors_total",
+                "counter",
+                "Failed partition file writes.",
+                m.flush_errors.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_buffered_bytes",
+                "gauge",
+                "Shuffle bytes held in memory (pushed batches and fetch buffers).",
+                self.store.budget.used() + self.fetch_budget.used(),
+            ),
+            (
+                "crossdock_worker_peak_buffered_bytes",
+                "gauge",
+                "Largest number of shuffle bytes held in memory at once.",
+                self.store.budget.peak() + self.fetch_budget.peak(),
+            ),
+            (
+                "crossdock_worker_budget_bytes",
+                "gauge",
+                "The worker's memory budget for shuffle data.",
+                self.memory,
+            ),
+            (
+                "crossdock_worker_apps",
+                "gauge",
+                "Apps with data on this worker.",
+                apps,
+            ),
+            (
+                "crossdock_worker_shuffles",
+                "gauge",
+                "Shuffles with data on this worker.",
+                shuffles,
+            ),
+            (
+                "crossdock_worker_partitions",
+                "gauge",
+                "Partitions placed on this worker.",
+                partitions,
+            ),
+        ];
+        for (name, kind, help, v) in rows {
+            describe(out, name, kind, help);
+            sample(out, name, l, v);
+        }
+        describe(
+            out,
+            "crossdock_worker_errors_total",
+            "counter",
+            "Requests rejected, by error kind.",
+        );
+        m.errors.render(out, "crossdock_worker_errors_total", l);
+    }
+}

@@ -1,0 +1,388 @@
+//! One reduce partition on a worker: its data file, the batches still in memory, and
+//! the map index that says where every batch of every map attempt lies.
+//!
+//! All batches of a partition, from every map, are appended to **one** data file in
+//! large sequential writes (destination-based aggregation). Each batch is stored as a
+//! self-describing record so the file can be checked and re-indexed on its own:
+//!
+//! ```text
+//! u32 magic "CDK1" | u32 map_id | u32 attempt_id | u32 batch_seq | u32 len | u32 crc32c | payload
+//! ```
+//!
+//! A flush writes the pending batches sorted by (map, attempt, seq), so one map's
+//! batches in a flush are contiguous and a map-range read touches few, large extents.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes};
+use crossdock_proto::ResumePoint;
+
+/// Size of a record header in the data file.
+pub const RECORD_HEADER: usize = 24;
+/// Magic number that starts every record ("CDK1").
+pub const RECORD_MAGIC: u32 = 0x4344_4B31;
+
+/// One batch of one map attempt.
+#[derive(Debug, Clone)]
+pub struct Extent {
+    pub seq: u32,
+    pub len: u32,
+    pub crc: u32,
+    /// The payload while it is in memory (also while it is being flushed).
+    pub data: Option<Bytes>,
+    /// Offset of the record header in the data file, once written.
+    pub file_offset: Option<u64>,
+}
+
+/// Where a fetched batch comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Memory(Bytes),
+    /// Offset of the record header in the data file.
+    File(u64),
+}
+
+/// A batch to send to a reducer.
+#[derive(Debug, Clone)]
+pub struct Piece {
+    pub map_id: u32,
+    pub attempt_id: u32,
+    pub seq: u32,
+    pub len: u32,
+    pub crc: u32,
+    pub source: Source,
+}
+
+/// Outcome of inserting a pushed batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    Stored,
+    /// The same (map, attempt, seq) is already stored: a retried push. Dropped.
+    Duplicate,
+    /// The partition was deleted meanwhile.
+    Deleted,
+}
+
+/// Mutable state of a partition, behind its mutex.
+pub struct PartitionState {
+    /// The map index: (map, attempt) to its batches in sequence order.
+    pub index: BTreeMap<(u32, u32), Vec<Extent>>,
+    /// Batches in memory not yet handed to a flush, as (map, attempt, seq).
+    pub unflushed: Vec<(u32, u32, u32)>,
+    /// Payload bytes in memory (the credit this partition holds).
+    pub mem_bytes: u64,
+    /// Next free offset in the data file.
+    pub file_end: u64,
+    pub last_push: Instant,
+    pub deleted: bool,
+}
+
+/// A partition of a shuffle held by this worker.
+pub struct Partition {
+    pub id: u32,
+    pub path: PathBuf,
+    /// True while a flush of this partition is scheduled or running.
+    pub flushing: AtomicBool,
+    pub state: Mutex<PartitionState>,
+}
+
+/// Batches taken out of memory for one flush.
+pub struct FlushJob {
+    /// Where the buffer goes in the file.
+    pub offset: u64,
+    pub buffer: Vec<u8>,
+    /// (map, attempt, seq, record offset) of every record in the buffer.
+    pub records: Vec<(u32, u32, u32, u64)>,
+    /// Payload bytes the job releases once written.
+    pub payload_bytes: u64,
+}
+
+impl Partition {
+    pub fn new(id: u32, path: PathBuf) -> Partition {
+        Partition {
+            id,
+            path,
+            flushing: AtomicBool::new(false),
+            state: Mutex::new(PartitionState {
+                index: BTreeMap::new(),
+                unflushed: Vec::new(),
+                mem_bytes: 0,
+                file_end: 0,
+                last_push: Instant::now(),
+                deleted: false,
+            }),
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, PartitionState> {
+        self.state.lock().expect("partition lock poisoned")
+    }
+
+    /// Stores a pushed batch in memory. The caller already holds credit for it.
+    pub fn insert(&self, map: u32, attempt: u32, seq: u32, crc: u32, payload: Bytes) -> Insert {
+        let mut st = self.lock();
+        if st.deleted {
+            return Insert::Deleted;
+        }
+        let len = payload.len() as u32;
+        let extents = st.index.entry((map, attempt)).or_default();
+        let pos = match extents.binary_search_by_key(&seq, |e| e.seq) {
+            Ok(_) => return Insert::Duplicate,
+            Err(pos) => pos,
+        };
+        extents.insert(
+            pos,
+            Extent {
+                seq,
+                len,
+                crc,
+                data: Some(payload),
+                file_offset: None,
+            },
+        );
+        st.unflushed.push((map, attempt, seq));
+        st.mem_bytes += len as u64;
+        st.last_push = Instant::now();
+        Insert::Stored
+    }
+
+    /// Payload bytes held for one map attempt (in memory and on disk).
+    pub fn attempt_bytes(&self, map: u32, attempt: u32) -> u64 {
+        self.lock()
+            .index
+            .get(&(map, attempt))
+            .map_or(0, |v| v.iter().map(|e| e.len as u64).sum())
+    }
+
+    /// Payload bytes in memory.
+    pub fn mem_bytes(&self) -> u64 {
+        self.lock().mem_bytes
+    }
+
+    /// Takes the unflushed batches into a flush job, sorted by (map, attempt, seq), and
+    /// reserves their place in the file. Returns `None` when there is nothing to flush.
+    pub fn take_flush(&self) -> Option<FlushJob> {
+        let mut st = self.lock();
+        if st.deleted || st.unflushed.is_empty() {
+            return None;
+        }
+        let mut keys = std::mem::take(&mut st.unflushed);
+        keys.sort_unstable();
+        let offset = st.file_end;
+        let mut buffer = Vec::new();
+        let mut records = Vec::with_capacity(keys.len());
+        let mut payload_bytes = 0;
+        for (map, attempt, seq) in keys {
+            let Some(e) = st
+                .index
+                .get(&(map, attempt))
+                .and_then(|v| v.binary_search_by_key(&seq, |e| e.seq).ok().map(|i| &v[i]))
+            else {
+                continue;
+            };
+            let data = e.data.as_ref().expect("unflushed batch is in memory");
+            let rec_offset = offset + buffer.len() as u64;
+            buffer.reserve(RECORD_HEADER + data.len());
+            buffer.put_u32(RECORD_MAGIC);
+            buffer.put_u32(map);
+            buffer.put_u32(attempt);
+            buffer.put_u32(seq);
+            buffer.put_u32(e.len);
+            buffer.put_u32(e.crc);
+            buffer.extend_from_slice(data);
+            payload_bytes += e.len as u64;
+            records.push((map, attempt, seq, rec_offset));
+        }
+        st.file_end = offset + buffer.len() as u64;
+        Some(FlushJob {
+            offset,
+            buffer,
+            records,
+            payload_bytes,
+        })
+    }
+
+    /// Marks a written flush job's batches as on disk and drops their memory copies.
+    /// Returns the payload bytes released (0 if the partition was deleted meanwhile,
+    /// whose deletion already released them).
+    pub fn complete_flush(&self, job: &FlushJob) -> u64 {
+        let mut st = self.lock();
+        if st.deleted {
+            return 0;
+        }
+        for &(map, attempt, seq, rec_offset) in &job.records {
+            if let Some(v) = st.index.get_mut(&(map, attempt)) {
+                if let Ok(i) = v.binary_search_by_key(&seq, |e| e.seq) {
+                    v[i].data = None;
+                    v[i].file_offset = Some(rec_offset);
+                }
+            }
+        }
+        st.mem_bytes -= job.payload_bytes;
+        job.payload_bytes
+    }
+
+    /// Puts a failed flush job's batches back in the queue (they are still in memory).
+    pub fn abort_flush(&self, job: &FlushJob) {
+        let mut st = self.lock();
+        if !st.deleted {
+            st.unflushed
+                .extend(job.records.iter().map(|&(m, a, s, _)| (m, a, s)));
+        }
+    }
+
+    /// The batches a reducer reads for maps `[start, end)`: only each map's committed
+    /// attempt, in (map, seq) order, after `resume` if given.
+    pub fn snapshot(
+        &self,
+        start: u32,
+        end: u32,
+        committed: impl Fn(u32) -> Option<u32>,
+        resume: Option<ResumePoint>,
+    ) -> Vec<Piece> {
+        let st = self.lock();
+        let mut out = Vec::new();
+        let lower = Bound::Included((start, 0));
+        let upper = Bound::Excluded((end, 0));
+        for (&(map, attempt), extents) in st.index.range((lower, upper)) {
+            if committed(map) != Some(attempt) {
+                continue;
+            }
+            for e in extents {
+                if let Some(r) = resume {
+                    if (map, e.seq) <= (r.map_id, r.batch_seq) {
+                        continue;
+                    }
+                }
+                let source = match (&e.data, e.file_offset) {
+                    (Some(d), _) => Source::Memory(d.clone()),
+                    (None, Some(off)) => Source::File(off),
+                    (None, None) => unreachable!("a batch is in memory or on disk"),
+                };
+                out.push(Piece {
+                    map_id: map,
+                    attempt_id: attempt,
+                    seq: e.seq,
+                    len: e.len,
+                    crc: e.crc,
+                    source,
+                });
+            }
+        }
+        out
+    }
+
+    /// Marks the partition deleted and drops its memory. Returns the bytes released.
+    pub fn delete(&self) -> u64 {
+        let mut st = self.lock();
+        st.deleted = true;
+        st.index.clear();
+        st.unflushed.clear();
+        std::mem::take(&mut st.mem_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part() -> Partition {
+        Partition::new(0, PathBuf::from("/nonexistent"))
+    }
+
+    #[test]
+    fn duplicate_batches_are_dropped() {
+        let p = part();
+        assert_eq!(
+            p.insert(1, 0, 0, 0, Bytes::from_static(b"ab")),
+            Insert::Stored
+        );
+        assert_eq!(
+            p.insert(1, 0, 0, 0, Bytes::from_static(b"ab")),
+            Insert::Duplicate
+        );
+        assert_eq!(p.attempt_bytes(1, 0), 2);
+        assert_eq!(p.mem_bytes(), 2);
+    }
+
+    #[test]
+    fn snapshot_keeps_committed_attempts_in_map_seq_order() {
+        let p = part();
+        p.insert(2, 0, 1, 0, Bytes::from_static(b"2-0-1"));
+        p.insert(0, 5, 0, 0, Bytes::from_static(b"0-5-0"));
+        p.insert(2, 0, 0, 0, Bytes::from_static(b"2-0-0"));
+        p.insert(2, 1, 0, 0, Bytes::from_static(b"2-1-0"));
+        p.insert(1, 0, 0, 0, Bytes::from_static(b"1-0-0"));
+        let committed = |m: u32| match m {
+            0 => Some(5),
+            1 => Some(0),
+            2 => Some(0),
+            _ => None,
+        };
+        let names: Vec<_> = p
+            .snapshot(0, 3, committed, None)
+            .into_iter()
+            .map(|x| (x.map_id, x.attempt_id, x.seq))
+            .collect();
+        assert_eq!(names, vec![(0, 5, 0), (1, 0, 0), (2, 0, 0), (2, 0, 1)]);
+        let range: Vec<_> = p
+            .snapshot(1, 2, committed, None)
+            .into_iter()
+            .map(|x| x.map_id)
+            .collect();
+        assert_eq!(range, vec![1]);
+        let resumed: Vec<_> = p
+            .snapshot(
+                0,
+                3,
+                committed,
+                Some(ResumePoint {
+                    map_id: 2,
+                    batch_seq: 0,
+                }),
+            )
+            .into_iter()
+            .map(|x| (x.map_id, x.seq))
+            .collect();
+        assert_eq!(resumed, vec![(2, 1)]);
+    }
+
+    #[test]
+    fn flush_sorts_records_and_moves_them_to_disk() {
+        let p = part();
+        p.insert(3, 0, 0, 7, Bytes::from_static(b"ccc"));
+        p.insert(1, 0, 0, 9, Bytes::from_static(b"a"));
+        let job = p.take_flush().unwrap();
+        assert_eq!(job.offset, 0);
+        assert_eq!(job.records[0].0, 1, "map 1 is written before map 3");
+        assert_eq!(job.records[1].3, (RECORD_HEADER + 1) as u64);
+        assert_eq!(job.buffer.len(), 2 * RECORD_HEADER + 4);
+        assert!(p.take_flush().is_none(), "nothing left to flush");
+        assert_eq!(p.complete_flush(&job), 4);
+        assert_eq!(p.mem_bytes(), 0);
+        let pieces = p.snapshot(0, 4, |_| Some(0), None);
+        assert!(matches!(pieces[1].source, Source::File(o) if o == (RECORD_HEADER + 1) as u64));
+    }
+
+    #[test]
+    fn delete_releases_memory_and_stops_inserts() {
+        let p = part();
+        p.insert(0, 0, 0, 0, Bytes::from_static(b"xyz"));
+        let job = p.take_flush().unwrap();
+        assert_eq!(p.delete(), 3);
+        assert_eq!(
+            p.complete_flush(&job),
+            0,
+            "deletion already released the bytes"
+        );
+        assert_eq!(
+            p.insert(0, 0, 1, 0, Bytes::from_static(b"x")),
+            Insert::Deleted
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! The worker's shuffle store: apps, shuffles, partitions, commits and flushing.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crossdock_proto::{ErrorCode, PartitionBytes, PushHeader};
+use tokio::sync::Semaphore;
+
+use super::partition::{FlushJob, Partition};
+use super::WorkerMetrics;
+use crate::error::ServerError;
+use crate::memory::MemoryBudget;
+
+/// Marks a map without a committed attempt.
+pub const NO_ATTEMPT: u32 = u32::MAX;
+
+/// A shuffle as one worker holds it.
+pub struct Shuffle {
+    pub app_id: String,
+    pub shuffle_id: u32,
+    pub num_maps: u32,
+    pub num_partitions: u32,
+    pub dir: PathBuf,
+    /// The partitions placed on this worker.
+    pub partitions: RwLock<HashMap<u32, Arc<Partition>>>,
+    /// Committed attempt per map, [`NO_ATTEMPT`] until the coordinator says otherwise.
+    committed: Vec<AtomicU32>,
+    committed_count: AtomicU32,
+}
+
+impl Shuffle {
+    /// The committed attempt of `map`.
+    pub fn committed(&self, map: u32) -> Option<u32> {
+        let a = self.committed.get(map as usize)?.load(Ordering::Acquire);
+        (a != NO_ATTEMPT).then_some(a)
+    }
+
+    /// The first map in `[start, end)` that has not committed, and how many have not.
+    pub fn first_uncommitted(&self, start: u32, end: u32) -> Option<(u32, u32)> {
+        let missing: Vec<u32> = (start..end)
+            .filter(|&m| self.committed(m).is_none())
+            .collect();
+        missing.first().map(|&m| (m, missing.len() as u32))
+    }
+
+    /// True once every map has committed.
+    pub fn is_complete(&self) -> bool {
+        self.committed_count.load(Ordering::Acquire) == self.num_maps
+    }
+
+    pub fn partition(&self, p: u32) -> Option<Arc<Partition>> {
+        self.partitions.read().expect("lock").get(&p).cloned()
+    }
+
+    fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .expect("lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+type AppShuffles = HashMap<u32, Arc<Shuffle>>;
+
+/// Everything a worker stores, and the flushing of it.
+pub struct Store {
+    root: PathBuf,
+    apps: RwLock<HashMap<String, AppShuffles>>,
+    /// Credit for buffered pushed bytes.
+    pub budget: Arc<MemoryBudget>,
+    /// Largest payload one push may carry.
+    pub max_batch: u64,
+    /// A partition is flushed once it holds this many bytes in memory.
+    pub flush_bytes: u64,
+    flush_slots: Arc<Semaphore>,
+    pub metrics: Arc<WorkerMetrics>,
+    pub stored_bytes: AtomicU64,
+}
+
+fn safe_component(s: &str) -> String {
+    // App ids come from clients; keep them from naming paths outside the data dir.
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_string()
+}
+
+impl Store {
+    pub fn new(
+        root: PathBuf,
+        budget: Arc<MemoryBudget>,
+        max_batch: u64,
+        flush_bytes: u64,
+        metrics: Arc<WorkerMetrics>,
+    ) -> Arc<Store> {
+        Arc::new(Store {
+            root,
+            apps: RwLock::new(HashMap::new()),
+            budget,
+            max_batch,
+            flush_bytes,
+            flush_slots: Arc::new(Semaphore::new(2)),
+            metrics,
+            stored_bytes: AtomicU64::new(0),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Number of apps and shuffles and partitions held.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let apps = self.apps.read().expect("lock");
+        let shuffles: u64 = apps.values().map(|s| s.len() as u64).sum();
+        let partitions = apps
+            .values()
+            .flat_map(|s| s.values())
+            .map(|s| s.partitions.read().expect("lock").len() as u64)
+            .sum();
+        (apps.len() as u64, shuffles, partitions)
+    }
+
+    /// Looks a shuffle up, telling an unknown app from an unknown shuffle.
+    pub fn shuffle(&self, app_id: &str, shuffle_id: u32) -> Result<Arc<Shuffle>, ServerError> {
+        let apps = self.apps.read().expect("lock");
+        let shuffles = apps.get(app_id).ok_or_else(|| {
+            ServerError::new(
+                ErrorCode::UnknownApp,
+                format!("app '{app_id}' has no shuffle on this worker (unknown, expired or unregistered)"),
+            )
+        })?;
+        shuffles.get(&shuffle_id).cloned().ok_or_else(|| {
+            ServerError::new(
+                ErrorCode::UnknownShuffle,
+                format!("shuffle {shuffle_id} of app '{app_id}' is not on this worker"),
+            )
+        })
+    }
+
+    /// Looks up the partition a reducer or pusher names.
+    pub fn partition(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        partition: u32,
+    ) -> Result<(Arc<Shuffle>, Arc<Partition>), ServerError> {
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        let part = shuffle.partition(partition).ok_or_else(|| {
+            let why = if partition >= shuffle.num_partitions {
+                format!(
+                    "is out of range (the shuffle has {} partitions)",
+                    shuffle.num_partitions
+                )
+            } else {
+                "is not placed on this worker".to_string()
+            };
+            ServerError::new(
+                ErrorCode::UnknownPartition,
+                format!("partition {partition} of shuffle {shuffle_id} of app '{app_id}' {why}"),
+            )
+        })?;
+        Ok((shuffle, part))
+    }
+
+    /// Checks a push's header before its payload is read, so a rejected push costs no
+    /// memory. Returns the partition to store into.
+    pub fn admit_push(
+        &self,
+        h: &PushHeader,
+        payload_len: u64,
+    ) -> Result<(Arc<Shuffle>, Arc<Partition>), ServerError> {
+        if payload_len > self.max_batch {
+            return Err(ServerError::new(
+                ErrorCode::BatchTooLarge,
+                format!(
+                    "batch of {payload_len} bytes exceeds this worker's limit of {} bytes; split it",
+                    self.max_batch
+                ),
+            ));
+        }
+        let (shuffle, part) = self.partition(&h.app_id, h.shuffle_id, h.partition)?;
+        if h.map_id >= shuffle.num_maps {
+            return Err(ServerError::new(
+                ErrorCode::UnknownMap,
+                format!(
+                    "map {} is out of range (the shuffle has {} maps)",
+                    h.map_id, shuffle.num_maps
+                ),
+            ));
+        }
+        if let Some(a) = shuffle.committed(h.map_id) {
+            return Err(ServerError::new(
+                ErrorCode::PushAfterCommit,
+                format!(
+                    "map {} of shuffle {} already committed (attempt {a}); batch {} of attempt {} is refused",
+                    h.map_id, h.shuffle_id, h.batch_seq, h.attempt_id
+                ),
+            ));
+        }
+        Ok((shuffle, part))
+    }
+
+    /// Creates (or confirms) a shuffle and the partitions placed here.
+    pub fn prepare(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        num_maps: u32,
+        num_partitions: u32,
+        partitions: &[u32],
+    ) -> Result<(), ServerError> {
+        if let Some(&p) = partitions.iter().find(|&&p| p >= num_partitions) {
+            return Err(ServerError::new(
+                ErrorCode::InvalidArgument,
+                format!("partition {p} is out of range for {num_partitions} partitions"),
+            ));
+        }
+        let dir = self
+            .root
+            .join(safe_component(app_id))
+            .join(shuffle_id.to_string());
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ServerError::io(&format!("creating {}", dir.display()), e))?;
+        let mut apps = self.apps.write().expect("lock");
+        let shuffles = apps.entry(app_id.to_string()).or_default();
+        let shuffle = shuffles
+            .entry(shuffle_id)
+            .or_insert_with(|| {
+                Arc::new(Shuffle {
+                    app_id: app_id.to_string(),
+                    shuffle_id,
+                    num_maps,
+                    num_partitions,
+                    dir: dir.clone(),
+                    partitions: RwLock::new(HashMap::new()),
+                    committed: (0..num_maps).map(|_| AtomicU32::new(NO_ATTEMPT)).collect(),
+                    committed_count: AtomicU32::new(0),
+                })
+            })
+            .clone();
+        drop(apps);
+        if shuffle.num_maps != num_maps || shuffle.num_partitions != num_partitions {
+            return Err(ServerError::new(
+                ErrorCode::ShuffleExists,
+                format!(
+                    "shuffle {shuffle_id} of app '{app_id}' exists with {} maps and {} partitions",
+                    shuffle.num_maps, shuffle.num_partitions
+                ),
+            ));
+        }
+        let mut parts = shuffle.partitions.write().expect("lock");
+        for &p in partitions {
+            parts
+                .entry(p)
+                .or_insert_with(|| Arc::new(Partition::new(p, dir.join(format!("{p}.data")))));
+        }
+        Ok(())
+    }
+
+    /// Records the coordinator's decision that `attempt` is the one that counts for
+    /// `map`, after checking that this worker holds exactly the bytes the map reported
+    /// for the partitions placed here. `NO_ATTEMPT` revokes an unfinished commit.
+    pub fn map_committed(
+        self: &Arc<Self>,
+        app_id: &str,
+        shuffle_id: u32,
+        map: u32,
+        attempt: u32,
+        expected: &[PartitionBytes],
+    ) -> Result<(), ServerError> {
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        let slot = shuffle.committed.get(map as usize).ok_or_else(|| {
+            ServerError::new(
+                ErrorCode::UnknownMap,
+                format!(
+                    "map {map} is out of range (the shuffle has {} maps)",
+                    shuffle.num_maps
+                ),
+            )
+        })?;
+        if attempt == NO_ATTEMPT {
+            if slot.swap(NO_ATTEMPT, Ordering::AcqRel) != NO_ATTEMPT {
+                shuffle.committed_count.fetch_sub(1, Ordering::AcqRel);
+            }
+            return Ok(());
+        }
+        let expected: HashMap<u32, u64> = expected.iter().map(|p| (p.partition, p.bytes)).collect();
+        for part in shuffle.all_partitions() {
+            let want = expected.get(&part.id).copied().unwrap_or(0);
+            let have = part.attempt_bytes(map, attempt);
+            if want != have {
+                return Err(ServerError::new(
+                    ErrorCode::CommitMismatch,
+                    format!(
+                        "map {map} attempt {attempt} reported {want} bytes for partition {} but this worker holds {have}",
+                        part.id
+                    ),
+                ));
+            }
+        }
+        if slot.swap(attempt, Ordering::AcqRel) == NO_ATTEMPT
+            && shuffle.committed_count.fetch_add(1, Ordering::AcqRel) + 1 == shuffle.num_maps
+        {
+            // Every map is in: write what is still in memory so reducers read files
+            // and the memory returns to the budget.
+            for part in shuffle.all_partitions() {
+                self.schedule_flush(part);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a shuffle's data. Unknown shuffles are fine (deletion is idempotent).
+    pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32) {
+        let removed = {
+            let mut apps = self.apps.write().expect("lock");
+            let removed = apps.get_mut(app_id).and_then(|s| s.remove(&shuffle_id));
+            if apps.get(app_id).is_some_and(|s| s.is_empty()) {
+                apps.remove(app_id);
+            }
+            removed
+        };
+        if let Some(s) = removed {
+            self.drop_shuffle(&s);
+        }
+    }
+
+    /// Deletes all data of an app.
+    pub fn delete_app(&self, app_id: &str) {
+        let removed = self.apps.write().expect("lock").remove(app_id);
+        for s in removed.into_iter().flat_map(|m| m.into_values()) {
+            self.drop_shuffle(&s);
+        }
+        let dir = self.root.join(safe_component(app_id));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn drop_shuffle(&self, s: &Shuffle) {
+        let mut freed_disk = 0;
+        for p in s.all_partitions() {
+            self.budget.give_back(p.delete());
+            freed_disk += p.lock().file_end;
+        }
+        self.stored_bytes.fetch_sub(
+            freed_disk.min(self.stored_bytes.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        if let Err(e) = std::fs::remove_dir_all(&s.dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %s.dir.display(), error = %e, "could not delete shuffle data");
+            }
+        }
+        tracing::info!(app = %s.app_id, shuffle = s.shuffle_id, "deleted shuffle data");
+    }
+
+    /// Starts a flush of `part` unless one is already scheduled.
+    pub fn schedule_flush(self: &Arc<Self>, part: Arc<Partition>) {
+        if part.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let _slot = store
+                .flush_slots
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("never closed");
+            loop {
+                let Some(job) = part.take_flush() else { break };
+                let path = part.path.clone();
+                let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
+                match written {
+                    Ok((job, Ok(()))) => {
+                        let freed = part.complete_flush(&job);
+                        store.budget.give_back(freed);
+                        store
+                            .metrics
+                            .flushed_bytes
+                            .fetch_add(job.payload_bytes, Ordering::Relaxed);
+                        store
+                            .stored_bytes
+                            .fetch_add(job.buffer.len() as u64, Ordering::Relaxed);
+                    }
+                    Ok((job, Err(e))) => {
+                        if !part.lock().deleted {
+                            tracing::error!(path = %part.path.display(), error = %e, "flush failed; batches stay in memory and will be retried");
+                            store.metrics.flush_errors.fetch_add(1, Ordering::Relaxed);
+                            part.abort_flush(&job);
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "flush task failed");
+                        break;
+                    }
+                }
+                if part.mem_bytes() < store.flush_bytes {
+                    break;
+                }
+            }
+            part.flushing.store(false, Ordering::Release);
+        });
+    }
+
+    /// Flushes partitions, largest first, while more than `target` bytes are buffered;
+    /// and every partition idle for longer than `idle`.
+    pub fn relieve_pressure(self: &Arc<Self>, target: u64, idle: Duration) {
+        let mut parts: Vec<(u64, bool, Arc<Partition>)> = {
+            let apps = self.apps.read().expect("lock");
+            apps.values()
+                .flat_map(|s| s.values())
+                .flat_map(|s| s.all_partitions())
+                .filter_map(|p| {
+                    let st = p.lock();
+                    let pending: u64 = st.mem_bytes;
+                    let idle = st.last_push.elapsed() >= idle;
+                    drop(st);
+                    (pending > 0).then_some((pending, idle, p))
+                })
+                .collect()
+        };
+        parts.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut used = self.budget.used();
+        for (bytes, idle, p) in parts {
+            if used > target || idle {
+                used = used.saturating_sub(bytes);
+                self.schedule_flush(p);
+            }
+        }
+    }
+}
+
+fn write_job(path: &Path, job: FlushJob) -> (FlushJob, std::io::Result<()>) {
+    use std::os::unix::fs::FileExt;
+    let res = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(path)
+        .and_then(|f| f.write_all_at(&job.buffer, job.offset));
+    (job, res)
+}
