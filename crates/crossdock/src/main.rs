@@ -1,1 +1,311 @@
-fn main() {}
+//! `crossdock`: the shuffle service's command-line entry point.
+
+mod bench;
+mod config;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::metrics::{self, Render};
+use crossdock_server::standalone::{Standalone, StandaloneConfig};
+use crossdock_server::worker::{Worker, WorkerConfig};
+
+use config::{human_bytes, parse_duration, parse_size, FileConfig};
+
+const DEFAULT_COORDINATOR_LISTEN: &str = "127.0.0.1:7337";
+const DEFAULT_WORKER_LISTEN: &str = "127.0.0.1:7338";
+const DEFAULT_MEMORY: &str = "1GiB";
+const DEFAULT_WORKER_TIMEOUT: &str = "10s";
+const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:0";
+
+#[derive(Parser)]
+#[command(
+    name = "crossdock",
+    version,
+    about = "Crossdock: a push-based remote shuffle service for Spark and other data-parallel engines",
+    long_about = "Crossdock takes the shuffle out of the executors: map tasks push partitioned \
+batches to Crossdock workers, which aggregate each reduce partition into one file; reducers \
+read a few large streams.\n\nStart with `crossdock standalone` (a coordinator and workers in one \
+process), then point a client at the address it prints.\n\nSettings come from flags, CROSSDOCK_* \
+environment variables, or a TOML file given with --config; flags win over the environment, \
+which wins over the file."
+)]
+struct Cli {
+    /// Log filter, e.g. `info`, `debug`, `crossdock_server=debug` (or set RUST_LOG).
+    #[arg(long, global = true, env = "CROSSDOCK_LOG", default_value = "info")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a coordinator and N workers in one process (the embedded default).
+    Standalone(StandaloneArgs),
+    /// Run a coordinator: worker membership, app leases, placement, commits.
+    Coordinator(CoordinatorArgs),
+    /// Run a worker that registers with a coordinator and stores shuffle data.
+    Worker(WorkerArgs),
+    /// Measure Crossdock: `crossdock bench push-fetch --help`.
+    Bench(bench::BenchArgs),
+    /// Reproduce the papers' experiments in a seeded simulation.
+    Sim(crossdock_sim::SimArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// TOML file with settings (keys as the flags, with underscores).
+    #[arg(long, env = "CROSSDOCK_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where to serve Prometheus metrics at /metrics; port 0 picks a free port, `off` disables.
+    #[arg(long, env = "CROSSDOCK_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+}
+
+#[derive(Args)]
+struct StandaloneArgs {
+    /// Address of the coordinator, which clients connect to [default: 127.0.0.1:7337].
+    #[arg(long, env = "CROSSDOCK_LISTEN")]
+    listen: Option<String>,
+    /// Number of workers [default: 2].
+    #[arg(long, env = "CROSSDOCK_WORKERS")]
+    workers: Option<u32>,
+    /// Memory budget of each worker for buffered shuffle data, e.g. 512MiB [default: 1GiB].
+    #[arg(long, env = "CROSSDOCK_MEMORY")]
+    memory: Option<String>,
+    /// Parent directory for data; the cluster uses (and on exit deletes) a directory of
+    /// its own inside it [default: the system temp dir].
+    #[arg(long, env = "CROSSDOCK_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// A worker silent for this long is marked lost [default: 10s].
+    #[arg(long, env = "CROSSDOCK_WORKER_TIMEOUT")]
+    worker_timeout: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct CoordinatorArgs {
+    /// Address to listen on [default: 127.0.0.1:7337].
+    #[arg(long, env = "CROSSDOCK_LISTEN")]
+    listen: Option<String>,
+    /// Directory for the coordinator's files.
+    #[arg(long, env = "CROSSDOCK_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// A worker silent for this long is marked lost [default: 10s].
+    #[arg(long, env = "CROSSDOCK_WORKER_TIMEOUT")]
+    worker_timeout: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    /// The coordinator's address, HOST:PORT.
+    #[arg(long, env = "CROSSDOCK_COORDINATOR")]
+    coordinator: Option<String>,
+    /// Address to listen on for pushes and fetches [default: 127.0.0.1:7338].
+    #[arg(long, env = "CROSSDOCK_LISTEN")]
+    listen: Option<String>,
+    /// Address clients use to reach this worker, when it differs from --listen
+    /// (required when listening on 0.0.0.0).
+    #[arg(long, env = "CROSSDOCK_ADVERTISE_ADDR")]
+    advertise_addr: Option<String>,
+    /// Memory budget for buffered shuffle data, e.g. 4GiB [default: 1GiB].
+    #[arg(long, env = "CROSSDOCK_MEMORY")]
+    memory: Option<String>,
+    /// Directory for partition files.
+    #[arg(long, env = "CROSSDOCK_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&filter).context("bad --log filter")?,
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Standalone(a) => standalone(a).await,
+            Command::Coordinator(a) => coordinator(a).await,
+            Command::Worker(a) => worker(a).await,
+            Command::Bench(a) => bench::run(a).await,
+            Command::Sim(a) => crossdock_sim::run(a),
+        }
+    })
+}
+
+fn pick<T>(flag: Option<T>, file: Option<T>, default: impl FnOnce() -> T) -> T {
+    flag.or(file).unwrap_or_else(default)
+}
+
+fn default_data_dir() -> PathBuf {
+    std::env::temp_dir().join("crossdock")
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+async fn start_metrics(
+    flag: Option<String>,
+    file: Option<String>,
+    sources: Vec<Arc<dyn Render>>,
+    shutdown: crossdock_server::ShutdownSignal,
+) -> Result<()> {
+    let addr = pick(flag, file, || DEFAULT_METRICS_LISTEN.to_string());
+    if addr == "off" {
+        return Ok(());
+    }
+    let bound = metrics::serve(&addr, sources, shutdown)
+        .await
+        .with_context(|| format!("serving metrics on {addr}"))?;
+    println!("metrics on http://{bound}/metrics");
+    Ok(())
+}
+
+async fn standalone(a: StandaloneArgs) -> Result<()> {
+    let file = FileConfig::load(a.common.config.as_deref())?;
+    let cfg = StandaloneConfig {
+        listen: pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
+        workers: pick(a.workers, file.workers, || 2),
+        memory: parse_size(&pick(a.memory, file.memory, || DEFAULT_MEMORY.into()))?,
+        data_dir: pick(a.data_dir, file.data_dir, default_data_dir),
+        worker_timeout: parse_duration(&pick(a.worker_timeout, file.worker_timeout, || {
+            DEFAULT_WORKER_TIMEOUT.into()
+        }))?,
+    };
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let cluster = Standalone::start(cfg.clone(), shutdown.clone())
+        .await
+        .with_context(|| format!("starting standalone cluster on {}", cfg.listen))?;
+    println!(
+        "crossdock standalone listening on {}",
+        cluster.coordinator.addr
+    );
+    for (i, w) in cluster.workers.iter().enumerate() {
+        println!(
+            "worker {i} listening on {} (memory budget {})",
+            w.addr,
+            human_bytes(cfg.memory)
+        );
+    }
+    println!("data in {}", cluster.own_dir.display());
+    let mut sources: Vec<Arc<dyn Render>> = vec![cluster.coordinator.clone()];
+    sources.extend(cluster.workers.iter().map(|w| w.clone() as Arc<dyn Render>));
+    start_metrics(
+        a.common.metrics_listen,
+        file.metrics_listen,
+        sources,
+        shutdown,
+    )
+    .await?;
+    flush_stdout();
+    wait_for_signal().await?;
+    eprintln!("crossdock standalone: stopping");
+    let _ = stop.send(true);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cluster
+        .cleanup()
+        .with_context(|| format!("deleting {}", cluster.own_dir.display()))?;
+    Ok(())
+}
+
+async fn coordinator(a: CoordinatorArgs) -> Result<()> {
+    let file = FileConfig::load(a.common.config.as_deref())?;
+    let mut cfg = CoordinatorConfig::new(
+        pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
+        pick(a.data_dir, file.data_dir, || {
+            default_data_dir().join("coordinator")
+        }),
+    );
+    cfg.worker_timeout = parse_duration(&pick(a.worker_timeout, file.worker_timeout, || {
+        DEFAULT_WORKER_TIMEOUT.into()
+    }))?;
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let coord = Coordinator::start(cfg.clone(), shutdown.clone())
+        .await
+        .with_context(|| format!("starting coordinator on {}", cfg.listen))?;
+    println!("crossdock coordinator listening on {}", coord.addr);
+    start_metrics(
+        a.common.metrics_listen,
+        file.metrics_listen,
+        vec![coord.clone()],
+        shutdown,
+    )
+    .await?;
+    flush_stdout();
+    wait_for_signal().await?;
+    let _ = stop.send(true);
+    Ok(())
+}
+
+async fn worker(a: WorkerArgs) -> Result<()> {
+    let file = FileConfig::load(a.common.config.as_deref())?;
+    let coordinator = a
+        .coordinator
+        .or(file.coordinator)
+        .context("a worker needs --coordinator HOST:PORT (or CROSSDOCK_COORDINATOR)")?;
+    let cfg = WorkerConfig {
+        listen: pick(a.listen, file.listen, || DEFAULT_WORKER_LISTEN.into()),
+        advertise: a.advertise_addr.or(file.advertise_addr),
+        coordinator,
+        memory: parse_size(&pick(a.memory, file.memory, || DEFAULT_MEMORY.into()))?,
+        data_dir: pick(a.data_dir, file.data_dir, || {
+            default_data_dir().join("worker")
+        }),
+    };
+    if cfg.memory < (16 << 20) {
+        anyhow::bail!(
+            "--memory {} is too small: a worker needs at least 16MiB",
+            human_bytes(cfg.memory)
+        );
+    }
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let w = Worker::start(cfg.clone(), shutdown.clone())
+        .await
+        .with_context(|| format!("starting worker on {}", cfg.listen))?;
+    println!(
+        "crossdock worker listening on {} (advertised as {}, memory budget {}, coordinator {})",
+        w.addr,
+        w.advertised,
+        human_bytes(cfg.memory),
+        cfg.coordinator
+    );
+    start_metrics(
+        a.common.metrics_listen,
+        file.metrics_listen,
+        vec![w.clone()],
+        shutdown,
+    )
+    .await?;
+    flush_stdout();
+    wait_for_signal().await?;
+    let _ = stop.send(true);
+    Ok(())
+}
+
+fn flush_stdout() {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}

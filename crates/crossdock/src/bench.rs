@@ -1,0 +1,646 @@
+//! `crossdock bench push-fetch`: a native load generator on the Rust client library.
+//!
+//! M mappers push R partitions' worth of batches, commit, then reducers fetch every
+//! partition and check every byte. Without `--coordinator` it starts its own
+//! `crossdock standalone` as a child process, so the workers' RSS is measured apart
+//! from the load generator's. `--baseline` measures raw loopback TCP and memcpy in the
+//! same run: the physical limits the service is compared against.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use crossdock_client::{CoordinatorClient, FetchRange, PartitionReader, Placement, WorkerClient};
+use crossdock_proto::{checksum, CommitStatus, Message, PartitionStat, PushHeader};
+use tokio::sync::Semaphore;
+
+use crate::config::{human_bytes, parse_size};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub which: BenchKind,
+}
+
+#[derive(Subcommand)]
+pub enum BenchKind {
+    /// Push M×R batches, commit, fetch every partition, verify every byte.
+    PushFetch(PushFetchArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct PushFetchArgs {
+    /// Coordinator to measure; without it an embedded standalone cluster is started.
+    #[arg(long)]
+    pub coordinator: Option<String>,
+    /// Total payload bytes pushed per run.
+    #[arg(long, default_value = "1GiB")]
+    pub bytes: String,
+    /// Number of map tasks.
+    #[arg(long, default_value_t = 16)]
+    pub maps: u32,
+    /// Number of reduce partitions.
+    #[arg(long, default_value_t = 32)]
+    pub partitions: u32,
+    /// Payload bytes per pushed batch.
+    #[arg(long, default_value = "1MiB")]
+    pub batch_size: String,
+    /// Map tasks pushing at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Unacknowledged batches each map task may have in flight per worker.
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// Partitions fetched at once.
+    #[arg(long, default_value_t = 4)]
+    pub fetch_concurrency: usize,
+    /// Repeated runs; the report gives medians.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Workers of the embedded cluster.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// Memory budget of each embedded worker.
+    #[arg(long, default_value = "1GiB")]
+    pub memory: String,
+    /// Also measure raw loopback TCP bandwidth and memcpy rate.
+    #[arg(long)]
+    pub baseline: bool,
+    /// End with one line of JSON holding the results.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: BenchArgs) -> Result<()> {
+    match args.which {
+        BenchKind::PushFetch(a) => push_fetch(a).await,
+    }
+}
+
+/// Random bytes that payloads are cut from; a batch's content is a function of its
+/// (map, partition, seq), so the reader can check every byte without storing them.
+struct Pool {
+    data: Arc<Vec<u8>>,
+}
+
+impl Pool {
+    const SIZE: usize = 16 << 20;
+
+    fn new(batch: usize) -> Pool {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut data = vec![0u8; Self::SIZE + batch];
+        for chunk in data.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = x.to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+        Pool {
+            data: Arc::new(data),
+        }
+    }
+
+    fn slice(&self, map: u32, partition: u32, seq: u32, len: usize) -> &[u8] {
+        let mut h = (map as u64) << 40 ^ (partition as u64) << 20 ^ seq as u64;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        let off = (h % Self::SIZE as u64) as usize;
+        &self.data[off..off + len]
+    }
+}
+
+/// Batch sizes a map writes to a partition: `total` bytes cut into `batch`-sized pieces.
+fn batches_for(total: u64, batch: u64) -> Vec<usize> {
+    let mut out = vec![batch as usize; (total / batch) as usize];
+    if total % batch > 0 {
+        out.push((total % batch) as usize);
+    }
+    out
+}
+
+struct RunResult {
+    push_secs: f64,
+    fetch_secs: f64,
+    latencies_us: Vec<u64>,
+    verified: bool,
+    peak_rss: u64,
+    peak_buffered: u64,
+    budget: u64,
+    tcp_gbps: Option<f64>,
+    memcpy_gbps: Option<f64>,
+}
+
+async fn push_fetch(a: PushFetchArgs) -> Result<()> {
+    let total = parse_size(&a.bytes)?;
+    let batch = parse_size(&a.batch_size)?;
+    if a.maps == 0 || a.partitions == 0 || batch == 0 || a.runs == 0 {
+        bail!("--maps, --partitions, --batch-size and --runs must be positive");
+    }
+    let per_cell = total / (a.maps as u64 * a.partitions as u64);
+    if per_cell == 0 {
+        bail!(
+            "--bytes {} is too small for {} maps × {} partitions",
+            a.bytes,
+            a.maps,
+            a.partitions
+        );
+    }
+    let mut embedded = None;
+    let coordinator = match &a.coordinator {
+        Some(c) => c.clone(),
+        None => {
+            let e = Embedded::start(a.workers, &a.memory)?;
+            let addr = e.addr.clone();
+            embedded = Some(e);
+            addr
+        }
+    };
+    let pool = Arc::new(Pool::new(batch as usize));
+    let bytes = per_cell * a.maps as u64 * a.partitions as u64;
+    println!(
+        "push-fetch: {} in {} maps × {} partitions, batches of {}, {} runs, coordinator {}",
+        human_bytes(bytes),
+        a.maps,
+        a.partitions,
+        human_bytes(batch),
+        a.runs,
+        coordinator
+    );
+    let mut results = Vec::new();
+    for run in 0..a.runs {
+        let r = one_run(&a, &coordinator, &pool, per_cell, batch, run).await?;
+        println!(
+            "run {}: push {:.2} GB/s, fetch {:.2} GB/s, verified {}{}",
+            run + 1,
+            bytes as f64 / r.push_secs / 1e9,
+            bytes as f64 / r.fetch_secs / 1e9,
+            r.verified,
+            r.tcp_gbps
+                .map(|t| format!(", loopback TCP {t:.2} GB/s"))
+                .unwrap_or_default()
+        );
+        results.push(r);
+    }
+    drop(embedded);
+    report(&a, bytes, &results)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
+    let gb = bytes as f64 / 1e9;
+    let push = median(results.iter().map(|r| gb / r.push_secs).collect());
+    let fetch = median(results.iter().map(|r| gb / r.fetch_secs).collect());
+    let e2e = median(
+        results
+            .iter()
+            .map(|r| gb / (r.push_secs + r.fetch_secs))
+            .collect(),
+    );
+    let mut lat: Vec<u64> = results
+        .iter()
+        .flat_map(|r| r.latencies_us.iter().copied())
+        .collect();
+    lat.sort_unstable();
+    let (p50, p99) = (percentile(&lat, 0.5), percentile(&lat, 0.99));
+    let verified = results.iter().all(|r| r.verified);
+    let peak_rss = results.iter().map(|r| r.peak_rss).max().unwrap_or(0);
+    let peak_buffered = results.iter().map(|r| r.peak_buffered).max().unwrap_or(0);
+    let budget = results.first().map_or(0, |r| r.budget);
+    let tcp = a
+        .baseline
+        .then(|| median(results.iter().filter_map(|r| r.tcp_gbps).collect()));
+    let memcpy = a
+        .baseline
+        .then(|| median(results.iter().filter_map(|r| r.memcpy_gbps).collect()));
+    let ratio = tcp.map(|t| push.min(fetch) / t);
+    println!();
+    println!("medians over {} runs", results.len());
+    println!("  push throughput        {push:8.2} GB/s");
+    println!("  fetch throughput       {fetch:8.2} GB/s");
+    println!("  end to end (push+fetch){e2e:8.2} GB/s");
+    println!(
+        "  push batch latency     p50 {:.2} ms, p99 {:.2} ms",
+        p50 as f64 / 1e3,
+        p99 as f64 / 1e3
+    );
+    if let (Some(t), Some(m), Some(r)) = (tcp, memcpy, ratio) {
+        println!("  loopback TCP baseline  {t:8.2} GB/s");
+        println!("  memcpy baseline        {m:8.2} GB/s");
+        println!("  min(push, fetch) / TCP {r:8.2}");
+    }
+    println!(
+        "  worker peak RSS        {} (budget {} per worker)",
+        human_bytes(peak_rss),
+        human_bytes(budget)
+    );
+    println!("  worker peak buffered   {}", human_bytes(peak_buffered));
+    println!("  every byte verified    {verified}");
+    if a.json {
+        let j = serde_json::json!({
+            "bytes": bytes,
+            "runs": results.len(),
+            "maps": a.maps,
+            "partitions": a.partitions,
+            "batch_bytes": parse_size(&a.batch_size)?,
+            "push_gbps": push,
+            "fetch_gbps": fetch,
+            "end_to_end_gbps": e2e,
+            "push_latency_p50_ms": p50 as f64 / 1e3,
+            "push_latency_p99_ms": p99 as f64 / 1e3,
+            "baseline_tcp_gbps": tcp,
+            "baseline_memcpy_gbps": memcpy,
+            "ratio_to_tcp": ratio,
+            "verified": verified,
+            "peak_worker_rss_bytes": peak_rss,
+            "peak_worker_buffered_bytes": peak_buffered,
+            "budget_bytes": budget,
+        });
+        println!("{j}");
+    }
+    if !verified {
+        bail!("verification failed: the data read back differs from what was pushed");
+    }
+    Ok(())
+}
+
+async fn one_run(
+    a: &PushFetchArgs,
+    coordinator: &str,
+    pool: &Arc<Pool>,
+    per_cell: u64,
+    batch: u64,
+    run: usize,
+) -> Result<RunResult> {
+    let (tcp_gbps, memcpy_gbps) = if a.baseline {
+        let bytes = (per_cell * a.maps as u64 * a.partitions as u64).min(4 << 30);
+        let (t, m) =
+            tokio::task::spawn_blocking(move || (loopback_tcp_gbps(bytes), memcpy_gbps())).await?;
+        (Some(t?), Some(m))
+    } else {
+        (None, None)
+    };
+    let coord = Arc::new(
+        CoordinatorClient::connect(coordinator)
+            .await
+            .with_context(|| format!("connecting to the coordinator at {coordinator}"))?,
+    );
+    let app = format!("bench-{}-{run}", std::process::id());
+    coord.register_app(&app, 120_000).await?;
+    let placement = Arc::new(
+        coord
+            .register_shuffle(&app, 0, a.maps, a.partitions)
+            .await?,
+    );
+
+    // Push.
+    let start = Instant::now();
+    let slots = Arc::new(Semaphore::new(a.concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for map in 0..a.maps {
+        let permit = slots.clone().acquire_owned().await?;
+        let (coord, placement, pool, app) =
+            (coord.clone(), placement.clone(), pool.clone(), app.clone());
+        let (partitions, window) = (a.partitions, a.window.max(1));
+        tasks.push(tokio::spawn(async move {
+            let r = push_map(
+                &coord, &placement, &pool, &app, map, partitions, per_cell, batch, window,
+            )
+            .await;
+            drop(permit);
+            r
+        }));
+    }
+    let mut latencies_us = Vec::new();
+    for t in tasks {
+        latencies_us.extend(t.await??);
+    }
+    let push_secs = start.elapsed().as_secs_f64();
+    let status = coord.shuffle_status(&app, 0).await?;
+    if !status.is_complete() {
+        bail!(
+            "after every commit the shuffle reports {}/{} maps committed",
+            status.committed_maps,
+            status.num_maps
+        );
+    }
+
+    // Fetch and verify.
+    let start = Instant::now();
+    let slots = Arc::new(Semaphore::new(a.fetch_concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for partition in 0..a.partitions {
+        let permit = slots.clone().acquire_owned().await?;
+        let (placement, pool, app) = (placement.clone(), pool.clone(), app.clone());
+        let maps = a.maps;
+        let expected = status.partition_bytes[partition as usize];
+        tasks.push(tokio::spawn(async move {
+            let r = fetch_partition(
+                &placement, &pool, &app, partition, maps, per_cell, batch, expected,
+            )
+            .await;
+            drop(permit);
+            r
+        }));
+    }
+    let mut verified = true;
+    for t in tasks {
+        if let Err(e) = t.await? {
+            eprintln!("verification error: {e:#}");
+            verified = false;
+        }
+    }
+    let fetch_secs = start.elapsed().as_secs_f64();
+
+    // Worker statistics, then clean up.
+    let (mut peak_rss, mut peak_buffered, mut budget) = (0, 0, 0);
+    for w in &placement.workers {
+        let client = WorkerClient::connect(&w.addr).await?;
+        if let Message::WorkerStats {
+            peak_rss_bytes,
+            peak_buffered_bytes,
+            budget_bytes,
+            ..
+        } = client.call(&Message::GetWorkerStats).await?
+        {
+            peak_rss = peak_rss.max(peak_rss_bytes);
+            peak_buffered = peak_buffered.max(peak_buffered_bytes);
+            budget = budget_bytes;
+        }
+    }
+    coord.unregister_app(&app).await?;
+    Ok(RunResult {
+        push_secs,
+        fetch_secs,
+        latencies_us,
+        verified,
+        peak_rss,
+        peak_buffered,
+        budget,
+        tcp_gbps,
+        memcpy_gbps,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn push_map(
+    coord: &CoordinatorClient,
+    placement: &Placement,
+    pool: &Pool,
+    app: &str,
+    map: u32,
+    partitions: u32,
+    per_cell: u64,
+    batch: u64,
+    window: usize,
+) -> Result<Vec<u64>> {
+    // One connection per worker for this map task, as an executor would hold.
+    let mut clients = std::collections::HashMap::new();
+    for w in &placement.workers {
+        clients.insert(w.id, WorkerClient::connect(&w.addr).await?);
+    }
+    let sizes = batches_for(per_cell, batch);
+    let mut inflight = std::collections::VecDeque::new();
+    let mut latencies = Vec::new();
+    // Interleave partitions, as a map task's buffers fill: seq-major order.
+    for (seq, &len) in sizes.iter().enumerate() {
+        for p in 0..partitions {
+            let wid = placement.partition_workers[p as usize];
+            let client = &clients[&wid];
+            let payload = pool.slice(map, p, seq as u32, len);
+            let header = PushHeader {
+                app_id: app.to_string(),
+                shuffle_id: 0,
+                partition: p,
+                map_id: map,
+                attempt_id: 0,
+                batch_seq: seq as u32,
+                crc32c: checksum(payload),
+            };
+            let t0 = Instant::now();
+            let pending = client.push(&header, payload).await?;
+            inflight.push_back((wid, t0, pending));
+            if inflight.len() >= window * clients.len() {
+                let (wid, t0, pending) = inflight.pop_front().expect("non-empty");
+                clients[&wid].finish_push(pending).await?;
+                latencies.push(t0.elapsed().as_micros() as u64);
+            }
+        }
+    }
+    while let Some((wid, t0, pending)) = inflight.pop_front() {
+        clients[&wid].finish_push(pending).await?;
+        latencies.push(t0.elapsed().as_micros() as u64);
+    }
+    let stats: Vec<PartitionStat> = (0..partitions)
+        .map(|p| PartitionStat {
+            partition: p,
+            bytes: per_cell,
+            records: sizes.len() as u64,
+        })
+        .collect();
+    let (status, winner) = coord.commit_map(app, 0, map, 0, stats).await?;
+    if status != CommitStatus::Committed {
+        bail!("map {map} commit returned {status:?} (winner {winner})");
+    }
+    Ok(latencies)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fetch_partition(
+    placement: &Placement,
+    pool: &Pool,
+    app: &str,
+    partition: u32,
+    maps: u32,
+    per_cell: u64,
+    batch: u64,
+    expected_bytes: u64,
+) -> Result<()> {
+    let worker = placement
+        .worker_of(partition)
+        .context("partition without a worker")?;
+    let range = FetchRange {
+        app_id: app.to_string(),
+        shuffle_id: 0,
+        partition,
+        start_map: 0,
+        end_map: maps,
+    };
+    let mut reader = PartitionReader::new(&worker.addr, range);
+    let sizes = batches_for(per_cell, batch);
+    let mut next = (0u32, 0u32);
+    while let Some(b) = reader.next_batch().await? {
+        if (b.map_id, b.batch_seq) != next {
+            bail!(
+                "partition {partition}: expected (map {}, seq {}), got (map {}, seq {})",
+                next.0,
+                next.1,
+                b.map_id,
+                b.batch_seq
+            );
+        }
+        let len = sizes[b.batch_seq as usize];
+        if b.payload[..] != pool.slice(b.map_id, partition, b.batch_seq, len)[..] {
+            bail!(
+                "partition {partition}: batch (map {}, seq {}) has the wrong bytes",
+                b.map_id,
+                b.batch_seq
+            );
+        }
+        next = if b.batch_seq as usize + 1 == sizes.len() {
+            (b.map_id + 1, 0)
+        } else {
+            (b.map_id, b.batch_seq + 1)
+        };
+    }
+    if next != (maps, 0) {
+        bail!(
+            "partition {partition}: stream ended at (map {}, seq {})",
+            next.0,
+            next.1
+        );
+    }
+    if reader.bytes != expected_bytes {
+        bail!(
+            "partition {partition}: read {} bytes, the commits report {expected_bytes}",
+            reader.bytes
+        );
+    }
+    Ok(())
+}
+
+/// Raw loopback TCP: one sender thread, one receiver thread, 1 MiB writes.
+fn loopback_tcp_gbps(bytes: u64) -> Result<f64> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let receiver = std::thread::spawn(move || -> std::io::Result<u64> {
+        let (mut s, _) = listener.accept()?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0u64;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                return Ok(got);
+            }
+            got += n as u64;
+        }
+    });
+    let buf = vec![7u8; 1 << 20];
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < bytes {
+        let n = (bytes - sent).min(buf.len() as u64) as usize;
+        s.write_all(&buf[..n])?;
+        sent += n as u64;
+    }
+    drop(s);
+    let got = receiver.join().expect("receiver thread")?;
+    let secs = start.elapsed().as_secs_f64();
+    if got != bytes {
+        bail!("loopback baseline received {got} of {bytes} bytes");
+    }
+    Ok(bytes as f64 / secs / 1e9)
+}
+
+/// Single-thread memcpy of 64 MiB buffers.
+fn memcpy_gbps() -> f64 {
+    let src = vec![1u8; 64 << 20];
+    let mut dst = vec![0u8; 64 << 20];
+    let reps = 16;
+    let start = Instant::now();
+    for i in 0..reps {
+        dst.copy_from_slice(&src);
+        dst[i] = dst[i].wrapping_add(1);
+        std::hint::black_box(&dst);
+    }
+    (reps * src.len()) as f64 / start.elapsed().as_secs_f64() / 1e9
+}
+
+/// A `crossdock standalone` child process, stopped with SIGTERM when dropped.
+struct Embedded {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Embedded {
+    fn start(workers: u32, memory: &str) -> Result<Embedded> {
+        let dir = tempfile::Builder::new()
+            .prefix("crossdock-bench-")
+            .tempdir()?;
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .args([
+                "standalone",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ])
+            .args(["--workers", &workers.to_string(), "--memory", memory])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .env("CROSSDOCK_LOG", "warn")
+            .spawn()
+            .context("starting the embedded crossdock standalone")?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            let Some(line) = lines.next() else {
+                let _ = child.kill();
+                bail!("the embedded standalone exited before printing its address");
+            };
+            if let Some(a) = line?.strip_prefix("crossdock standalone listening on ") {
+                break a.trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Ok(Embedded {
+            child,
+            addr,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
