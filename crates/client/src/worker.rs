@@ -90,6 +90,7 @@ pub struct PartitionReader {
     last: Option<ResumePoint>,
     done: bool,
     received_in_stream: u64,
+    opened: bool,
     /// Number of times the reader resumed on a new connection.
     pub resumes: u32,
     max_resumes: u32,
@@ -111,6 +112,7 @@ impl PartitionReader {
             last: None,
             done: false,
             received_in_stream: 0,
+            opened: false,
             resumes: 0,
             max_resumes: 3,
             bytes: 0,
@@ -130,6 +132,10 @@ impl PartitionReader {
     }
 
     async fn open(&mut self) -> Result<()> {
+        if self.opened {
+            self.resumes += 1;
+        }
+        self.opened = true;
         let mut stream = connect_stream(&self.addr).await?;
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),
@@ -246,7 +252,6 @@ impl PartitionReader {
                 Err(e) if e.is_transport() && self.resumes < self.max_resumes => {
                     tracing::debug!(error = %e, "fetch stream broke; resuming");
                     self.stream = None;
-                    self.resumes += 1;
                 }
                 Err(e) => return Err(e),
             }

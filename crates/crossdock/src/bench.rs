@@ -116,7 +116,7 @@ impl Pool {
 /// Batch sizes a map writes to a partition: `total` bytes cut into `batch`-sized pieces.
 fn batches_for(total: u64, batch: u64) -> Vec<usize> {
     let mut out = vec![batch as usize; (total / batch) as usize];
-    if total % batch > 0 {
+    if !total.is_multiple_of(batch) {
         out.push((total % batch) as usize);
     }
     out

@@ -815,7 +815,7 @@ pub mod hex_bytes {
     /// Bytes of a hex string (white space ignored).
     pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
         let digits: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err("odd number of hex digits".into());
         }
         digits

@@ -379,8 +379,7 @@ impl Store {
                 .acquire_owned()
                 .await
                 .expect("never closed");
-            loop {
-                let Some(job) = part.take_flush() else { break };
+            while let Some(job) = part.take_flush() {
                 let path = part.path.clone();
                 let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
                 match written {
@@ -434,7 +433,7 @@ impl Store {
                 })
                 .collect()
         };
-        parts.sort_by(|a, b| b.0.cmp(&a.0));
+        parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let mut used = self.budget.used();
         for (bytes, idle, p) in parts {
             if used > target || idle {
