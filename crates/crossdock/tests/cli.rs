@@ -1,0 +1,349 @@
+//! The `crossdock` binary as real processes: standalone + bench, metrics, signals,
+//! separate coordinator and worker processes, and clear errors for bad settings.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_crossdock");
+
+/// A child process that is killed if the test fails before stopping it.
+struct Proc {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn start(args: &[&str]) -> Proc {
+        let mut child = Command::new(EXE)
+            .args(args)
+            .env("CROSSDOCK_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("crossdock starts");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// The rest of the first stdout line that starts with `prefix`.
+    fn wait_line(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line starting with '{prefix}'"));
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.split_whitespace().next().unwrap_or("").to_string();
+            }
+        }
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "process did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env("CROSSDOCK_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn bench_json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap()).expect("last line is JSON")
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn standalone_serves_the_bench_exposes_metrics_and_cleans_up_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let sentinel = dir.path().join("not-ours.txt");
+    std::fs::write(&sentinel, "keep me").unwrap();
+    let data_dir = dir.path().to_str().unwrap();
+    let sa = Proc::start(&[
+        "standalone",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--memory",
+        "64MiB",
+        "--data-dir",
+        data_dir,
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let addr = sa.wait_line("crossdock standalone listening on ");
+    let own = sa.wait_line("data in ");
+    let metrics_url = sa.wait_line("metrics on ");
+    assert!(std::path::Path::new(&own).starts_with(dir.path()));
+
+    let out = run(&[
+        "bench",
+        "push-fetch",
+        "--coordinator",
+        &addr,
+        "--bytes",
+        "48MiB",
+        "--maps",
+        "4",
+        "--partitions",
+        "8",
+        "--batch-size",
+        "256KiB",
+        "--runs",
+        "2",
+        "--json",
+    ]);
+    let j = bench_json(&out);
+    assert_eq!(j["verified"], true);
+    assert!(j["push_gbps"].as_f64().unwrap() > 0.0);
+    assert!(j["fetch_gbps"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["budget_bytes"], 64u64 << 20);
+    assert!(j["peak_worker_rss_bytes"].as_u64().unwrap() > 0);
+
+    let metrics_addr = metrics_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let text = http_get(metrics_addr, "/metrics");
+    assert!(text.contains("200 OK"), "{text}");
+    assert_eq!(
+        metric(&text, "crossdock_worker_pushed_bytes_total"),
+        2 * (48 << 20)
+    );
+    assert_eq!(
+        metric(&text, "crossdock_worker_fetched_bytes_total"),
+        2 * (48 << 20)
+    );
+    assert_eq!(metric(&text, "crossdock_coordinator_workers_alive"), 2);
+    assert!(text.contains("crossdock_worker_budget_bytes{worker=\"0\"} 67108864"));
+
+    let status = sa.terminate();
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    assert!(
+        !std::path::Path::new(&own).exists(),
+        "its own data directory is deleted"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&sentinel).unwrap(),
+        "keep me",
+        "nothing else is touched"
+    );
+}
+
+#[test]
+fn separate_coordinator_and_worker_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cdir = dir.path().join("c");
+    let coord = Proc::start(&[
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        cdir.to_str().unwrap(),
+        "--metrics-listen",
+        "off",
+    ]);
+    let caddr = coord.wait_line("crossdock coordinator listening on ");
+    let wdir = dir.path().join("w");
+    let worker = Proc::start(&[
+        "worker",
+        "--coordinator",
+        &caddr,
+        "--listen",
+        "127.0.0.1:0",
+        "--memory",
+        "64MiB",
+        "--data-dir",
+        wdir.to_str().unwrap(),
+        "--metrics-listen",
+        "off",
+    ]);
+    worker.wait_line("crossdock worker listening on ");
+    // The worker registers in the background; retry until the bench finds it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = run(&[
+            "bench",
+            "push-fetch",
+            "--coordinator",
+            &caddr,
+            "--bytes",
+            "8MiB",
+            "--maps",
+            "2",
+            "--partitions",
+            "4",
+            "--runs",
+            "1",
+            "--json",
+        ]);
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(bench_json(&out)["verified"], true);
+    assert!(worker.terminate().success());
+    assert!(coord.terminate().success());
+}
+
+#[test]
+fn bench_without_a_coordinator_starts_its_own_cluster() {
+    let out = run(&[
+        "bench",
+        "push-fetch",
+        "--bytes",
+        "16MiB",
+        "--maps",
+        "2",
+        "--partitions",
+        "4",
+        "--runs",
+        "1",
+        "--memory",
+        "32MiB",
+        "--baseline",
+        "--json",
+    ]);
+    let j = bench_json(&out);
+    assert_eq!(j["verified"], true);
+    assert!(j["baseline_tcp_gbps"].as_f64().unwrap() > 0.0);
+    assert!(j["ratio_to_tcp"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bad_settings_fail_fast_with_a_clear_message() {
+    let out = run(&["worker", "--listen", "127.0.0.1:0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--coordinator"));
+
+    let out = run(&["standalone", "--memory", "lots"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a size"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "memroy = \"1GiB\"\n").unwrap();
+    let out = run(&["standalone", "--config", cfg.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memroy"));
+
+    let out = run(&[
+        "bench",
+        "push-fetch",
+        "--coordinator",
+        "127.0.0.1:1",
+        "--runs",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["standalone", "coordinator", "worker", "bench", "sim"] {
+        let out = run(&[sub, "--help"]);
+        assert!(out.status.success(), "{sub} --help");
+        assert!(!out.stdout.is_empty());
+    }
+    let out = run(&["bench", "push-fetch", "--help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--baseline"));
+}
+
+#[test]
+fn settings_come_from_file_env_and_flags_in_that_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "workers = 1\nmemory = \"32MiB\"\ndata_dir = \"{}\"\nmetrics_listen = \"off\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(EXE)
+        .args([
+            "standalone",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("CROSSDOCK_WORKERS", "3")
+        .env("CROSSDOCK_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let lines: Vec<String> = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .take_while(|l| !l.starts_with("data in"))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    let workers: Vec<&String> = lines.iter().filter(|l| l.starts_with("worker ")).collect();
+    assert_eq!(
+        workers.len(),
+        3,
+        "the environment beats the file: {lines:?}"
+    );
+    assert!(
+        workers[0].contains("32.0 MiB"),
+        "the file beats the default: {lines:?}"
+    );
+}
