@@ -348,33 +348,36 @@ impl StaticFetcher {
         rand_below: &mut dyn FnMut(u64) -> u64,
     ) -> Self {
         let target = (max_in_flight / 5).max(1);
-        let mut sources: Vec<usize> = blocks.iter().map(|b| b.source).collect();
-        sources.sort_unstable();
-        sources.dedup();
-        let mut reqs = Vec::new();
-        for s in sources {
-            let mut cur = FetchRequest {
-                source: s,
-                blocks: Vec::new(),
-                bytes: 0,
-            };
-            for b in blocks.iter().filter(|b| b.source == s) {
-                cur.bytes += b.bytes;
-                cur.blocks.push(*b);
-                if cur.bytes >= target {
-                    reqs.push(std::mem::replace(
-                        &mut cur,
-                        FetchRequest {
-                            source: s,
-                            blocks: Vec::new(),
-                            bytes: 0,
-                        },
-                    ));
+        // Group by source (stable, so each source keeps its block order).
+        let mut sorted: Vec<Block> = blocks.to_vec();
+        sorted.sort_by_key(|b| b.source);
+        let mut reqs: Vec<FetchRequest> = Vec::new();
+        let mut cur: Option<FetchRequest> = None;
+        for b in sorted {
+            let c = match cur.take() {
+                Some(c) if c.source == b.source => c,
+                other => {
+                    if let Some(done) = other {
+                        reqs.push(done);
+                    }
+                    FetchRequest {
+                        source: b.source,
+                        blocks: Vec::new(),
+                        bytes: 0,
+                    }
                 }
+            };
+            let mut c = c;
+            c.bytes += b.bytes;
+            c.blocks.push(b);
+            if c.bytes >= target {
+                reqs.push(c);
+            } else {
+                cur = Some(c);
             }
-            if !cur.blocks.is_empty() {
-                reqs.push(cur);
-            }
+        }
+        if let Some(c) = cur {
+            reqs.push(c);
         }
         for i in (1..reqs.len()).rev() {
             let j = rand_below(i as u64 + 1) as usize;
