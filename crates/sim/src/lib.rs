@@ -7,6 +7,7 @@
 use clap::{Args, Subcommand};
 
 pub mod events;
+pub mod fcs;
 pub mod fetch;
 pub mod predict;
 pub mod presched;
@@ -32,6 +33,8 @@ pub enum Experiment {
     Prediction(predict::PredictArgs),
     /// CSA, DSA and DSA with SMS for Zipf alpha 0-3 under a memory cap (Daikoku et al., Fig. 3).
     Skew(skew::SkewArgs),
+    /// FCS vs fair sharing vs FIFO on the dissertation's workload mixes (Wang 2014, ch. 4).
+    Fcs(fcs::FcsArgs),
 }
 
 /// Runs the simulator sub-command.
@@ -41,5 +44,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         Experiment::Prescheduling(a) => presched::run(&a),
         Experiment::Prediction(a) => predict::run(&a),
         Experiment::Skew(a) => skew::run(&a),
+        Experiment::Fcs(a) => fcs::run(&a),
     }
 }
