@@ -32,9 +32,12 @@ pub struct FetchArgs {
     /// Executors per node.
     #[arg(long, default_value_t = 19)]
     pub executors_per_node: usize,
-    /// Reducers per executor (the paper: 8).
+    /// Concurrent reducers per executor (the paper: 8 task threads).
     #[arg(long, default_value_t = 8)]
     pub reducers_per_executor: usize,
+    /// Waves of reducers (the paper runs 2 x cores reduce tasks, i.e. 2 waves).
+    #[arg(long, default_value_t = 2)]
+    pub waves: usize,
     /// Shuffle MB each reducer fetches from other executors (the paper: about 253).
     #[arg(long, default_value_t = 253.0)]
     pub mb_per_reducer: f64,
@@ -106,7 +109,7 @@ enum Planner {
 struct Reducer {
     exec: usize,
     node: usize,
-    planner: Planner,
+    planner: Option<Planner>,
     queue: VecDeque<(u64, usize)>,
     busy: Option<(u64, usize, f64)>,
     wait_since: Option<f64>,
@@ -147,6 +150,13 @@ struct World<'a> {
     area: f64,
     last_t: f64,
     done: usize,
+    /// Reducers of each executor not started yet.
+    pending: Vec<VecDeque<usize>>,
+    strategy: Strategy,
+    rng: Rng,
+    bytes_per_block: u64,
+    limit: u64,
+    inc: u64,
 }
 
 impl World<'_> {
@@ -172,10 +182,60 @@ impl World<'_> {
     fn plan(&mut self, r: usize) {
         let exec = self.reducers[r].exec;
         let reqs = match &mut self.reducers[r].planner {
-            Planner::Static(s) => s.plan(),
-            Planner::Adaptive(p) => p.plan(&mut self.monitors[exec]),
+            Some(Planner::Static(s)) => s.plan(),
+            Some(Planner::Adaptive(p)) => p.plan(&mut self.monitors[exec]),
+            None => Vec::new(),
         };
         self.issue(r, reqs);
+    }
+
+    /// Starts reducer `r`: builds its planner and issues its first requests.
+    fn start_reducer(&mut self, r: usize) {
+        let exec = self.reducers[r].exec;
+        let e = self.a.executors;
+        let bpb = self.bytes_per_block;
+        let per = self.a.blocks_per_source;
+        let blocks: Vec<Block> = (0..e)
+            .filter(|&s| s != exec)
+            .flat_map(|s| {
+                (0..per).map(move |k| Block {
+                    source: s,
+                    bytes: bpb,
+                    id: (s * per + k) as u64,
+                })
+            })
+            .collect();
+        let planner = match self.strategy {
+            Strategy::Static => {
+                let rng = &mut self.rng;
+                Planner::Static(StaticFetcher::new(&blocks, self.limit, &mut |n| {
+                    rng.below(n)
+                }))
+            }
+            Strategy::Adaptive => Planner::Adaptive(AdaptiveFetcher::new(
+                exec,
+                e,
+                &blocks,
+                ElasticLimit::new(self.limit, self.inc, 0.125),
+            )),
+        };
+        self.reducers[r].left = blocks.len();
+        self.reducers[r].planner = Some(planner);
+        self.reducers[r].wait_since = Some(self.q.now());
+        if blocks.is_empty() {
+            self.finish_reducer(r);
+        } else {
+            self.plan(r);
+        }
+    }
+
+    fn finish_reducer(&mut self, r: usize) {
+        self.done += 1;
+        self.reducers[r].planner = None;
+        let exec = self.reducers[r].exec;
+        if let Some(next) = self.pending[exec].pop_front() {
+            self.start_reducer(next);
+        }
     }
 
     fn start_service(&mut self, src: usize, lane: usize) {
@@ -200,7 +260,7 @@ impl World<'_> {
         };
         let wait_ms = wait_s * 1e3;
         let exec = self.reducers[r].exec;
-        if matches!(self.reducers[r].planner, Planner::Adaptive(_)) {
+        if matches!(self.reducers[r].planner, Some(Planner::Adaptive(_))) {
             self.monitors[exec].record_wait(src, wait_ms);
         }
         let mut rate = self.reducers[r].rate;
@@ -238,7 +298,7 @@ impl World<'_> {
                 let bytes = self.reqs[id].bytes;
                 let blocks = std::mem::take(&mut self.reqs[id].blocks);
                 let exec = self.reducers[r].exec;
-                if matches!(self.reducers[r].planner, Planner::Adaptive(_)) {
+                if matches!(self.reducers[r].planner, Some(Planner::Adaptive(_))) {
                     self.monitors[exec].on_arrival(src, bytes);
                 }
                 for b in blocks {
@@ -263,8 +323,9 @@ impl World<'_> {
                 self.node_buffered[node] -= bytes as f64;
                 self.reducers[r].left -= 1;
                 match &mut self.reducers[r].planner {
-                    Planner::Static(s) => s.on_consumed(bytes),
-                    Planner::Adaptive(p) => p.on_consumed(bytes, wait_ms),
+                    Some(Planner::Static(s)) => s.on_consumed(bytes),
+                    Some(Planner::Adaptive(p)) => p.on_consumed(bytes, wait_ms),
+                    None => {}
                 }
                 self.plan(r);
                 if !self.reducers[r].queue.is_empty() {
@@ -272,7 +333,7 @@ impl World<'_> {
                 } else if self.reducers[r].left > 0 {
                     self.reducers[r].wait_since = Some(self.q.now());
                 } else {
-                    self.done += 1;
+                    self.finish_reducer(r);
                 }
             }
         }
@@ -283,7 +344,6 @@ impl World<'_> {
 pub fn simulate(a: &FetchArgs, strategy: Strategy, limit_mb: f64) -> FetchOutcome {
     let e = a.executors.max(1);
     let per_node = a.executors_per_node.max(1);
-    let mut rng = Rng::derive(a.seed, 1);
     // Sources: NIC share and slow ones (same draw for both strategies: seeded separately).
     let nic = a.node_gbps * 1e9 / 8.0 / per_node as f64;
     let mut srng = Rng::derive(a.seed, 2);
@@ -303,38 +363,22 @@ pub fn simulate(a: &FetchArgs, strategy: Strategy, limit_mb: f64) -> FetchOutcom
     let limit = (limit_mb * MB) as u64;
     let inc = ((limit as f64) * a.increment_fraction).max(1.0) as u64;
     let mut crng = Rng::derive(a.seed, 3);
-    let mut reducers = Vec::with_capacity(e * a.reducers_per_executor);
-    for exec in 0..e {
-        for _ in 0..a.reducers_per_executor {
-            let blocks: Vec<Block> = (0..e)
-                .filter(|&s| s != exec)
-                .flat_map(|s| {
-                    (0..a.blocks_per_source).map(move |k| Block {
-                        source: s,
-                        bytes: bytes_per_block,
-                        id: (s * 1000 + k) as u64,
-                    })
-                })
-                .collect();
-            let planner = match strategy {
-                Strategy::Static => {
-                    Planner::Static(StaticFetcher::new(&blocks, limit, &mut |n| rng.below(n)))
-                }
-                Strategy::Adaptive => Planner::Adaptive(AdaptiveFetcher::new(
-                    exec,
-                    e,
-                    &blocks,
-                    ElasticLimit::new(limit, inc, 0.125),
-                )),
-            };
+    let tasks = a.reducers_per_executor.max(1) * a.waves.max(1);
+    let mut reducers = Vec::with_capacity(e * tasks);
+    let mut pending = vec![VecDeque::new(); e];
+    for (exec, pend) in pending.iter_mut().enumerate() {
+        for k in 0..tasks {
+            if k >= a.reducers_per_executor.max(1) {
+                pend.push_back(reducers.len());
+            }
             reducers.push(Reducer {
                 exec,
                 node: exec / per_node,
-                planner,
+                planner: None,
                 queue: VecDeque::new(),
                 busy: None,
-                wait_since: Some(0.0),
-                left: blocks.len(),
+                wait_since: None,
+                left: 0,
                 rate: crng.lognormal(a.consume_mbps * MB, a.consume_sigma),
             });
         }
@@ -369,13 +413,17 @@ pub fn simulate(a: &FetchArgs, strategy: Strategy, limit_mb: f64) -> FetchOutcom
         last_t: 0.0,
         done: 0,
         reducers,
+        pending,
+        strategy,
+        rng: Rng::derive(a.seed, 1),
+        bytes_per_block,
+        limit,
+        inc,
     };
     let n = w.reducers.len();
     for r in 0..n {
-        if w.reducers[r].left == 0 {
-            w.done += 1;
-        } else {
-            w.plan(r);
+        if !w.pending[w.reducers[r].exec].contains(&r) {
+            w.start_reducer(r);
         }
     }
     let mut completion = 0.0;
@@ -406,11 +454,12 @@ pub fn run(a: &FetchArgs) -> anyhow::Result<()> {
          to 3x (unlimited) lower; both get slower as the limit grows"
     );
     println!(
-        "adaptive-fetch: {} executors ({} per node) x {} reducers, {:.0} MB per reducer, \
-         {} blocks per source, increment = {:.0}% of limit, K = {}, seed {}",
+        "adaptive-fetch: {} executors ({} per node) x {} reducers x {} waves, {:.0} MB per \
+         reducer, {} blocks per source, increment = {:.0}% of limit, K = {}, seed {}",
         a.executors,
         a.executors_per_node,
         a.reducers_per_executor,
+        a.waves,
         a.mb_per_reducer,
         a.blocks_per_source,
         a.increment_fraction * 100.0,
@@ -467,6 +516,7 @@ mod tests {
             executors: 6,
             executors_per_node: 3,
             reducers_per_executor: 2,
+            waves: 2,
             mb_per_reducer: 20.0,
             blocks_per_source: 4,
             limits_mb: vec![4.0],
