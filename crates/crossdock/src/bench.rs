@@ -129,7 +129,10 @@ struct RunResult {
     verified: bool,
     peak_rss: u64,
     peak_buffered: u64,
+    /// Sum of the budgets of the workers in the (largest) worker process.
     budget: u64,
+    worker_budget: u64,
+    disk_bytes: u64,
     tcp_gbps: Option<f64>,
     memcpy_gbps: Option<f64>,
 }
@@ -227,6 +230,8 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
     let peak_rss = results.iter().map(|r| r.peak_rss).max().unwrap_or(0);
     let peak_buffered = results.iter().map(|r| r.peak_buffered).max().unwrap_or(0);
     let budget = results.first().map_or(0, |r| r.budget);
+    let worker_budget = results.first().map_or(0, |r| r.worker_budget);
+    let disk = median(results.iter().map(|r| r.disk_bytes as f64).collect()) as u64;
     let tcp = a
         .baseline
         .then(|| median(results.iter().filter_map(|r| r.tcp_gbps).collect()));
@@ -250,11 +255,17 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
         println!("  min(push, fetch) / TCP {r:8.2}");
     }
     println!(
-        "  worker peak RSS        {} (budget {} per worker)",
+        "  worker peak RSS        {} (its process holds {} of worker budgets, {} each; bound: budgets + 64 MiB)",
         human_bytes(peak_rss),
-        human_bytes(budget)
+        human_bytes(budget),
+        human_bytes(worker_budget)
     );
     println!("  worker peak buffered   {}", human_bytes(peak_buffered));
+    println!(
+        "  written to worker disk {} per run ({:.0}% of the data)",
+        human_bytes(disk),
+        100.0 * disk as f64 / bytes as f64
+    );
     println!("  every byte verified    {verified}");
     if a.json {
         let j = serde_json::json!({
@@ -275,6 +286,9 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
             "peak_worker_rss_bytes": peak_rss,
             "peak_worker_buffered_bytes": peak_buffered,
             "budget_bytes": budget,
+            "worker_budget_bytes": worker_budget,
+            "rss_within_budget": peak_rss <= budget + (64 << 20),
+            "worker_disk_bytes": disk,
         });
         println!("{j}");
     }
@@ -373,19 +387,24 @@ async fn one_run(
     let fetch_secs = start.elapsed().as_secs_f64();
 
     // Worker statistics, then clean up.
-    let (mut peak_rss, mut peak_buffered, mut budget) = (0, 0, 0);
+    let (mut peak_rss, mut peak_buffered, mut budget, mut worker_budget, mut disk_bytes) =
+        (0, 0, 0, 0, 0);
     for w in &placement.workers {
         let client = WorkerClient::connect(&w.addr).await?;
         if let Message::WorkerStats {
             peak_rss_bytes,
             peak_buffered_bytes,
             budget_bytes,
+            stored_bytes,
+            process_budget_bytes,
             ..
         } = client.call(&Message::GetWorkerStats).await?
         {
             peak_rss = peak_rss.max(peak_rss_bytes);
             peak_buffered = peak_buffered.max(peak_buffered_bytes);
-            budget = budget_bytes;
+            worker_budget = budget_bytes;
+            budget = budget.max(process_budget_bytes);
+            disk_bytes += stored_bytes;
         }
     }
     coord.unregister_app(&app).await?;
@@ -397,6 +416,8 @@ async fn one_run(
         peak_rss,
         peak_buffered,
         budget,
+        worker_budget,
+        disk_bytes,
         tcp_gbps,
         memcpy_gbps,
     })

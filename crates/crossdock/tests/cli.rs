@@ -150,7 +150,13 @@ fn standalone_serves_the_bench_exposes_metrics_and_cleans_up_on_sigterm() {
     assert_eq!(j["verified"], true);
     assert!(j["push_gbps"].as_f64().unwrap() > 0.0);
     assert!(j["fetch_gbps"].as_f64().unwrap() > 0.0);
-    assert_eq!(j["budget_bytes"], 64u64 << 20);
+    assert_eq!(
+        j["budget_bytes"],
+        2 * (64u64 << 20),
+        "two workers share the standalone process"
+    );
+    assert_eq!(j["worker_budget_bytes"], 64u64 << 20);
+    assert_eq!(j["rss_within_budget"], true);
     assert!(j["peak_worker_rss_bytes"].as_u64().unwrap() > 0);
 
     let metrics_addr = metrics_url

@@ -314,6 +314,9 @@ pub enum Message {
         peak_buffered_bytes: u64,
         stored_bytes: u64,
         peak_rss_bytes: u64,
+        /// Sum of the budgets of all workers in the worker's process (the bound for
+        /// `peak_rss_bytes`, plus overhead).
+        process_budget_bytes: u64,
     },
 }
 
@@ -573,6 +576,7 @@ impl Message {
                 peak_buffered_bytes,
                 stored_bytes,
                 peak_rss_bytes,
+                process_budget_bytes,
             } => {
                 b.put_u32(*worker_id);
                 b.put_u64(*budget_bytes);
@@ -580,6 +584,7 @@ impl Message {
                 b.put_u64(*peak_buffered_bytes);
                 b.put_u64(*stored_bytes);
                 b.put_u64(*peak_rss_bytes);
+                b.put_u64(*process_budget_bytes);
             }
         }
     }
@@ -768,6 +773,7 @@ impl Message {
                 peak_buffered_bytes: r.u64("peak_buffered_bytes")?,
                 stored_bytes: r.u64("stored_bytes")?,
                 peak_rss_bytes: r.u64("peak_rss_bytes")?,
+                process_budget_bytes: r.u64("process_budget_bytes")?,
             },
         })
     }

@@ -319,6 +319,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 peak_buffered_bytes: 20,
                 stored_bytes: 30,
                 peak_rss_bytes: 40,
+                process_budget_bytes: 2 << 30,
             },
         ),
     ]

@@ -356,7 +356,8 @@ async fn map_range_fetch_reads_only_its_maps_from_memory_and_disk() {
         6 * len as u64,
         "a map-range read sends only that range's bytes"
     );
-    // Completion flushes the partition; the same reads now come from the file.
+    // Written to disk, the same reads now come from the file.
+    worker.store.flush_all();
     for _ in 0..200 {
         if worker.store.budget.used() == 0 {
             break;

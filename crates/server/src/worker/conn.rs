@@ -288,8 +288,8 @@ async fn handle_push(
                 .metrics
                 .pushed_batches
                 .fetch_add(1, Ordering::Relaxed);
-            if part.mem_bytes() >= store.flush_bytes {
-                store.schedule_flush(part);
+            if store.budget.used() > store.high_water {
+                store.budget.pressure.notify_one();
             }
         }
         Insert::Duplicate => {
@@ -381,6 +381,9 @@ async fn stream_fetch(
     };
     let budget = &worker.fetch_budget;
     let (mut batches, mut bytes) = (0u64, 0u64);
+    // One read buffer for the whole stream, sized by its largest chunk.
+    let mut buf: Vec<u8> = Vec::new();
+    let mut credit = Credit { budget, held: 0 };
     let mut rest = &pieces[..];
     while !rest.is_empty() {
         // One chunk: as many pieces as fit in FETCH_CHUNK (at least one).
@@ -392,23 +395,19 @@ async fn stream_fetch(
         }
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
-        let credit = size.min(budget.total());
-        budget.take(credit).await;
-        let loaded = load_chunk(chunk, file.clone()).await;
-        let out = match loaded {
-            Ok(batches_out) => {
-                let res = write_chunk(w, request_id, &batches_out).await;
-                budget.give_back(credit);
-                res?;
-                Ok(())
-            }
-            Err(e) => {
-                budget.give_back(credit);
-                Err(e)
-            }
-        };
-        if let Err(e) = out {
-            return Ok(Err(e));
+        // The read buffer grows to the largest chunk read from the file; the stream
+        // holds credit for it until it ends (the guard returns it on every path).
+        let file_bytes: u64 = chunk
+            .iter()
+            .filter(|p| matches!(p.source, Source::File(_)))
+            .map(|p| (RECORD_HEADER as u32 + p.len) as u64)
+            .sum();
+        credit.grow_to(file_bytes).await;
+        let (returned, loaded) = load_chunk(chunk, file.clone(), std::mem::take(&mut buf)).await;
+        buf = returned;
+        match loaded {
+            Ok(batches_out) => write_chunk(w, request_id, &batches_out, &buf).await?,
+            Err(e) => return Ok(Err(e)),
         }
         batches += chunk.len() as u64;
         bytes += size;
@@ -426,96 +425,177 @@ async fn stream_fetch(
     Ok(Ok(()))
 }
 
-/// Loads a chunk's payloads, reading adjacent file records with one read and checking
-/// every record's header and CRC32C.
+/// Credit held from a memory budget, returned when dropped.
+struct Credit<'a> {
+    budget: &'a crate::memory::MemoryBudget,
+    held: u64,
+}
+
+impl Credit<'_> {
+    /// Holds at least `n` bytes (never more than the whole budget). To grow, it first
+    /// returns what it holds and then queues for the whole amount, so streams never
+    /// wait on each other while holding credit (no deadlock).
+    async fn grow_to(&mut self, n: u64) {
+        let n = n.min(self.budget.total());
+        if n > self.held {
+            self.budget.give_back(std::mem::take(&mut self.held));
+            self.budget.take(n).await;
+            self.held = n;
+        }
+    }
+}
+
+impl Drop for Credit<'_> {
+    fn drop(&mut self) {
+        self.budget.give_back(self.held);
+    }
+}
+
+/// Where a batch of an outgoing chunk is held.
+enum Held {
+    Memory(Bytes),
+    /// A range of the stream's read buffer.
+    Buffer(usize, usize),
+}
+
+struct OutBatch {
+    map_id: u32,
+    seq: u32,
+    crc: u32,
+    held: Held,
+}
+
+/// Loads a chunk's payloads into `buf` (reused across the chunks of a stream), reading
+/// records that follow each other in the file with one read, and checking every
+/// record's header and CRC32C.
 async fn load_chunk(
     chunk: &[Piece],
     file: Option<Arc<std::fs::File>>,
-) -> Result<Vec<FetchedBatch>, ServerError> {
+    buf: Vec<u8>,
+) -> (Vec<u8>, Result<Vec<OutBatch>, ServerError>) {
     let chunk = chunk.to_vec();
     let in_memory = file.is_none();
-    let task = move || -> Result<Vec<FetchedBatch>, ServerError> {
-        let mut out = Vec::with_capacity(chunk.len());
-        let mut i = 0;
-        while i < chunk.len() {
-            let p = &chunk[i];
-            match &p.source {
-                Source::Memory(data) => {
-                    out.push(FetchedBatch {
-                        map_id: p.map_id,
-                        batch_seq: p.seq,
-                        crc32c: p.crc,
-                        payload: data.clone(),
-                    });
-                    i += 1;
-                }
-                Source::File(start) => {
-                    // Extend the read over records that follow each other in the file.
-                    let mut end = start + (RECORD_HEADER as u64) + p.len as u64;
-                    let mut j = i + 1;
-                    while j < chunk.len() {
-                        match chunk[j].source {
-                            Source::File(o) if o == end => {
-                                end += RECORD_HEADER as u64 + chunk[j].len as u64;
-                                j += 1;
-                            }
-                            _ => break,
-                        }
-                    }
-                    let f = file.as_ref().expect("file opened for file pieces");
-                    let mut buf = vec![0u8; (end - start) as usize];
-                    f.read_exact_at(&mut buf, *start)
-                        .map_err(|e| ServerError::io("reading partition file", e))?;
-                    let buf = Bytes::from(buf);
-                    let mut off = 0usize;
-                    for q in &chunk[i..j] {
-                        let mut hdr = &buf[off..off + RECORD_HEADER];
-                        let fields = [
-                            hdr.get_u32(),
-                            hdr.get_u32(),
-                            hdr.get_u32(),
-                            hdr.get_u32(),
-                            hdr.get_u32(),
-                            hdr.get_u32(),
-                        ];
-                        let want = [RECORD_MAGIC, q.map_id, q.attempt_id, q.seq, q.len, q.crc];
-                        let payload =
-                            buf.slice(off + RECORD_HEADER..off + RECORD_HEADER + q.len as usize);
-                        if fields != want || checksum(&payload) != q.crc {
-                            return Err(ServerError::new(
-                                ErrorCode::CorruptData,
-                                format!(
-                                    "stored batch {} of map {} (attempt {}) failed its check at offset {} of the partition file",
-                                    q.seq, q.map_id, q.attempt_id, start + off as u64
-                                ),
-                            ));
-                        }
-                        out.push(FetchedBatch {
-                            map_id: q.map_id,
-                            batch_seq: q.seq,
-                            crc32c: q.crc,
-                            payload,
-                        });
-                        off += RECORD_HEADER + q.len as usize;
-                    }
-                    i = j;
-                }
-            }
-        }
-        Ok(out)
+    let task = move |mut buf: Vec<u8>| {
+        let res = fill_chunk(&chunk, file.as_deref(), &mut buf);
+        (buf, res)
     };
     if in_memory {
-        return task();
+        return task(buf);
     }
-    tokio::task::spawn_blocking(task)
-        .await
-        .map_err(|e| ServerError::new(ErrorCode::Internal, format!("read task failed: {e}")))?
+    match tokio::task::spawn_blocking(move || task(buf)).await {
+        Ok(r) => r,
+        Err(e) => (
+            Vec::new(),
+            Err(ServerError::new(
+                ErrorCode::Internal,
+                format!("read task failed: {e}"),
+            )),
+        ),
+    }
 }
 
-async fn write_chunk(w: &mut Out, request_id: u64, batches: &[FetchedBatch]) -> io::Result<()> {
+fn fill_chunk(
+    chunk: &[Piece],
+    file: Option<&std::fs::File>,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<OutBatch>, ServerError> {
+    let file_bytes: usize = chunk
+        .iter()
+        .filter(|p| matches!(p.source, Source::File(_)))
+        .map(|p| RECORD_HEADER + p.len as usize)
+        .sum();
+    if buf.len() < file_bytes {
+        buf.resize(file_bytes, 0);
+    }
+    let mut out = Vec::with_capacity(chunk.len());
+    let mut pos = 0usize;
+    let mut i = 0;
+    while i < chunk.len() {
+        let p = &chunk[i];
+        let start = match &p.source {
+            Source::Memory(data) => {
+                out.push(OutBatch {
+                    map_id: p.map_id,
+                    seq: p.seq,
+                    crc: p.crc,
+                    held: Held::Memory(data.clone()),
+                });
+                i += 1;
+                continue;
+            }
+            Source::File(start) => *start,
+        };
+        // Extend the read over records that follow each other in the file.
+        let mut end = start + (RECORD_HEADER as u64) + p.len as u64;
+        let mut j = i + 1;
+        while j < chunk.len() {
+            match chunk[j].source {
+                Source::File(o) if o == end => {
+                    end += RECORD_HEADER as u64 + chunk[j].len as u64;
+                    j += 1;
+                }
+                _ => break,
+            }
+        }
+        let span = (end - start) as usize;
+        let f = file.expect("file opened for file pieces");
+        f.read_exact_at(&mut buf[pos..pos + span], start)
+            .map_err(|e| ServerError::io("reading partition file", e))?;
+        let mut off = pos;
+        for q in &chunk[i..j] {
+            let mut hdr = &buf[off..off + RECORD_HEADER];
+            let fields = [
+                hdr.get_u32(),
+                hdr.get_u32(),
+                hdr.get_u32(),
+                hdr.get_u32(),
+                hdr.get_u32(),
+                hdr.get_u32(),
+            ];
+            let want = [RECORD_MAGIC, q.map_id, q.attempt_id, q.seq, q.len, q.crc];
+            let body = off + RECORD_HEADER;
+            let payload = &buf[body..body + q.len as usize];
+            if fields != want || checksum(payload) != q.crc {
+                return Err(ServerError::new(
+                    ErrorCode::CorruptData,
+                    format!(
+                        "stored batch {} of map {} (attempt {}) failed its check at offset {} of the partition file",
+                        q.seq,
+                        q.map_id,
+                        q.attempt_id,
+                        start + (off - pos) as u64
+                    ),
+                ));
+            }
+            out.push(OutBatch {
+                map_id: q.map_id,
+                seq: q.seq,
+                crc: q.crc,
+                held: Held::Buffer(body, q.len as usize),
+            });
+            off = body + q.len as usize;
+        }
+        pos += span;
+        i = j;
+    }
+    Ok(out)
+}
+
+async fn write_chunk(
+    w: &mut Out,
+    request_id: u64,
+    batches: &[OutBatch],
+    buf: &[u8],
+) -> io::Result<()> {
+    let data = |b: &OutBatch| -> usize {
+        match &b.held {
+            Held::Memory(d) => d.len(),
+            Held::Buffer(_, len) => *len,
+        }
+    };
     let body_len: usize = 4 + batches
         .iter()
-        .map(|b| FetchedBatch::HEADER_LEN + b.payload.len())
+        .map(|b| FetchedBatch::HEADER_LEN + data(b))
         .sum::<usize>();
     let mut head = Vec::with_capacity(20);
     head.extend_from_slice(
@@ -527,11 +607,14 @@ async fn write_chunk(w: &mut Out, request_id: u64, batches: &[FetchedBatch]) -> 
         let mut bh = [0u8; FetchedBatch::HEADER_LEN];
         let mut s = &mut bh[..];
         s.put_u32(b.map_id);
-        s.put_u32(b.batch_seq);
-        s.put_u32(b.payload.len() as u32);
-        s.put_u32(b.crc32c);
+        s.put_u32(b.seq);
+        s.put_u32(data(b) as u32);
+        s.put_u32(b.crc);
         w.write_all(&bh).await?;
-        w.write_all(&b.payload).await?;
+        match &b.held {
+            Held::Memory(d) => w.write_all(d).await?,
+            Held::Buffer(start, len) => w.write_all(&buf[*start..*start + *len]).await?,
+        }
     }
     Ok(())
 }

@@ -26,6 +26,11 @@ use store::Store;
 
 /// Largest batch a worker accepts by default.
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
+/// Sum of the memory budgets of the workers started in this process.
+static PROCESS_BUDGET: AtomicU64 = AtomicU64::new(0);
+
+/// A partition that received nothing for this long is written to disk.
+pub const IDLE_FLUSH_SECS: u64 = 30;
 /// Largest chunk of a fetch stream.
 pub const FETCH_CHUNK: u64 = 4 << 20;
 
@@ -46,13 +51,12 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
-    /// The budget's split: (push credit, fetch buffer credit, max batch, flush size).
-    pub fn derived(&self) -> (u64, u64, u64, u64) {
+    /// The budget's split: (push credit, fetch buffer credit, max batch).
+    pub fn derived(&self) -> (u64, u64, u64) {
         let fetch = (self.memory / 8).clamp(FETCH_CHUNK.min(self.memory / 2), 64 << 20);
         let push = self.memory - fetch;
         let max_batch = DEFAULT_MAX_BATCH.min(push / 4).max(1);
-        let flush = (push / 16).clamp(64 << 10, 8 << 20);
-        (push, fetch, max_batch, flush)
+        (push, fetch, max_batch)
     }
 }
 
@@ -87,7 +91,7 @@ impl Worker {
         cfg: WorkerConfig,
         shutdown: ShutdownSignal,
     ) -> std::io::Result<Arc<Worker>> {
-        let (push, fetch, max_batch, flush) = cfg.derived();
+        let (push, fetch, max_batch) = cfg.derived();
         std::fs::create_dir_all(&cfg.data_dir)?;
         let listener = TcpListener::bind(&cfg.listen).await?;
         let addr = listener.local_addr()?;
@@ -101,12 +105,12 @@ impl Worker {
             }
             None => addr.to_string(),
         };
+        PROCESS_BUDGET.fetch_add(cfg.memory, Ordering::Relaxed);
         let metrics = Arc::new(WorkerMetrics::default());
         let store = Store::new(
             cfg.data_dir.clone(),
             Arc::new(MemoryBudget::new(push)),
             max_batch,
-            flush,
             metrics.clone(),
         );
         let worker = Arc::new(Worker {
@@ -117,7 +121,7 @@ impl Worker {
             metrics,
             memory: cfg.memory,
         });
-        tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, flush, data_dir = %cfg.data_dir.display(), "worker listening");
+        tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
         tokio::spawn(conn::accept_loop(
             listener,
             worker.clone(),
@@ -141,27 +145,22 @@ impl Worker {
             peak_buffered_bytes: self.store.budget.peak() + self.fetch_budget.peak(),
             stored_bytes: self.store.stored_bytes.load(Ordering::Relaxed),
             peak_rss_bytes: crate::metrics::peak_rss_bytes(),
+            process_budget_bytes: PROCESS_BUDGET.load(Ordering::Relaxed),
         }
     }
 }
 
-/// Flushes under memory pressure (above half the push budget) and flushes partitions
-/// that stopped receiving data.
+/// Runs the flush policy ([`Store::relieve_pressure`]) when a push crosses the
+/// high-water mark or waits for credit, and every 100 ms.
 async fn flusher(store: Arc<Store>, mut shutdown: ShutdownSignal) {
-    let target = store.budget.total() / 2;
-    let idle = Duration::from_millis(500);
+    let idle = Duration::from_secs(IDLE_FLUSH_SECS);
     loop {
         tokio::select! {
-            _ = store.budget.pressure.notified() => store.relieve_pressure(target / 2, idle),
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                if store.budget.used() > target {
-                    store.relieve_pressure(target / 2, idle);
-                } else {
-                    store.relieve_pressure(u64::MAX, idle);
-                }
-            }
+            _ = store.budget.pressure.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             _ = shutdown.changed() => return,
         }
+        store.relieve_pressure(idle);
     }
 }
 

@@ -93,13 +93,51 @@ pub struct Partition {
 
 /// Batches taken out of memory for one flush.
 pub struct FlushJob {
-    /// Where the buffer goes in the file.
+    /// Where the records go in the file.
     pub offset: u64,
-    pub buffer: Vec<u8>,
-    /// (map, attempt, seq, record offset) of every record in the buffer.
+    /// Record headers, one per payload, in file order.
+    pub headers: Vec<[u8; RECORD_HEADER]>,
+    /// Payloads, in file order (shared with the in-memory index, not copied).
+    pub payloads: Vec<Bytes>,
+    /// (map, attempt, seq, record offset) of every record.
     pub records: Vec<(u32, u32, u32, u64)>,
     /// Payload bytes the job releases once written.
     pub payload_bytes: u64,
+    /// Bytes the job adds to the file.
+    pub file_bytes: u64,
+}
+
+impl FlushJob {
+    /// Writes the records at their reserved offset with vectored writes, straight from
+    /// the batches' buffers.
+    pub fn write_to(&self, file: &mut std::fs::File) -> std::io::Result<()> {
+        use std::io::{IoSlice, Seek, SeekFrom, Write};
+        file.seek(SeekFrom::Start(self.offset))?;
+        // At most 512 records per system call (IOV_MAX is 1024 slices).
+        let n = self.headers.len();
+        let mut i = 0;
+        while i < n {
+            let end = (i + 512).min(n);
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 * (end - i));
+            for k in i..end {
+                slices.push(IoSlice::new(&self.headers[k]));
+                slices.push(IoSlice::new(&self.payloads[k]));
+            }
+            let mut rest = &mut slices[..];
+            while !rest.is_empty() {
+                let written = file.write_vectored(rest)?;
+                if written == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::WriteZero,
+                        "partition file write wrote nothing",
+                    ));
+                }
+                IoSlice::advance_slices(&mut rest, written);
+            }
+            i = end;
+        }
+        Ok(())
+    }
 }
 
 impl Partition {
@@ -174,9 +212,14 @@ impl Partition {
         let mut keys = std::mem::take(&mut st.unflushed);
         keys.sort_unstable();
         let offset = st.file_end;
-        let mut buffer = Vec::new();
-        let mut records = Vec::with_capacity(keys.len());
-        let mut payload_bytes = 0;
+        let mut job = FlushJob {
+            offset,
+            headers: Vec::with_capacity(keys.len()),
+            payloads: Vec::with_capacity(keys.len()),
+            records: Vec::with_capacity(keys.len()),
+            payload_bytes: 0,
+            file_bytes: 0,
+        };
         for (map, attempt, seq) in keys {
             let Some(e) = st
                 .index
@@ -186,25 +229,23 @@ impl Partition {
                 continue;
             };
             let data = e.data.as_ref().expect("unflushed batch is in memory");
-            let rec_offset = offset + buffer.len() as u64;
-            buffer.reserve(RECORD_HEADER + data.len());
-            buffer.put_u32(RECORD_MAGIC);
-            buffer.put_u32(map);
-            buffer.put_u32(attempt);
-            buffer.put_u32(seq);
-            buffer.put_u32(e.len);
-            buffer.put_u32(e.crc);
-            buffer.extend_from_slice(data);
-            payload_bytes += e.len as u64;
-            records.push((map, attempt, seq, rec_offset));
+            let mut header = [0u8; RECORD_HEADER];
+            let mut h = &mut header[..];
+            h.put_u32(RECORD_MAGIC);
+            h.put_u32(map);
+            h.put_u32(attempt);
+            h.put_u32(seq);
+            h.put_u32(e.len);
+            h.put_u32(e.crc);
+            job.records
+                .push((map, attempt, seq, offset + job.file_bytes));
+            job.headers.push(header);
+            job.payloads.push(data.clone());
+            job.payload_bytes += e.len as u64;
+            job.file_bytes += (RECORD_HEADER + data.len()) as u64;
         }
-        st.file_end = offset + buffer.len() as u64;
-        Some(FlushJob {
-            offset,
-            buffer,
-            records,
-            payload_bytes,
-        })
+        st.file_end = offset + job.file_bytes;
+        Some(job)
     }
 
     /// Marks a written flush job's batches as on disk and drops their memory copies.
@@ -361,7 +402,14 @@ mod tests {
         assert_eq!(job.offset, 0);
         assert_eq!(job.records[0].0, 1, "map 1 is written before map 3");
         assert_eq!(job.records[1].3, (RECORD_HEADER + 1) as u64);
-        assert_eq!(job.buffer.len(), 2 * RECORD_HEADER + 4);
+        assert_eq!(job.file_bytes, (2 * RECORD_HEADER + 4) as u64);
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = std::fs::File::create(dir.path().join("p.data")).unwrap();
+        job.write_to(&mut f).unwrap();
+        let written = std::fs::read(dir.path().join("p.data")).unwrap();
+        assert_eq!(written.len(), 2 * RECORD_HEADER + 4);
+        assert_eq!(&written[RECORD_HEADER..RECORD_HEADER + 1], b"a");
+        assert_eq!(&written[2 * RECORD_HEADER + 1..], b"ccc");
         assert!(p.take_flush().is_none(), "nothing left to flush");
         assert_eq!(p.complete_flush(&job), 4);
         assert_eq!(p.mem_bytes(), 0);

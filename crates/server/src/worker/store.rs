@@ -75,8 +75,10 @@ pub struct Store {
     pub budget: Arc<MemoryBudget>,
     /// Largest payload one push may carry.
     pub max_batch: u64,
-    /// A partition is flushed once it holds this many bytes in memory.
-    pub flush_bytes: u64,
+    /// Above this many buffered bytes the largest partitions are written to disk...
+    pub high_water: u64,
+    /// ...until the buffered bytes fall below this.
+    pub low_water: u64,
     flush_slots: Arc<Semaphore>,
     pub metrics: Arc<WorkerMetrics>,
     pub stored_bytes: AtomicU64,
@@ -102,15 +104,16 @@ impl Store {
         root: PathBuf,
         budget: Arc<MemoryBudget>,
         max_batch: u64,
-        flush_bytes: u64,
         metrics: Arc<WorkerMetrics>,
     ) -> Arc<Store> {
+        let total = budget.total();
         Arc::new(Store {
             root,
             apps: RwLock::new(HashMap::new()),
             budget,
             max_batch,
-            flush_bytes,
+            high_water: total / 4 * 3,
+            low_water: total / 2,
             flush_slots: Arc::new(Semaphore::new(2)),
             metrics,
             stored_bytes: AtomicU64::new(0),
@@ -311,14 +314,8 @@ impl Store {
                 ));
             }
         }
-        if slot.swap(attempt, Ordering::AcqRel) == NO_ATTEMPT
-            && shuffle.committed_count.fetch_add(1, Ordering::AcqRel) + 1 == shuffle.num_maps
-        {
-            // Every map is in: write what is still in memory so reducers read files
-            // and the memory returns to the budget.
-            for part in shuffle.all_partitions() {
-                self.schedule_flush(part);
-            }
+        if slot.swap(attempt, Ordering::AcqRel) == NO_ATTEMPT {
+            shuffle.committed_count.fetch_add(1, Ordering::AcqRel);
         }
         Ok(())
     }
@@ -392,7 +389,7 @@ impl Store {
                             .fetch_add(job.payload_bytes, Ordering::Relaxed);
                         store
                             .stored_bytes
-                            .fetch_add(job.buffer.len() as u64, Ordering::Relaxed);
+                            .fetch_add(job.file_bytes, Ordering::Relaxed);
                     }
                     Ok((job, Err(e))) => {
                         if !part.lock().deleted {
@@ -408,7 +405,7 @@ impl Store {
                         break;
                     }
                 }
-                if part.mem_bytes() < store.flush_bytes {
+                if store.budget.used() <= store.low_water {
                     break;
                 }
             }
@@ -416,9 +413,12 @@ impl Store {
         });
     }
 
-    /// Flushes partitions, largest first, while more than `target` bytes are buffered;
-    /// and every partition idle for longer than `idle`.
-    pub fn relieve_pressure(self: &Arc<Self>, target: u64, idle: Duration) {
+    /// The flush policy. Batches stay in memory, where reducers read them fastest,
+    /// until the buffered bytes pass the high-water mark; then the largest partitions are
+    /// written (each as one large sequential write) until the low-water mark is reached.
+    /// Partitions that received nothing for `idle` are written too, so memory held by
+    /// finished or abandoned shuffles returns to the budget.
+    pub fn relieve_pressure(self: &Arc<Self>, idle: Duration) {
         let mut parts: Vec<(u64, bool, Arc<Partition>)> = {
             let apps = self.apps.read().expect("lock");
             apps.values()
@@ -435,22 +435,36 @@ impl Store {
         };
         parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let mut used = self.budget.used();
+        let pressed = used > self.high_water;
         for (bytes, idle, p) in parts {
-            if used > target || idle {
+            if (pressed && used > self.low_water) || idle {
                 used = used.saturating_sub(bytes);
                 self.schedule_flush(p);
             }
         }
     }
+
+    /// Writes every partition's buffered batches to disk.
+    pub fn flush_all(self: &Arc<Self>) {
+        let parts: Vec<Arc<Partition>> = {
+            let apps = self.apps.read().expect("lock");
+            apps.values()
+                .flat_map(|s| s.values())
+                .flat_map(|s| s.all_partitions())
+                .collect()
+        };
+        for p in parts {
+            self.schedule_flush(p);
+        }
+    }
 }
 
 fn write_job(path: &Path, job: FlushJob) -> (FlushJob, std::io::Result<()>) {
-    use std::os::unix::fs::FileExt;
     let res = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(false)
         .open(path)
-        .and_then(|f| f.write_all_at(&job.buffer, job.offset));
+        .and_then(|mut f| job.write_to(&mut f));
     (job, res)
 }
