@@ -100,7 +100,9 @@ pub struct SmsShuffle {
 
 impl SmsShuffle {
     /// `outgoing[i]` are the blocks process `i` produced, in the order it will offer them.
-    /// Blocks whose owner is `i` itself are accepted locally through the same cap.
+    /// Blocks whose owner is `i` itself are accepted locally through the same cap. A block
+    /// whose owner is not a process (`owner >= outgoing.len()`) can never be delivered: the
+    /// shuffle then never completes and [`SmsShuffle::run`] reports it as stuck.
     pub fn new(outgoing: Vec<Vec<MetaBlock>>, max_size: u64, reduce_ratio: f64) -> Self {
         let n = outgoing.len();
         SmsShuffle {
@@ -179,6 +181,11 @@ impl SmsShuffle {
                 pending[i].extend_from_slice(&mine[k..]);
             }
         }
+        // A block whose owner is not a process (owner >= n) was never offered: keep it
+        // pending so the shuffle reports it as undeliverable instead of dropping it.
+        for (p, rest) in pending.iter_mut().zip(offers.iter_mut()) {
+            p.append(rest);
+        }
         // Meta-shuffle 2: delegate pending blocks to peers with free memory, pairwise order.
         for step in 1..n {
             for i in 0..n {
@@ -189,7 +196,7 @@ impl SmsShuffle {
                 let cand: Vec<(MetaBlock, bool)> = pending[i]
                     .iter()
                     .copied()
-                    .filter(|(b, _)| b.owner != dst)
+                    .filter(|(b, _)| b.owner != dst && b.owner < n)
                     .collect();
                 let sizes: Vec<u64> = cand.iter().map(|(b, _)| b.size).collect();
                 let k = accept_prefix(&mut cur[dst], self.max_size, &sizes);
@@ -352,6 +359,17 @@ mod tests {
         let (_, ok) = s.run(50);
         assert!(!ok);
         assert_eq!(s.received()[0], 20);
+    }
+
+    #[test]
+    fn block_for_unknown_owner_is_not_dropped() {
+        let mut s = SmsShuffle::new(vec![vec![blk(0, 5, 1)], vec![]], 100, 0.0);
+        let (rounds, ok) = s.run(5);
+        assert!(!ok);
+        assert!(!s.done());
+        // Stuck after one round: never delegated, since no process can own it.
+        assert_eq!(rounds.len(), 1);
+        assert_eq!(rounds[0].delegated, 0);
     }
 
     #[test]
