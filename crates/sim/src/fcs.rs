@@ -667,9 +667,12 @@ pub fn simulate(a: &FcsArgs, specs: &[JobSpec], policy: Policy) -> (Vec<f64>, u6
     for n in 0..nodes {
         sim.q.at(3.0 * n as f64 / nodes as f64, Ev::Heartbeat(n));
     }
+    // A job that cannot finish would keep the heartbeats going forever: stop 10^6 s after the
+    // last arrival and report such jobs as never finishing (infinite time).
+    let horizon = specs.iter().map(|s| s.arrival).fold(0.0, f64::max) + 1e6;
     while sim.finished < sim.jobs.len() {
         let Some(ev) = sim.q.pop() else { break };
-        if sim.q.now() > 1e8 {
+        if sim.q.now() > horizon {
             break;
         }
         sim.handle(ev);
