@@ -87,15 +87,24 @@ impl Coordinator {
         msg: &Message,
     ) -> Result<Message, ClientError> {
         for attempt in 0..2 {
-            let conn = {
-                let mut conns = self.worker_conns.lock().await;
-                match conns.get(addr) {
-                    Some(c) if !c.is_closed() => c.clone(),
-                    _ => {
-                        let c = Arc::new(RpcConnection::connect(addr).await?);
-                        conns.insert(addr.to_string(), c.clone());
-                        c
-                    }
+            // Connect outside the map's lock, so an unreachable worker delays only
+            // the calls that need it.
+            let cached = self
+                .worker_conns
+                .lock()
+                .await
+                .get(addr)
+                .filter(|c| !c.is_closed())
+                .cloned();
+            let conn = match cached {
+                Some(c) => c,
+                None => {
+                    let c = Arc::new(RpcConnection::connect(addr).await?);
+                    self.worker_conns
+                        .lock()
+                        .await
+                        .insert(addr.to_string(), c.clone());
+                    c
                 }
             };
             match tokio::time::timeout(Duration::from_secs(30), conn.call(msg)).await {
