@@ -1,5 +1,6 @@
 //! `crossdock`: the shuffle service's command-line entry point.
 
+mod alloc;
 mod bench;
 mod config;
 
@@ -126,6 +127,7 @@ struct WorkerArgs {
 }
 
 fn main() -> Result<()> {
+    alloc::tune();
     let cli = Cli::parse();
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     tracing_subscriber::fmt()
