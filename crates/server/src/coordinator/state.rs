@@ -14,6 +14,10 @@ use crate::metrics::ErrorCounts;
 
 /// Marks a map without a committed attempt.
 pub const NO_ATTEMPT: u32 = u32::MAX;
+/// Size assumed for a partition before anything is known about it. It makes a worker's
+/// load grow with every partition placed on it, so one shuffle spreads over the workers
+/// instead of landing on whichever had the fewest bytes a heartbeat ago.
+pub const PARTITION_SIZE_ESTIMATE: u64 = 64 << 20;
 /// Most partitions or maps one shuffle may have.
 pub const MAX_SHUFFLE_DIMENSION: u32 = 1 << 24;
 
@@ -299,6 +303,8 @@ impl State {
             }
             return Ok(Ok(existing.clone()));
         }
+        // Live shuffles' partitions count as estimated bytes until the workers report
+        // what they really hold.
         let mut assigned: HashMap<u32, u64> = HashMap::new();
         for s in self.apps.values().flat_map(|a| a.shuffles.values()) {
             for &w in &s.partition_workers {
@@ -309,10 +315,14 @@ impl State {
             .workers
             .values()
             .filter(|w| w.alive)
-            .map(|w| WorkerLoad {
-                id: w.id,
-                bytes: w.stored_bytes + w.buffered_bytes,
-                partitions: assigned.get(&w.id).copied().unwrap_or(0),
+            .map(|w| {
+                let partitions = assigned.get(&w.id).copied().unwrap_or(0);
+                let reported = w.stored_bytes + w.buffered_bytes;
+                WorkerLoad {
+                    id: w.id,
+                    bytes: reported.max(partitions * PARTITION_SIZE_ESTIMATE),
+                    partitions,
+                }
             })
             .collect();
         if loads.is_empty() {
@@ -321,7 +331,8 @@ impl State {
                 "no live worker is registered with the coordinator; start a worker or check its heartbeats",
             ));
         }
-        let partition_workers = place_partitions(&loads, &vec![0; num_partitions as usize]);
+        let estimate = vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize];
+        let partition_workers = place_partitions(&loads, &estimate);
         let mut ids: Vec<u32> = partition_workers.clone();
         ids.sort_unstable();
         ids.dedup();
@@ -432,6 +443,32 @@ mod tests {
         assert!(Arc::ptr_eq(&recorded, &again));
         let conflict = st.plan_shuffle("a", 0, 3, 4).unwrap_err();
         assert_eq!(conflict.code, ErrorCode::ShuffleExists);
+    }
+
+    #[test]
+    fn slightly_different_loads_still_spread_a_shuffle() {
+        let mut st = state_with_workers(2);
+        st.heartbeat(0, 0, 1000, Instant::now()).unwrap();
+        st.heartbeat(1, 0, 0, Instant::now()).unwrap();
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 1, 32).unwrap().unwrap_err();
+        assert_eq!(e.partitions_of(0).len(), 16);
+        assert_eq!(e.partitions_of(1).len(), 16);
+    }
+
+    #[test]
+    fn a_heavily_loaded_worker_gets_fewer_partitions() {
+        let mut st = state_with_workers(2);
+        st.heartbeat(0, 0, 8 * PARTITION_SIZE_ESTIMATE, Instant::now())
+            .unwrap();
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 1, 20).unwrap().unwrap_err();
+        assert_eq!(
+            e.partitions_of(1).len(),
+            14,
+            "8 estimates of head start, then alternate"
+        );
+        assert_eq!(e.partitions_of(0).len(), 6);
     }
 
     #[test]
