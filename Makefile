@@ -15,11 +15,9 @@ setup:
 build: setup
 	$(CARGO) build --release --locked -p crossdock
 
-## test: formatting, lints (warnings are errors) and every test of the workspace
+## test: formatting, lints (warnings are errors) and every test; ends with a total line
 test: setup
-	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) test --workspace --locked
+	@scripts/test.sh
 
 ## demo: start `crossdock standalone` and run a verified 1 GiB push-fetch through it
 demo: build
