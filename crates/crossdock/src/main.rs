@@ -55,6 +55,19 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Reproduce the papers' experiments in a seeded simulation.
     Sim(crossdock_sim::SimArgs),
+    /// Print the Spark properties that send a Spark application's shuffles through Crossdock.
+    SparkConf(SparkConfArgs),
+}
+
+#[derive(Args)]
+struct SparkConfArgs {
+    /// The coordinator's address, HOST:PORT.
+    #[arg(long, env = "CROSSDOCK_COORDINATOR")]
+    coordinator: String,
+    /// The Spark client jar [default: clients/spark/target/crossdock-spark.jar of this
+    /// checkout, or crossdock-spark.jar beside the binary].
+    #[arg(long, env = "CROSSDOCK_SPARK_JAR")]
+    jar: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -146,6 +159,7 @@ fn main() -> Result<()> {
             Command::Worker(a) => worker(a).await,
             Command::Bench(a) => bench::run(a).await,
             Command::Sim(a) => crossdock_sim::run(a),
+            Command::SparkConf(a) => spark_conf(a),
         }
     })
 }
@@ -310,4 +324,46 @@ async fn worker(a: WorkerArgs) -> Result<()> {
 fn flush_stdout() {
     use std::io::Write;
     let _ = std::io::stdout().flush();
+}
+
+/// The class Spark loads as `spark.shuffle.manager`.
+const SPARK_SHUFFLE_MANAGER: &str = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager";
+
+fn spark_conf(a: SparkConfArgs) -> Result<()> {
+    let jar = match a.jar {
+        Some(j) => j,
+        None => find_spark_jar()?,
+    };
+    if !jar.is_file() {
+        anyhow::bail!(
+            "the Spark client jar {} does not exist; build it with `make build`",
+            jar.display()
+        );
+    }
+    let jar = jar.canonicalize()?;
+    println!("spark.shuffle.manager={SPARK_SHUFFLE_MANAGER}");
+    println!("spark.crossdock.coordinator={}", a.coordinator);
+    println!("spark.jars={}", jar.display());
+    Ok(())
+}
+
+fn find_spark_jar() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("the binary has no directory")?;
+    let candidates = [
+        // target/release/crossdock in a checkout.
+        dir.join("../../clients/spark/target/crossdock-spark.jar"),
+        // An installed layout: the jar beside the binary.
+        dir.join("crossdock-spark.jar"),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .with_context(|| {
+            format!(
+            "no Spark client jar found (looked at {}); build it with `make build` or pass --jar",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+        })
 }

@@ -300,7 +300,14 @@ fn bad_settings_fail_fast_with_a_clear_message() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["standalone", "coordinator", "worker", "bench", "sim"] {
+    for sub in [
+        "standalone",
+        "coordinator",
+        "worker",
+        "bench",
+        "sim",
+        "spark-conf",
+    ] {
         let out = run(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help");
         assert!(!out.stdout.is_empty());
@@ -352,4 +359,44 @@ fn settings_come_from_file_env_and_flags_in_that_order() {
         workers[0].contains("32.0 MiB"),
         "the file beats the default: {lines:?}"
     );
+}
+
+#[test]
+fn spark_conf_prints_the_three_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let jar = dir.path().join("client.jar");
+    std::fs::write(&jar, b"PK").unwrap();
+    let out = run(&[
+        "spark-conf",
+        "--coordinator",
+        "10.1.2.3:7337",
+        "--jar",
+        jar.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(
+        lines[0],
+        "spark.shuffle.manager=org.apache.spark.shuffle.crossdock.CrossdockShuffleManager"
+    );
+    assert_eq!(lines[1], "spark.crossdock.coordinator=10.1.2.3:7337");
+    assert_eq!(
+        lines[2],
+        format!("spark.jars={}", jar.canonicalize().unwrap().display())
+    );
+    let missing = run(&[
+        "spark-conf",
+        "--coordinator",
+        "h:1",
+        "--jar",
+        "/nonexistent/x.jar",
+    ]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("make build"));
 }
