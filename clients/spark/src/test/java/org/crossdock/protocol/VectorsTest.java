@@ -1,0 +1,359 @@
+package org.crossdock.protocol;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Set;
+import org.crossdock.protocol.Message.*;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The shared protocol vectors (testdata/protocol/vectors.json): every valid frame decodes to its
+ * stated message and that message encodes back to the same bytes; every invalid frame is rejected
+ * with its stated error code.
+ */
+class VectorsTest {
+  static final ObjectMapper M = new ObjectMapper();
+  static final HexFormat HEX = HexFormat.of();
+
+  /** The repository root: the nearest ancestor holding testdata/protocol/vectors.json. */
+  static Path repoRoot() {
+    Path p = Path.of("").toAbsolutePath();
+    while (p != null) {
+      if (Files.exists(p.resolve("testdata/protocol/vectors.json"))) {
+        return p;
+      }
+      p = p.getParent();
+    }
+    throw new IllegalStateException("testdata/protocol/vectors.json not found above the build dir");
+  }
+
+  static JsonNode vectors() throws Exception {
+    return M.readTree(repoRoot().resolve("testdata/protocol/vectors.json").toFile());
+  }
+
+  @Test
+  void validFramesDecodeAndEncodeExactly() throws Exception {
+    JsonNode v = vectors();
+    assertEquals(Codec.VERSION, v.get("protocol_version").asInt());
+    Set<Integer> kinds = new HashSet<>();
+    int n = 0;
+    for (JsonNode f : v.get("frames")) {
+      String name = f.get("name").asText();
+      byte[] frame = HEX.parseHex(f.get("hex").asText());
+      long requestId = f.get("request_id").asLong();
+      Codec.Frame decoded = Codec.decodeFrame(frame);
+      assertEquals(requestId, decoded.header().requestId(), name);
+      JsonNode expected = f.get("message");
+      assertEquals(expected, normalize(toJson(decoded.message())), name + ": decode");
+      Message fromJson = fromJson(expected);
+      assertEquals(f.get("hex").asText(), HEX.formatHex(Codec.encodeFrame(fromJson, requestId)),
+          name + ": encode");
+      kinds.add(decoded.message().kind());
+      if (fromJson instanceof PushBatch p) {
+        byte[] prefix = Codec.encodePushPrefix(requestId, p.header(), p.payload().remaining());
+        byte[] payload = new byte[p.payload().remaining()];
+        p.payload().duplicate().get(payload);
+        assertEquals(f.get("hex").asText(), HEX.formatHex(prefix) + HEX.formatHex(payload));
+        assertEquals(p.header().crc32c(), Checksums.crc32c(payload, 0, payload.length));
+      }
+      n++;
+    }
+    assertTrue(n >= 25, "expected every kind, got " + n + " frames");
+    assertEquals(25, kinds.size(), "every message kind is covered: " + kinds);
+  }
+
+  @Test
+  void invalidFramesAreRejectedWithTheirCode() throws Exception {
+    int n = 0;
+    for (JsonNode f : vectors().get("invalid")) {
+      String name = f.get("name").asText();
+      ErrorCode want = ErrorCode.fromName(f.get("error").asText());
+      assertNotNull(want, name + ": unknown error name " + f.get("error"));
+      byte[] frame = HEX.parseHex(f.get("hex").asText());
+      ProtocolException e =
+          assertThrows(ProtocolException.class, () -> Codec.decodeFrame(frame), name);
+      assertEquals(want, e.code(), name + ": " + e.getMessage());
+      n++;
+    }
+    assertTrue(n >= 7);
+  }
+
+  @Test
+  void errorCodesMatchTheSpec() {
+    assertEquals(23, ErrorCode.values().length);
+    assertEquals(ErrorCode.BAD_CHECKSUM, ErrorCode.fromCode(32));
+    assertEquals(ErrorCode.SHUTTING_DOWN, ErrorCode.fromName("shutting_down"));
+    assertNull(ErrorCode.fromCode(0));
+  }
+
+  // ---------------------------------------------------------------- JSON mapping
+
+  static JsonNode normalize(JsonNode n) throws Exception {
+    return M.readTree(M.writeValueAsString(n));
+  }
+
+  static long u(int v) {
+    return Integer.toUnsignedLong(v);
+  }
+
+  static ArrayNode u32s(int[] xs) {
+    ArrayNode a = M.createArrayNode();
+    for (int x : xs) {
+      a.add(u(x));
+    }
+    return a;
+  }
+
+  static ArrayNode u64s(long[] xs) {
+    ArrayNode a = M.createArrayNode();
+    for (long x : xs) {
+      a.add(x);
+    }
+    return a;
+  }
+
+  static String hex(ByteBuffer b) {
+    byte[] raw = new byte[b.remaining()];
+    b.duplicate().get(raw);
+    return HEX.formatHex(raw);
+  }
+
+  static ArrayNode workers(List<WorkerInfo> ws) {
+    ArrayNode a = M.createArrayNode();
+    for (WorkerInfo w : ws) {
+      a.addObject().put("id", u(w.id())).put("addr", w.addr()).put("alive", w.alive());
+    }
+    return a;
+  }
+
+  static JsonNode toJson(Message m) {
+    ObjectNode o = M.createObjectNode();
+    o.put("type", m.getClass().getSimpleName());
+    if (m instanceof Message.Error e) {
+      o.put("code", e.code()).put("message", e.message());
+    } else if (m instanceof RegisterApp r) {
+      o.put("app_id", r.appId()).put("lease_ms", u(r.leaseMs()));
+    } else if (m instanceof RenewLease r) {
+      o.put("app_id", r.appId());
+    } else if (m instanceof UnregisterApp r) {
+      o.put("app_id", r.appId());
+    } else if (m instanceof RegisterShuffle r) {
+      o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()))
+          .put("num_maps", u(r.numMaps())).put("num_partitions", u(r.numPartitions()));
+    } else if (m instanceof ShufflePlacement p) {
+      o.set("workers", workers(p.workers()));
+      o.set("partition_workers", u32s(p.partitionWorkers()));
+    } else if (m instanceof CommitMap c) {
+      o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId())).put("map_id", u(c.mapId()))
+          .put("attempt_id", u(c.attemptId()));
+      ArrayNode a = o.putArray("partitions");
+      for (PartitionStat s : c.partitions()) {
+        a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes())
+            .put("records", s.records());
+      }
+    } else if (m instanceof CommitResult r) {
+      o.put("status", r.status().jsonName).put("winning_attempt", u(r.winningAttempt()));
+    } else if (m instanceof UnregisterShuffle r) {
+      o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()));
+    } else if (m instanceof GetShuffleStatus r) {
+      o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()));
+    } else if (m instanceof ShuffleStatus s) {
+      o.put("num_maps", u(s.numMaps())).put("num_partitions", u(s.numPartitions()))
+          .put("committed_maps", u(s.committedMaps()));
+      o.set("workers", workers(s.workers()));
+      o.set("partition_workers", u32s(s.partitionWorkers()));
+      o.set("map_attempts", u32s(s.mapAttempts()));
+      o.set("partition_bytes", u64s(s.partitionBytes()));
+      o.set("partition_records", u64s(s.partitionRecords()));
+    } else if (m instanceof RegisterWorker r) {
+      o.put("addr", r.addr()).put("memory_budget", r.memoryBudget());
+    } else if (m instanceof WorkerRegistered r) {
+      o.put("worker_id", u(r.workerId())).put("heartbeat_ms", u(r.heartbeatMs()));
+    } else if (m instanceof Heartbeat h) {
+      o.put("worker_id", u(h.workerId())).put("buffered_bytes", h.bufferedBytes())
+          .put("stored_bytes", h.storedBytes());
+    } else if (m instanceof PrepareShuffle p) {
+      o.put("app_id", p.appId()).put("shuffle_id", u(p.shuffleId())).put("num_maps", u(p.numMaps()))
+          .put("num_partitions", u(p.numPartitions()));
+      o.set("partitions", u32s(p.partitions()));
+    } else if (m instanceof MapCommitted c) {
+      o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId())).put("map_id", u(c.mapId()))
+          .put("attempt_id", u(c.attemptId()));
+      ArrayNode a = o.putArray("partitions");
+      for (PartitionBytes s : c.partitions()) {
+        a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes());
+      }
+    } else if (m instanceof DeleteShuffle d) {
+      o.put("app_id", d.appId()).put("shuffle_id", u(d.shuffleId()));
+    } else if (m instanceof DeleteApp d) {
+      o.put("app_id", d.appId());
+    } else if (m instanceof PushBatch p) {
+      PushHeader h = p.header();
+      o.putObject("header").put("app_id", h.appId()).put("shuffle_id", u(h.shuffleId()))
+          .put("partition", u(h.partition())).put("map_id", u(h.mapId()))
+          .put("attempt_id", u(h.attemptId())).put("batch_seq", u(h.batchSeq()))
+          .put("crc32c", u(h.crc32c()));
+      o.put("payload", hex(p.payload()));
+    } else if (m instanceof Fetch f) {
+      o.put("app_id", f.appId()).put("shuffle_id", u(f.shuffleId())).put("partition", u(f.partition()))
+          .put("start_map", u(f.startMap())).put("end_map", u(f.endMap()));
+      if (f.resumeAfter() == null) {
+        o.putNull("resume_after");
+      } else {
+        o.putObject("resume_after").put("map_id", u(f.resumeAfter().mapId()))
+            .put("batch_seq", u(f.resumeAfter().batchSeq()));
+      }
+    } else if (m instanceof FetchChunk c) {
+      ArrayNode a = o.putArray("batches");
+      for (FetchedBatch b : c.batches()) {
+        a.addObject().put("map_id", u(b.mapId())).put("batch_seq", u(b.batchSeq()))
+            .put("crc32c", u(b.crc32c())).put("payload", hex(b.payload()));
+      }
+    } else if (m instanceof FetchEnd e) {
+      o.put("batches", e.batches()).put("bytes", e.bytes());
+    } else if (m instanceof WorkerStats s) {
+      o.put("worker_id", u(s.workerId())).put("budget_bytes", s.budgetBytes())
+          .put("buffered_bytes", s.bufferedBytes()).put("peak_buffered_bytes", s.peakBufferedBytes())
+          .put("stored_bytes", s.storedBytes()).put("peak_rss_bytes", s.peakRssBytes())
+          .put("process_budget_bytes", s.processBudgetBytes());
+    }
+    return o;
+  }
+
+  static int i(JsonNode n, String f) {
+    JsonNode v = n.get(f);
+    assertNotNull(v, "missing field " + f + " in " + n);
+    return (int) v.asLong();
+  }
+
+  static long l(JsonNode n, String f) {
+    JsonNode v = n.get(f);
+    assertNotNull(v, "missing field " + f + " in " + n);
+    return v.asLong();
+  }
+
+  static String s(JsonNode n, String f) {
+    return n.get(f).asText();
+  }
+
+  static int[] ints(JsonNode a) {
+    int[] out = new int[a.size()];
+    for (int k = 0; k < out.length; k++) {
+      out[k] = (int) a.get(k).asLong();
+    }
+    return out;
+  }
+
+  static long[] longs(JsonNode a) {
+    long[] out = new long[a.size()];
+    for (int k = 0; k < out.length; k++) {
+      out[k] = a.get(k).asLong();
+    }
+    return out;
+  }
+
+  static List<WorkerInfo> workersOf(JsonNode a) {
+    List<WorkerInfo> out = new ArrayList<>();
+    for (JsonNode w : a) {
+      out.add(new WorkerInfo(i(w, "id"), s(w, "addr"), w.get("alive").asBoolean()));
+    }
+    return out;
+  }
+
+  static ByteBuffer bytes(JsonNode n) {
+    return ByteBuffer.wrap(HEX.parseHex(n.asText()));
+  }
+
+  static Message fromJson(JsonNode n) {
+    String t = n.get("type").asText();
+    switch (t) {
+      case "Ok": return new Ok();
+      case "Error": return new Message.Error(i(n, "code"), s(n, "message"));
+      case "RegisterApp": return new RegisterApp(s(n, "app_id"), i(n, "lease_ms"));
+      case "RenewLease": return new RenewLease(s(n, "app_id"));
+      case "UnregisterApp": return new UnregisterApp(s(n, "app_id"));
+      case "RegisterShuffle":
+        return new RegisterShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
+            i(n, "num_partitions"));
+      case "ShufflePlacement":
+        return new ShufflePlacement(workersOf(n.get("workers")), ints(n.get("partition_workers")));
+      case "CommitMap": {
+        List<PartitionStat> ps = new ArrayList<>();
+        for (JsonNode p : n.get("partitions")) {
+          ps.add(new PartitionStat(i(p, "partition"), l(p, "bytes"), l(p, "records")));
+        }
+        return new CommitMap(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps);
+      }
+      case "CommitResult": {
+        CommitStatus st = null;
+        for (CommitStatus c : CommitStatus.values()) {
+          if (c.jsonName.equals(s(n, "status"))) {
+            st = c;
+          }
+        }
+        assertNotNull(st, "status " + n.get("status"));
+        return new CommitResult(st, i(n, "winning_attempt"));
+      }
+      case "UnregisterShuffle": return new UnregisterShuffle(s(n, "app_id"), i(n, "shuffle_id"));
+      case "GetShuffleStatus": return new GetShuffleStatus(s(n, "app_id"), i(n, "shuffle_id"));
+      case "ShuffleStatus":
+        return new ShuffleStatus(i(n, "num_maps"), i(n, "num_partitions"), i(n, "committed_maps"),
+            workersOf(n.get("workers")), ints(n.get("partition_workers")), ints(n.get("map_attempts")),
+            longs(n.get("partition_bytes")), longs(n.get("partition_records")));
+      case "RegisterWorker": return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"));
+      case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));
+      case "Heartbeat":
+        return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"));
+      case "PrepareShuffle":
+        return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
+            i(n, "num_partitions"), ints(n.get("partitions")));
+      case "MapCommitted": {
+        List<PartitionBytes> ps = new ArrayList<>();
+        for (JsonNode p : n.get("partitions")) {
+          ps.add(new PartitionBytes(i(p, "partition"), l(p, "bytes")));
+        }
+        return new MapCommitted(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps);
+      }
+      case "DeleteShuffle": return new DeleteShuffle(s(n, "app_id"), i(n, "shuffle_id"));
+      case "DeleteApp": return new DeleteApp(s(n, "app_id"));
+      case "PushBatch": {
+        JsonNode h = n.get("header");
+        return new PushBatch(new PushHeader(s(h, "app_id"), i(h, "shuffle_id"), i(h, "partition"),
+            i(h, "map_id"), i(h, "attempt_id"), i(h, "batch_seq"), i(h, "crc32c")), bytes(n.get("payload")));
+      }
+      case "Fetch": {
+        JsonNode r = n.get("resume_after");
+        ResumePoint rp = (r == null || r.isNull()) ? null : new ResumePoint(i(r, "map_id"), i(r, "batch_seq"));
+        return new Fetch(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"), i(n, "start_map"),
+            i(n, "end_map"), rp);
+      }
+      case "FetchChunk": {
+        List<FetchedBatch> bs = new ArrayList<>();
+        for (JsonNode b : n.get("batches")) {
+          bs.add(new FetchedBatch(i(b, "map_id"), i(b, "batch_seq"), i(b, "crc32c"), bytes(b.get("payload"))));
+        }
+        return new FetchChunk(bs);
+      }
+      case "FetchEnd": return new FetchEnd(l(n, "batches"), l(n, "bytes"));
+      case "GetWorkerStats": return new GetWorkerStats();
+      case "WorkerStats":
+        return new WorkerStats(i(n, "worker_id"), l(n, "budget_bytes"), l(n, "buffered_bytes"),
+            l(n, "peak_buffered_bytes"), l(n, "stored_bytes"), l(n, "peak_rss_bytes"),
+            l(n, "process_budget_bytes"));
+      default:
+        fail("unknown message type " + t);
+        return null;
+    }
+  }
+}
