@@ -1,0 +1,110 @@
+package org.crossdock.client;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.util.List;
+import org.crossdock.protocol.Message;
+import org.crossdock.protocol.Message.CommitResult;
+import org.crossdock.protocol.Message.PartitionStat;
+import org.crossdock.protocol.Message.ShuffleStatus;
+
+/**
+ * Typed calls to the coordinator. Connects eagerly so an unreachable coordinator fails fast;
+ * reconnects on the next call after a transport failure.
+ */
+public final class CoordinatorClient implements Closeable {
+  private final String addr;
+  private final int connectTimeoutMs;
+  private final long requestTimeoutMs;
+  private RpcConnection conn;
+
+  public CoordinatorClient(String addr, int connectTimeoutMs, long requestTimeoutMs)
+      throws CrossdockException {
+    this.addr = addr;
+    this.connectTimeoutMs = connectTimeoutMs;
+    this.requestTimeoutMs = requestTimeoutMs;
+    this.conn = RpcConnection.connect(addr, connectTimeoutMs);
+  }
+
+  public String addr() {
+    return addr;
+  }
+
+  private synchronized RpcConnection conn() throws CrossdockException {
+    if (conn == null || conn.isClosed()) {
+      conn = RpcConnection.connect(addr, connectTimeoutMs);
+    }
+    return conn;
+  }
+
+  /** Sends any request and waits for its answer. */
+  public Message call(Message m) throws IOException {
+    String what = m.getClass().getSimpleName();
+    return Futures.await(conn().call(m), requestTimeoutMs, addr, what);
+  }
+
+  private void expectOk(Message m) throws IOException {
+    Message r = call(m);
+    if (!(r instanceof Message.Ok)) {
+      throw Futures.unexpected(addr, r);
+    }
+  }
+
+  /** Registers (or renews) an app whose lease lasts {@code leaseMs} after each renewal. */
+  public void registerApp(String appId, int leaseMs) throws IOException {
+    expectOk(new Message.RegisterApp(appId, leaseMs));
+  }
+
+  public void renewLease(String appId) throws IOException {
+    expectOk(new Message.RenewLease(appId));
+  }
+
+  public void unregisterApp(String appId) throws IOException {
+    expectOk(new Message.UnregisterApp(appId));
+  }
+
+  /** Registers a shuffle; the same sizes again return the same placement. */
+  public Placement registerShuffle(String appId, int shuffleId, int numMaps, int numPartitions)
+      throws IOException {
+    Message r = call(new Message.RegisterShuffle(appId, shuffleId, numMaps, numPartitions));
+    if (r instanceof Message.ShufflePlacement p) {
+      if (p.partitionWorkers().length != numPartitions) {
+        throw CrossdockException.protocol(addr, "placement has " + p.partitionWorkers().length
+            + " partitions, expected " + numPartitions, null);
+      }
+      return Placement.of(p.workers(), p.partitionWorkers());
+    }
+    throw Futures.unexpected(addr, r);
+  }
+
+  /** Commits a map attempt with its non-empty partitions' sizes. */
+  public CommitResult commitMap(
+      String appId, int shuffleId, int mapId, int attemptId, List<PartitionStat> partitions)
+      throws IOException {
+    Message r = call(new Message.CommitMap(appId, shuffleId, mapId, attemptId, partitions));
+    if (r instanceof CommitResult c) {
+      return c;
+    }
+    throw Futures.unexpected(addr, r);
+  }
+
+  public void unregisterShuffle(String appId, int shuffleId) throws IOException {
+    expectOk(new Message.UnregisterShuffle(appId, shuffleId));
+  }
+
+  public ShuffleStatus shuffleStatus(String appId, int shuffleId) throws IOException {
+    Message r = call(new Message.GetShuffleStatus(appId, shuffleId));
+    if (r instanceof ShuffleStatus s) {
+      return s;
+    }
+    throw Futures.unexpected(addr, r);
+  }
+
+  @Override
+  public synchronized void close() {
+    if (conn != null) {
+      conn.close();
+      conn = null;
+    }
+  }
+}

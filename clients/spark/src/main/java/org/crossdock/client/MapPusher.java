@@ -1,0 +1,197 @@
+package org.crossdock.client;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.util.ArrayDeque;
+import java.util.concurrent.CompletableFuture;
+import org.crossdock.protocol.Checksums;
+import org.crossdock.protocol.Message;
+
+/**
+ * Pushes one map attempt's batches to the workers asynchronously, with a bounded number of bytes
+ * in flight.
+ *
+ * <p>{@link #push} hands a batch to a sender thread and returns at once unless the bytes queued or
+ * sent-but-not-acknowledged would exceed {@code maxInFlightBytes}: then it blocks until
+ * acknowledgements free room (back-pressure; a worker short of memory delays its acknowledgements
+ * and stops reading, so the window fills and the map task waits instead of buffering). A batch
+ * larger than the window is still sent, alone. The first failure (a worker's Error answer, a
+ * broken connection, no acknowledgement within the timeout) is kept and thrown by the next
+ * {@link #push} or by {@link #awaitAll}.
+ */
+public final class MapPusher implements Closeable {
+  private record Item(int partition, String addr, int seq, byte[] buf, int len) {}
+
+  private final ConnectionPool pool;
+  private final String appId;
+  private final int shuffleId;
+  private final int mapId;
+  private final int attemptId;
+  private final long maxInFlightBytes;
+  private final long ackTimeoutMs;
+  private final int[] nextSeq;
+
+  private final ArrayDeque<Item> queue = new ArrayDeque<>();
+  private long inFlight;
+  private long peakInFlight;
+  private long lastProgressNanos = System.nanoTime();
+  private IOException failure;
+  private boolean closed;
+  private Thread sender;
+  private long pushedBytes;
+  private long pushedBatches;
+  private long blockedNanos;
+
+  public MapPusher(
+      ConnectionPool pool,
+      String appId,
+      int shuffleId,
+      int mapId,
+      int attemptId,
+      int numPartitions,
+      long maxInFlightBytes,
+      long ackTimeoutMs) {
+    this.pool = pool;
+    this.appId = appId;
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.attemptId = attemptId;
+    this.maxInFlightBytes = Math.max(1, maxInFlightBytes);
+    this.ackTimeoutMs = ackTimeoutMs;
+    this.nextSeq = new int[numPartitions];
+  }
+
+  /**
+   * Queues {@code buf[0, len)} as the next batch of {@code partition}, to the worker at {@code
+   * addr}. The pusher owns {@code buf} from now on: the caller must not change it.
+   */
+  public void push(int partition, String addr, byte[] buf, int len) throws IOException {
+    if (len <= 0) {
+      return;
+    }
+    synchronized (this) {
+      long start = System.nanoTime();
+      while (failure == null && inFlight > 0 && inFlight + len > maxInFlightBytes) {
+        waitForProgress();
+      }
+      blockedNanos += System.nanoTime() - start;
+      if (failure != null) {
+        throw failure;
+      }
+      if (closed) {
+        throw new IOException("pusher is closed");
+      }
+      inFlight += len;
+      peakInFlight = Math.max(peakInFlight, inFlight);
+      pushedBytes += len;
+      pushedBatches++;
+      queue.add(new Item(partition, addr, nextSeq[partition]++, buf, len));
+      if (sender == null) {
+        sender = new Thread(this::sendLoop, "crossdock-push-" + shuffleId + "-" + mapId);
+        sender.setDaemon(true);
+        sender.start();
+      }
+      notifyAll();
+    }
+  }
+
+  /** Waits (holding the monitor) for an acknowledgement or a failure; enforces the timeout. */
+  private void waitForProgress() throws IOException {
+    long waitedMs = (System.nanoTime() - lastProgressNanos) / 1_000_000;
+    if (waitedMs >= ackTimeoutMs) {
+      failure = CrossdockException.transport(
+          "workers", "no push acknowledgement within " + ackTimeoutMs + " ms", null);
+      notifyAll();
+      return;
+    }
+    try {
+      wait(Math.min(1000, ackTimeoutMs - waitedMs));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted while waiting for push acknowledgements");
+    }
+  }
+
+  private void sendLoop() {
+    while (true) {
+      Item it;
+      synchronized (this) {
+        while (queue.isEmpty() && !closed && failure == null) {
+          try {
+            wait();
+          } catch (InterruptedException e) {
+            return;
+          }
+        }
+        if (closed || failure != null) {
+          return;
+        }
+        it = queue.poll();
+      }
+      try {
+        int crc = Checksums.crc32c(it.buf, 0, it.len);
+        Message.PushHeader h =
+            new Message.PushHeader(appId, shuffleId, it.partition, mapId, attemptId, it.seq, crc);
+        CompletableFuture<Message> f = pool.get(it.addr).push(h, it.buf, 0, it.len);
+        final long len = it.len;
+        f.whenComplete((m, e) -> acked(len, e, m));
+      } catch (IOException e) {
+        acked(it.len, e, null);
+      }
+    }
+  }
+
+  private synchronized void acked(long len, Throwable e, Message m) {
+    inFlight -= len;
+    lastProgressNanos = System.nanoTime();
+    if (failure == null) {
+      if (e != null) {
+        failure = e instanceof IOException io ? io : new IOException(e);
+      } else if (!(m instanceof Message.Ok)) {
+        failure = CrossdockException.protocol("worker", "unexpected push answer " + m, null);
+      }
+    }
+    notifyAll();
+  }
+
+  /** Waits until every pushed batch is acknowledged; throws the first failure. */
+  public synchronized void awaitAll() throws IOException {
+    lastProgressNanos = System.nanoTime();
+    while (failure == null && inFlight > 0) {
+      waitForProgress();
+    }
+    if (failure != null) {
+      throw failure;
+    }
+  }
+
+  public synchronized long inFlightBytes() {
+    return inFlight;
+  }
+
+  /** Most bytes that were queued or unacknowledged at one time. */
+  public synchronized long peakInFlightBytes() {
+    return peakInFlight;
+  }
+
+  public synchronized long pushedBytes() {
+    return pushedBytes;
+  }
+
+  public synchronized long pushedBatches() {
+    return pushedBatches;
+  }
+
+  /** Time {@link #push} spent blocked on a full window. */
+  public synchronized long blockedNanos() {
+    return blockedNanos;
+  }
+
+  @Override
+  public synchronized void close() {
+    closed = true;
+    queue.clear();
+    notifyAll();
+  }
+}

@@ -1,0 +1,214 @@
+package org.crossdock.client;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.Closeable;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import org.crossdock.protocol.Checksums;
+import org.crossdock.protocol.Codec;
+import org.crossdock.protocol.FrameHeader;
+import org.crossdock.protocol.Message;
+import org.crossdock.protocol.ProtocolException;
+
+/**
+ * Reads the committed batches of one partition, maps {@code [startMap, endMap)}, from its worker,
+ * in (map, batch sequence) order, checking every CRC32C, the order and the stream's batch count.
+ * A broken connection is resumed after the last delivered batch, up to {@code maxResumes} times,
+ * so no batch is lost or delivered twice. A fetch owns its connection until its end.
+ */
+public final class PartitionFetcher implements Closeable {
+  private final String addr;
+  private final String appId;
+  private final int shuffleId;
+  private final int partition;
+  private final int startMap;
+  private final int endMap;
+  private final int connectTimeoutMs;
+  private final int readTimeoutMs;
+  private final int maxResumes;
+
+  private Socket socket;
+  private DataInputStream in;
+  private final ArrayDeque<Message.FetchedBatch> ready = new ArrayDeque<>();
+  private Message.ResumePoint last;
+  private boolean done;
+  private boolean opened;
+  private long receivedInStream;
+  private int resumes;
+  private long bytes;
+  private long batches;
+
+  public PartitionFetcher(
+      String addr,
+      String appId,
+      int shuffleId,
+      int partition,
+      int startMap,
+      int endMap,
+      int connectTimeoutMs,
+      int readTimeoutMs,
+      int maxResumes) {
+    this.addr = addr;
+    this.appId = appId;
+    this.shuffleId = shuffleId;
+    this.partition = partition;
+    this.startMap = startMap;
+    this.endMap = endMap;
+    this.connectTimeoutMs = connectTimeoutMs;
+    this.readTimeoutMs = readTimeoutMs;
+    this.maxResumes = maxResumes;
+  }
+
+  public String addr() {
+    return addr;
+  }
+
+  public int resumes() {
+    return resumes;
+  }
+
+  /** Payload bytes delivered so far. */
+  public long bytes() {
+    return bytes;
+  }
+
+  public long batches() {
+    return batches;
+  }
+
+  /** Breaks the current connection (tests use it to exercise resumption). */
+  public void dropConnection() {
+    closeSocket();
+  }
+
+  private void open() throws IOException {
+    if (opened) {
+      resumes++;
+    }
+    opened = true;
+    Socket s = Net.connect(addr, connectTimeoutMs);
+    try {
+      s.setSoTimeout(readTimeoutMs);
+      s.setReceiveBufferSize(1 << 20);
+      OutputStream out = new BufferedOutputStream(s.getOutputStream());
+      out.write(Codec.encodeFrame(
+          new Message.Fetch(appId, shuffleId, partition, startMap, endMap, last), 1));
+      out.flush();
+      in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 256 << 10));
+    } catch (IOException e) {
+      s.close();
+      throw CrossdockException.transport(addr, "cannot send fetch", e);
+    }
+    socket = s;
+    receivedInStream = 0;
+  }
+
+  private void closeSocket() {
+    if (socket != null) {
+      try {
+        socket.close();
+      } catch (IOException ignored) {
+        // nothing to do
+      }
+    }
+    socket = null;
+    in = null;
+  }
+
+  private void readFrame() throws IOException {
+    byte[] raw = new byte[FrameHeader.LEN];
+    byte[] body;
+    FrameHeader h;
+    try {
+      in.readFully(raw);
+      h = FrameHeader.decode(raw, 0);
+      Codec.checkHeader(h);
+      if (h.bodyLen() > Codec.MAX_CONTROL_FRAME) {
+        throw CrossdockException.corrupt(addr, "fetch frame of " + h.bodyLen() + " bytes exceeds the limit");
+      }
+      body = new byte[h.bodyLen()];
+      in.readFully(body);
+    } catch (ProtocolException e) {
+      throw CrossdockException.protocol(addr, e.getMessage(), e);
+    } catch (EOFException e) {
+      throw CrossdockException.transport(addr, "fetch stream closed before its end", e);
+    } catch (CrossdockException e) {
+      throw e;
+    } catch (IOException e) {
+      throw CrossdockException.transport(addr, "fetch stream broke", e);
+    }
+    Message m;
+    try {
+      m = Codec.decodeBody(h.kind(), ByteBuffer.wrap(body));
+    } catch (ProtocolException e) {
+      throw CrossdockException.protocol(addr, e.getMessage(), e);
+    }
+    if (m instanceof Message.FetchChunk c) {
+      for (Message.FetchedBatch b : c.batches()) {
+        if (last != null
+            && (Integer.compareUnsigned(b.mapId(), last.mapId()) < 0
+                || (b.mapId() == last.mapId()
+                    && Integer.compareUnsigned(b.batchSeq(), last.batchSeq()) <= 0))) {
+          throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq " + b.batchSeq()
+              + ") is out of order after (map " + last.mapId() + ", seq " + last.batchSeq() + ")");
+        }
+        if (Checksums.crc32c(b.payload()) != b.crc32c()) {
+          throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq " + b.batchSeq()
+              + ") of partition " + partition + " failed its CRC32C");
+        }
+        last = new Message.ResumePoint(b.mapId(), b.batchSeq());
+        receivedInStream++;
+        ready.add(b);
+      }
+    } else if (m instanceof Message.FetchEnd e) {
+      if (e.batches() != receivedInStream) {
+        throw CrossdockException.corrupt(addr, "worker announced " + e.batches()
+            + " batches but sent " + receivedInStream);
+      }
+      done = true;
+      closeSocket();
+    } else if (m instanceof Message.Error e) {
+      closeSocket();
+      throw CrossdockException.remote(addr, e.code(), e.message());
+    } else {
+      throw Futures.unexpected(addr, m);
+    }
+  }
+
+  /** The next batch, or null at the end of the range. */
+  public Message.FetchedBatch next() throws IOException {
+    while (true) {
+      Message.FetchedBatch b = ready.poll();
+      if (b != null) {
+        bytes += b.payload().remaining();
+        batches++;
+        return b;
+      }
+      if (done) {
+        return null;
+      }
+      try {
+        if (socket == null) {
+          open();
+        }
+        readFrame();
+      } catch (CrossdockException e) {
+        closeSocket();
+        if (!(e.isTransport() && resumes < maxResumes)) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    closeSocket();
+  }
+}

@@ -1,0 +1,187 @@
+package org.crossdock.client;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.Closeable;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.crossdock.protocol.Codec;
+import org.crossdock.protocol.FrameHeader;
+import org.crossdock.protocol.Message;
+import org.crossdock.protocol.ProtocolException;
+
+/**
+ * One TCP connection on which many requests may be outstanding (pipelining). Responses are
+ * matched to requests by request id on a reader thread. An {@code Error} response completes the
+ * request's future exceptionally with a REMOTE {@link CrossdockException}. When the connection
+ * fails every outstanding request fails with a TRANSPORT error and the connection reports itself
+ * closed; callers open a new one.
+ */
+public final class RpcConnection implements Closeable {
+  private final String addr;
+  private final Socket socket;
+  private final OutputStream out;
+  private final Object writeLock = new Object();
+  private final Map<Long, CompletableFuture<Message>> pending = new ConcurrentHashMap<>();
+  private final AtomicLong nextId = new AtomicLong(1);
+  private volatile boolean closed;
+  private volatile IOException failure;
+
+  private RpcConnection(String addr, Socket socket) throws IOException {
+    this.addr = addr;
+    this.socket = socket;
+    this.out = new BufferedOutputStream(socket.getOutputStream(), 64 << 10);
+    Thread t = new Thread(this::readLoop, "crossdock-rpc-" + addr);
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** Connects to {@code addr} ({@code host:port}). */
+  public static RpcConnection connect(String addr, int connectTimeoutMs) throws CrossdockException {
+    Socket s = Net.connect(addr, connectTimeoutMs);
+    try {
+      return new RpcConnection(addr, s);
+    } catch (IOException e) {
+      try {
+        s.close();
+      } catch (IOException ignored) {
+        // nothing to do
+      }
+      throw CrossdockException.transport(addr, "cannot open streams", e);
+    }
+  }
+
+  public String addr() {
+    return addr;
+  }
+
+  public boolean isClosed() {
+    return closed;
+  }
+
+  /** Requests sent and not answered yet. */
+  public int outstanding() {
+    return pending.size();
+  }
+
+  private CompletableFuture<Message> register(long id) throws CrossdockException {
+    CompletableFuture<Message> f = new CompletableFuture<>();
+    pending.put(id, f);
+    if (closed) {
+      pending.remove(id);
+      throw CrossdockException.transport(addr, "connection is closed", failure);
+    }
+    return f;
+  }
+
+  /** Sends {@code m}; the future completes with the response. */
+  public CompletableFuture<Message> call(Message m) throws CrossdockException {
+    long id = nextId.getAndIncrement();
+    byte[] frame = Codec.encodeFrame(m, id);
+    CompletableFuture<Message> f = register(id);
+    write(id, frame, null, 0, 0);
+    return f;
+  }
+
+  /**
+   * Sends a pushed batch: the frame is written when this returns (it blocks while the worker
+   * applies back-pressure by not reading); the future completes with the acknowledgement.
+   */
+  public CompletableFuture<Message> push(Message.PushHeader h, byte[] payload, int off, int len)
+      throws CrossdockException {
+    long id = nextId.getAndIncrement();
+    byte[] prefix = Codec.encodePushPrefix(id, h, len);
+    CompletableFuture<Message> f = register(id);
+    write(id, prefix, payload, off, len);
+    return f;
+  }
+
+  private void write(long id, byte[] a, byte[] b, int off, int len) throws CrossdockException {
+    try {
+      synchronized (writeLock) {
+        out.write(a);
+        if (b != null) {
+          out.write(b, off, len);
+        }
+        out.flush();
+      }
+    } catch (IOException e) {
+      pending.remove(id);
+      fail(e);
+      throw CrossdockException.transport(addr, "write failed", e);
+    }
+  }
+
+  private void readLoop() {
+    IOException why = null;
+    try (DataInputStream in =
+        new DataInputStream(new BufferedInputStream(socket.getInputStream(), 64 << 10))) {
+      byte[] raw = new byte[FrameHeader.LEN];
+      while (true) {
+        try {
+          in.readFully(raw);
+        } catch (EOFException eof) {
+          why = new EOFException("connection closed by the server");
+          break;
+        }
+        FrameHeader h = FrameHeader.decode(raw, 0);
+        Codec.checkHeader(h);
+        if (h.bodyLen() > Codec.MAX_CONTROL_FRAME) {
+          throw new ProtocolException(
+              org.crossdock.protocol.ErrorCode.FRAME_TOO_LARGE,
+              "response of " + h.bodyLen() + " bytes exceeds the limit");
+        }
+        byte[] body = new byte[h.bodyLen()];
+        in.readFully(body);
+        Message m = Codec.decodeBody(h.kind(), ByteBuffer.wrap(body));
+        CompletableFuture<Message> f = pending.remove(h.requestId());
+        if (f == null) {
+          continue; // an answer to a request nobody waits for any more
+        }
+        if (m instanceof Message.Error e) {
+          f.completeExceptionally(CrossdockException.remote(addr, e.code(), e.message()));
+        } else {
+          f.complete(m);
+        }
+      }
+    } catch (IOException e) {
+      why = e;
+    }
+    fail(why);
+  }
+
+  private void fail(IOException why) {
+    if (failure == null) {
+      failure = why;
+    }
+    closed = true;
+    try {
+      socket.close();
+    } catch (IOException ignored) {
+      // nothing to do
+    }
+    List<Long> ids = new ArrayList<>(pending.keySet());
+    for (Long id : ids) {
+      CompletableFuture<Message> f = pending.remove(id);
+      if (f != null) {
+        f.completeExceptionally(
+            CrossdockException.transport(addr, "connection lost before the response arrived", why));
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    fail(new IOException("connection closed by the client"));
+  }
+}

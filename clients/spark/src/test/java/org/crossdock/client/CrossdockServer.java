@@ -1,0 +1,100 @@
+package org.crossdock.client;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/** A real {@code crossdock standalone} (coordinator + 2 workers) as a child process. */
+public final class CrossdockServer implements AutoCloseable {
+  private final Process process;
+  private final Path dataDir;
+  private final String addr;
+
+  private CrossdockServer(Process process, Path dataDir, String addr) {
+    this.process = process;
+    this.dataDir = dataDir;
+    this.addr = addr;
+  }
+
+  /** The repository root: the nearest ancestor holding Cargo.toml and testdata/. */
+  public static Path repoRoot() {
+    Path p = Path.of("").toAbsolutePath();
+    while (p != null) {
+      if (Files.exists(p.resolve("testdata/protocol/vectors.json"))) {
+        return p;
+      }
+      p = p.getParent();
+    }
+    throw new IllegalStateException("repository root not found above " + Path.of("").toAbsolutePath());
+  }
+
+  public static Path binary() {
+    Path bin = repoRoot().resolve("target/release/crossdock");
+    if (!Files.isExecutable(bin)) {
+      throw new IllegalStateException(bin + " is missing: run `cargo build --release -p crossdock` "
+          + "first (make build does it before Maven)");
+    }
+    return bin;
+  }
+
+  public static CrossdockServer start() throws Exception {
+    Path bin = binary();
+    Path dir = Files.createTempDirectory("crossdock-java-test");
+    ProcessBuilder pb = new ProcessBuilder(bin.toString(), "standalone", "--listen", "127.0.0.1:0",
+        "--workers", "2", "--memory", "256MiB", "--data-dir", dir.toString(),
+        "--metrics-listen", "off");
+    pb.redirectError(dir.resolve("stderr.log").toFile());
+    Process p = pb.start();
+    CompletableFuture<String> listening = new CompletableFuture<>();
+    Thread t = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(
+          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+        String line;
+        String prefix = "crossdock standalone listening on ";
+        while ((line = r.readLine()) != null) {
+          if (line.startsWith(prefix)) {
+            listening.complete(line.substring(prefix.length()).trim());
+          }
+        }
+        listening.completeExceptionally(new IOException("crossdock exited before listening"));
+      } catch (IOException e) {
+        listening.completeExceptionally(e);
+      }
+    }, "crossdock-stdout");
+    t.setDaemon(true);
+    t.start();
+    try {
+      return new CrossdockServer(p, dir, listening.get(20, TimeUnit.SECONDS));
+    } catch (Exception e) {
+      p.destroyForcibly();
+      String err = Files.exists(dir.resolve("stderr.log"))
+          ? Files.readString(dir.resolve("stderr.log")) : "";
+      throw new IllegalStateException("crossdock standalone did not start: " + e + "\n" + err, e);
+    }
+  }
+
+  /** The coordinator's address. */
+  public String addr() {
+    return addr;
+  }
+
+  @Override
+  public void close() throws Exception {
+    process.destroy();
+    if (!process.waitFor(10, TimeUnit.SECONDS)) {
+      process.destroyForcibly();
+      process.waitFor(10, TimeUnit.SECONDS);
+    }
+    try (Stream<Path> s = Files.walk(dataDir)) {
+      s.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
+    }
+  }
+}

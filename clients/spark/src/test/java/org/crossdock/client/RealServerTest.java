@@ -1,0 +1,318 @@
+package org.crossdock.client;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.io.ByteArrayOutputStream;
+import java.net.ServerSocket;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.crossdock.protocol.Checksums;
+import org.crossdock.protocol.ErrorCode;
+import org.crossdock.protocol.Message;
+import org.crossdock.protocol.Message.CommitStatus;
+import org.crossdock.protocol.Message.PartitionStat;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The Java client against a real {@code crossdock standalone}. */
+class RealServerTest {
+  static CrossdockServer server;
+  static CoordinatorClient coord;
+  static ConnectionPool pool;
+  static final int TIMEOUT = 30_000;
+
+  @BeforeAll
+  static void start() throws Exception {
+    server = CrossdockServer.start();
+    coord = new CoordinatorClient(server.addr(), 3000, TIMEOUT);
+    pool = new ConnectionPool(3000);
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
+    if (coord != null) {
+      coord.close();
+    }
+    if (server != null) {
+      server.close();
+    }
+  }
+
+  static byte[] payload(int map, int partition, int seq, int size) {
+    byte[] b = new byte[size];
+    byte[] tag = ("m" + map + "p" + partition + "s" + seq + ";").getBytes(StandardCharsets.UTF_8);
+    for (int i = 0; i < size; i++) {
+      b[i] = tag[i % tag.length];
+    }
+    return b;
+  }
+
+  static byte[] readAll(PartitionFetcher f, List<int[]> order) throws Exception {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    Message.FetchedBatch b;
+    while ((b = f.next()) != null) {
+      if (order != null) {
+        order.add(new int[] {b.mapId(), b.batchSeq()});
+      }
+      byte[] raw = new byte[b.payload().remaining()];
+      b.payload().duplicate().get(raw);
+      out.write(raw);
+    }
+    return out.toByteArray();
+  }
+
+  /** Pushes {@code batches} batches of {@code size} bytes for every partition of one map. */
+  static List<PartitionStat> pushMap(String app, int shuffle, Placement pl, int map, int attempt,
+      int batches, int size, long window) throws Exception {
+    List<PartitionStat> stats = new ArrayList<>();
+    try (MapPusher p = new MapPusher(pool, app, shuffle, map, attempt, pl.numPartitions(), window, TIMEOUT)) {
+      for (int part = 0; part < pl.numPartitions(); part++) {
+        for (int s = 0; s < batches; s++) {
+          p.push(part, pl.addrOf(part), payload(map, part, s, size), size);
+        }
+        stats.add(new PartitionStat(part, (long) batches * size, batches));
+      }
+      p.awaitAll();
+      assertEquals(0, p.inFlightBytes());
+    }
+    return stats;
+  }
+
+  static PartitionFetcher fetcher(Placement pl, String app, int shuffle, int part, int start, int end) {
+    return new PartitionFetcher(pl.addrOf(part), app, shuffle, part, start, end, 3000, TIMEOUT, 3);
+  }
+
+  @Test
+  void registerPushCommitFetch() throws Exception {
+    String app = "java-basic";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 1, 3, 4);
+    assertEquals(4, pl.numPartitions());
+    assertEquals(2, pl.workerAddrs().size(), "4 partitions spread over the 2 workers");
+    // Same sizes again: same placement.
+    Placement again = coord.registerShuffle(app, 1, 3, 4);
+    for (int p = 0; p < 4; p++) {
+      assertEquals(pl.addrOf(p), again.addrOf(p));
+    }
+    for (int map = 0; map < 3; map++) {
+      List<PartitionStat> stats = pushMap(app, 1, pl, map, 0, 2, 1000 + map, 1 << 20);
+      Message.CommitResult r = coord.commitMap(app, 1, map, 0, stats);
+      assertEquals(CommitStatus.COMMITTED, r.status());
+    }
+    Message.ShuffleStatus st = coord.shuffleStatus(app, 1);
+    assertEquals(3, st.committedMaps());
+    for (int p = 0; p < 4; p++) {
+      List<int[]> order = new ArrayList<>();
+      byte[] got;
+      try (PartitionFetcher f = fetcher(pl, app, 1, p, 0, 3)) {
+        got = readAll(f, order);
+      }
+      ByteArrayOutputStream want = new ByteArrayOutputStream();
+      for (int map = 0; map < 3; map++) {
+        for (int s = 0; s < 2; s++) {
+          want.write(payload(map, p, s, 1000 + map));
+        }
+      }
+      assertArrayEquals(want.toByteArray(), got, "partition " + p);
+      assertEquals(6, order.size());
+      for (int i = 0; i < 6; i++) {
+        assertArrayEquals(new int[] {i / 2, i % 2}, order.get(i), "(map, seq) order");
+      }
+      assertEquals(3 * 2 * 1000 + 2 * 1 + 2 * 2, st.partitionBytes()[p]);
+    }
+    // Pushes of another attempt after map 0 committed are refused.
+    CrossdockException late = assertThrows(CrossdockException.class,
+        () -> pushMap(app, 1, pl, 0, 7, 1, 10, 1 << 20));
+    assertEquals(ErrorCode.PUSH_AFTER_COMMIT, late.code());
+    coord.unregisterShuffle(app, 1);
+    // Two attempts that both pushed: the first to commit wins, the other is rejected.
+    Placement pl2 = coord.registerShuffle(app, 9, 1, 2);
+    List<PartitionStat> a1 = pushMap(app, 9, pl2, 0, 1, 1, 100, 1 << 20);
+    List<PartitionStat> a2 = pushMap(app, 9, pl2, 0, 2, 2, 100, 1 << 20);
+    assertEquals(CommitStatus.COMMITTED, coord.commitMap(app, 9, 0, 2, a2).status());
+    Message.CommitResult r = coord.commitMap(app, 9, 0, 1, a1);
+    assertEquals(CommitStatus.REJECTED, r.status());
+    assertEquals(2, r.winningAttempt());
+    assertEquals(CommitStatus.ALREADY_COMMITTED, coord.commitMap(app, 9, 0, 2, a2).status());
+    try (PartitionFetcher f = fetcher(pl2, app, 9, 1, 0, 1)) {
+      assertEquals(200, readAll(f, null).length, "only the winner's batches are read");
+    }
+    coord.unregisterShuffle(app, 1);
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void mapRangeFetchReadsOnlyThoseMaps() throws Exception {
+    String app = "java-range";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 2, 4, 2);
+    for (int map = 0; map < 4; map++) {
+      coord.commitMap(app, 2, map, 0, pushMap(app, 2, pl, map, 0, 3, 500, 1 << 20));
+    }
+    List<int[]> order = new ArrayList<>();
+    byte[] got;
+    try (PartitionFetcher f = fetcher(pl, app, 2, 1, 1, 3)) {
+      got = readAll(f, order);
+      assertEquals(6 * 500, f.bytes());
+    }
+    assertEquals(6, order.size());
+    for (int[] o : order) {
+      assertTrue(o[0] == 1 || o[0] == 2, "map " + o[0] + " is outside [1, 3)");
+    }
+    ByteArrayOutputStream want = new ByteArrayOutputStream();
+    for (int map = 1; map < 3; map++) {
+      for (int s = 0; s < 3; s++) {
+        want.write(payload(map, 1, s, 500));
+      }
+    }
+    assertArrayEquals(want.toByteArray(), got);
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void pushWindowBoundsBytesInFlight() throws Exception {
+    String app = "java-window";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 3, 1, 2);
+    long window = 256 << 10;
+    int size = 64 << 10;
+    try (MapPusher p = new MapPusher(pool, app, 3, 0, 0, 2, window, TIMEOUT)) {
+      for (int s = 0; s < 200; s++) {
+        int part = s % 2;
+        p.push(part, pl.addrOf(part), payload(0, part, s / 2, size), size);
+        assertTrue(p.inFlightBytes() <= window, "in flight " + p.inFlightBytes());
+      }
+      // A batch larger than the whole window still goes, alone.
+      p.push(0, pl.addrOf(0), payload(0, 0, 100, 600 << 10), 600 << 10);
+      p.awaitAll();
+      assertTrue(p.peakInFlightBytes() <= 600 << 10);
+      assertTrue(p.peakInFlightBytes() >= size, "pushes were pipelined");
+      assertEquals(200 * (long) size + (600 << 10), p.pushedBytes());
+      List<PartitionStat> stats = List.of(
+          new PartitionStat(0, 100L * size + (600 << 10), 101), new PartitionStat(1, 100L * size, 100));
+      assertEquals(CommitStatus.COMMITTED, coord.commitMap(app, 3, 0, 0, stats).status());
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void commitWithWrongSizesIsAMismatch() throws Exception {
+    String app = "java-mismatch";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 4, 1, 1);
+    pushMap(app, 4, pl, 0, 0, 2, 100, 1 << 20);
+    CrossdockException e = assertThrows(CrossdockException.class,
+        () -> coord.commitMap(app, 4, 0, 0, List.of(new PartitionStat(0, 150, 2))));
+    assertEquals(ErrorCode.COMMIT_MISMATCH, e.code());
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void corruptCrcIsBadChecksum() throws Exception {
+    String app = "java-crc";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 5, 1, 1);
+    byte[] data = payload(0, 0, 0, 128);
+    int crc = Checksums.crc32c(data, 0, data.length);
+    RpcConnection c = pool.get(pl.addrOf(0));
+    CompletableFuture<Message> f =
+        c.push(new Message.PushHeader(app, 5, 0, 0, 0, 0, crc ^ 1), data, 0, data.length);
+    ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
+    assertEquals(ErrorCode.BAD_CHECKSUM, ((CrossdockException) e.getCause()).code());
+    // The connection stays usable and the right CRC is accepted.
+    Message ok = c.push(new Message.PushHeader(app, 5, 0, 0, 0, 0, crc), data, 0, data.length)
+        .get(10, TimeUnit.SECONDS);
+    assertInstanceOf(Message.Ok.class, ok);
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void unknownAppIsRefused() throws Exception {
+    CrossdockException e = assertThrows(CrossdockException.class,
+        () -> coord.registerShuffle("java-never-registered", 1, 1, 1));
+    assertEquals(ErrorCode.UNKNOWN_APP, e.code());
+    assertEquals(CrossdockException.Kind.REMOTE, e.kind());
+    // And on a worker: a push for an app it does not know.
+    String app = "java-known";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 1, 1, 1);
+    try (MapPusher p = new MapPusher(pool, "java-unknown", 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
+      p.push(0, pl.addrOf(0), new byte[10], 10);
+      CrossdockException pe = assertThrows(CrossdockException.class, p::awaitAll);
+      assertEquals(ErrorCode.UNKNOWN_APP, pe.code());
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void fetchOfUncommittedMapsIsRefused() throws Exception {
+    String app = "java-incomplete";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 1, 2, 1);
+    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 1, 10, 1 << 20));
+    try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 2)) {
+      CrossdockException e = assertThrows(CrossdockException.class, f::next);
+      assertEquals(ErrorCode.SHUFFLE_NOT_COMPLETE, e.code());
+    }
+    try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 1)) {
+      assertEquals(10, readAll(f, null).length);
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void fetchResumesAfterABrokenConnection() throws Exception {
+    String app = "java-resume";
+    coord.registerApp(app, 60_000);
+    Placement pl = coord.registerShuffle(app, 1, 1, 1);
+    int size = 3 << 20;
+    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 4, size, 64 << 20));
+    try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 1)) {
+      ByteArrayOutputStream got = new ByteArrayOutputStream();
+      Message.FetchedBatch b = f.next();
+      assertEquals(0, b.batchSeq());
+      f.dropConnection();
+      byte[] raw = new byte[b.payload().remaining()];
+      b.payload().duplicate().get(raw);
+      got.write(raw);
+      got.write(readAll(f, null));
+      assertEquals(1, f.resumes());
+      ByteArrayOutputStream want = new ByteArrayOutputStream();
+      for (int s = 0; s < 4; s++) {
+        want.write(payload(0, 0, s, size));
+      }
+      assertArrayEquals(want.toByteArray(), got.toByteArray());
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void unreachableCoordinatorFailsFast() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    long t0 = System.nanoTime();
+    CrossdockException e = assertThrows(CrossdockException.class,
+        () -> new CoordinatorClient("127.0.0.1:" + port, 2000, 5000));
+    assertTrue(e.isTransport());
+    assertTrue(e.getMessage().contains("127.0.0.1:" + port), e.getMessage());
+    assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(5));
+  }
+
+  @Test
+  void payloadViewsAreIndependent() {
+    ByteBuffer b = ByteBuffer.wrap(new byte[] {1, 2, 3});
+    assertEquals(Checksums.crc32c(b), Checksums.crc32c(new byte[] {1, 2, 3}, 0, 3));
+    assertEquals(0, b.position());
+  }
+}
