@@ -1,19 +1,25 @@
 # Crossdock: the two commands a new machine needs are `make demo` and `make test`.
 SHELL := /bin/bash
 CARGO ?= cargo
+MVN ?= mvn
 BIN := target/release/crossdock
+# The one place Spark's version is pinned: the Maven build and the pyspark package use it.
+export SPARK_VERSION := 4.2.0
+JAR := clients/spark/target/crossdock-spark.jar
+MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
 .PHONY: all setup build test demo bench clean
 
 all: build
 
-## setup: check and install what the build needs (Rust toolchain components)
+## setup: install what the build needs (Rust components, JDK 17, Maven, .venv with pyspark)
 setup:
 	@scripts/setup.sh
 
-## build: the release binary target/release/crossdock
+## build: the release binary, the Spark client jar and the Python environment
 build: setup
 	$(CARGO) build --release --locked -p crossdock
+	$(MVN) $(MVN_FLAGS) -f clients/spark/pom.xml -DskipTests package
 
 ## test: formatting, lints (warnings are errors) and every test; ends with a total line
 test: setup

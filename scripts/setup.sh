@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
-# Installs what building and testing Crossdock needs, from the registries only.
+# Installs everything building, testing and demonstrating Crossdock needs, from the
+# package registries only (Debian, crates.io via rustup/cargo, Maven Central, PyPI).
+# Idempotent: what is already there is left alone.
+#   SPARK_VERSION  the Spark release (Maven artifacts and the pyspark package); set by the Makefile.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+SPARK_VERSION=${SPARK_VERSION:?set SPARK_VERSION (the Makefile does)}
 
+apt_install() {
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: $* missing; install them (e.g. sudo apt-get install $*)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# Rust.
 if ! command -v cargo >/dev/null 2>&1; then
   if command -v rustup >/dev/null 2>&1; then
     rustup toolchain install stable --profile minimal
   else
-    echo "setup: cargo is missing; install Rust with rustup (https://rustup.rs) or your package manager" >&2
+    echo "setup: cargo is missing; install Rust with rustup or your package manager" >&2
     exit 1
   fi
 fi
@@ -14,4 +29,22 @@ if command -v rustup >/dev/null 2>&1; then
   for c in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
   done
+fi
+
+# Java 17+ and Maven (Spark 4 needs Java 17).
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null 2>&1 || [[ $(java_major) -lt 17 ]]; then
+  apt_install openjdk-17-jdk-headless
+fi
+command -v mvn >/dev/null 2>&1 || apt_install maven
+
+# Python virtual environment with the pinned pyspark (same version as the Maven build).
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$PY" -m venv .venv || { apt_install python3-venv && "$PY" -m venv .venv; }
+fi
+want="pyspark==$SPARK_VERSION"
+have=$(.venv/bin/python -c 'import importlib.metadata as m; print("pyspark==" + m.version("pyspark"))' 2>/dev/null || true)
+if [[ "$have" != "$want" ]] || ! .venv/bin/python -c 'import pytest' 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "$want" "pytest>=8,<10"
 fi

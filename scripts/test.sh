@@ -14,14 +14,29 @@ run() {
   [[ $rc -eq 0 ]] || status=$rc
 }
 
+SPARK_VERSION=${SPARK_VERSION:-4.2.0}
+
 run cargo fmt --all -- --check
 run cargo clippy --workspace --all-targets --locked -- -D warnings
 run cargo test --workspace --locked
+# The Java client's tests talk to a real `crossdock standalone`.
+run cargo build --release --locked -p crossdock
+rm -rf clients/spark/target/surefire-reports
+run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml package
 
-# Totals over every runner's summary lines.
+# Totals over every runner: cargo's summary lines and Surefire's XML reports.
 passed=0; failed=0
 while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
   sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$LOG"
+  python3 - <<'PY'
+import glob, xml.etree.ElementTree as ET
+t = f = 0
+for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml"):
+    r = ET.parse(path).getroot()
+    n = int(r.get("tests", 0)); bad = int(r.get("failures", 0)) + int(r.get("errors", 0))
+    t += n - int(r.get("skipped", 0)) - bad; f += bad
+print(t, f)
+PY
 )
 echo
 echo "tests: $passed passed, $failed failed"

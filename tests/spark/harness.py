@@ -1,0 +1,116 @@
+"""Starting Crossdock and Spark for the integration tests and the demo.
+
+Everything runs for real: `crossdock standalone` as a child process on loopback, and
+Spark in local-cluster mode (a master, two workers with one executor each, all separate
+JVMs) from the pinned pyspark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import queue
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BINARY = REPO / "target" / "release" / "crossdock"
+CLIENT_JAR = REPO / "clients" / "spark" / "target" / "crossdock-spark.jar"
+SHUFFLE_MANAGER = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager"
+
+
+class Standalone:
+    """A `crossdock standalone` child process."""
+
+    def __init__(self, workers: int = 2, memory: str = "512MiB"):
+        if not BINARY.exists():
+            raise RuntimeError(f"{BINARY} is missing: run `make build` first")
+        self.dir = tempfile.TemporaryDirectory(prefix="crossdock-test-")
+        self.proc = subprocess.Popen(
+            [str(BINARY), "standalone", "--listen", "127.0.0.1:0", "--workers", str(workers),
+             "--memory", memory, "--data-dir", self.dir.name, "--metrics-listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "CROSSDOCK_LOG": "warn"},
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout], daemon=True).start()
+        deadline = time.monotonic() + 20
+        self.address = None
+        self.metrics_url = None
+        while self.address is None or self.metrics_url is None:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                self.stop()
+                raise RuntimeError("crossdock standalone did not print its address within 20 s")
+            m = re.match(r"crossdock standalone listening on (\S+)", line)
+            if m:
+                self.address = m.group(1)
+            m = re.match(r"metrics on (\S+)", line)
+            if m:
+                self.metrics_url = m.group(1)
+
+    def metric(self, name: str) -> float:
+        """Sum of a metric's samples over all workers (and the coordinator)."""
+        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
+        return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                   if l.startswith(name + " ") or l.startswith(name + "{"))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.dir.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def crossdock_conf(coordinator: str) -> dict[str, str]:
+    """The properties `crossdock spark-conf` prints, read from the binary itself."""
+    out = subprocess.run([str(BINARY), "spark-conf", "--coordinator", coordinator, "--jar", str(CLIENT_JAR)],
+                         check=True, capture_output=True, text=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, str]:
+    return {
+        "spark.master": f"local-cluster[{executors},1,{executor_memory_mb}]",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.default.parallelism": "4",
+        "spark.task.maxFailures": "4",
+        "spark.network.timeout": "120s",
+        "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
+    }
+
+
+@contextlib.contextmanager
+def spark_session(app_name: str, conf: dict[str, str]):
+    """A SparkSession with `conf`, stopped (and its JVM gateway kept) on exit."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        yield spark
+    finally:
+        spark.stop()

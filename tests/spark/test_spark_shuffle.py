@@ -1,0 +1,114 @@
+"""Spark through Crossdock gives exactly the results of Spark's own shuffle.
+
+Every workload of `workloads.py` runs once in a vanilla local-cluster application and
+once in one whose shuffles go through a real `crossdock standalone`; the results must be
+identical. Further tests: two applications at once against one Crossdock, and a
+coordinator that cannot be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Standalone, base_conf, crossdock_conf, spark_session  # noqa: E402
+from workloads import SESSION_CONF, WORKLOADS  # noqa: E402
+
+
+def _run_all(spark):
+    results = {}
+    for name, fn in WORKLOADS.items():
+        try:
+            results[name] = ("ok", fn(spark))
+        except Exception as e:  # compared below: a failure is a result too
+            results[name] = ("error", f"{type(e).__name__}: {str(e)[:2000]}")
+    return results
+
+
+@pytest.fixture(scope="module")
+def tmp_env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("spark")
+    os.environ["CROSSDOCK_TEST_TMP"] = str(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def vanilla(tmp_env):
+    with spark_session("vanilla", {**base_conf(), **SESSION_CONF}) as spark:
+        return _run_all(spark)
+
+
+@pytest.fixture(scope="module")
+def crossdock_cluster():
+    with Standalone(workers=2, memory="512MiB") as sa:
+        yield sa
+
+
+@pytest.fixture(scope="module")
+def through_crossdock(tmp_env, crossdock_cluster):
+    conf = {**base_conf(), **SESSION_CONF, **crossdock_conf(crossdock_cluster.address)}
+    with spark_session("crossdock", conf) as spark:
+        manager = spark.sparkContext.getConf().get("spark.shuffle.manager")
+        assert manager.endswith("CrossdockShuffleManager"), manager
+        return _run_all(spark)
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_same_result_as_vanilla(name, vanilla, through_crossdock):
+    status, expected = vanilla[name]
+    assert status == "ok", f"vanilla Spark failed on {name}: {expected}"
+    got_status, got = through_crossdock[name]
+    assert got_status == "ok", f"{name} failed through Crossdock: {got}"
+    assert got == expected
+
+
+def test_the_shuffles_really_went_through_crossdock(through_crossdock, crossdock_cluster):
+    # Spark's own shuffle would leave these at zero.
+    assert crossdock_cluster.metric("crossdock_coordinator_registered_shuffles_total") >= len(WORKLOADS)
+    assert crossdock_cluster.metric("crossdock_worker_pushed_bytes_total") > 10_000_000
+    assert crossdock_cluster.metric("crossdock_worker_fetched_bytes_total") > 10_000_000
+    assert crossdock_cluster.metric("crossdock_coordinator_commits_total") > 100
+
+
+TWO_APPS_JOB = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {harness!r})
+    from harness import base_conf, crossdock_conf, spark_session
+    conf = {{**base_conf(executors=1), **crossdock_conf({coordinator!r})}}
+    with spark_session("app-" + sys.argv[1], conf) as spark:
+        seed = int(sys.argv[1])
+        r = spark.sparkContext.parallelize(range(20000), 4).map(lambda i: ((i * seed) % 101, i)).reduceByKey(lambda a, b: a + b, 5)
+        print("RESULT", sorted(r.collect()))
+""")
+
+
+def test_two_apps_at_once(crossdock_cluster, tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(TWO_APPS_JOB.format(harness=os.path.dirname(__file__), coordinator=crossdock_cluster.address))
+    procs = [subprocess.Popen([sys.executable, str(script), str(seed)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for seed in (3, 7)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for seed, (p, out) in zip((3, 7), zip(procs, outs)):
+        assert p.returncode == 0, out
+        expected = {}
+        for i in range(20000):
+            expected[(i * seed) % 101] = expected.get((i * seed) % 101, 0) + i
+        line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+        assert line == "RESULT " + str(sorted(expected.items()))
+
+
+def test_unreachable_coordinator_fails_fast_with_a_clear_message():
+    conf = {**base_conf(executors=1), **crossdock_conf("127.0.0.1:1")}
+    start = time.monotonic()
+    with pytest.raises(Exception) as err:
+        with spark_session("unreachable", conf) as spark:
+            spark.sparkContext.parallelize(range(100), 2).map(lambda i: (i, i)).groupByKey().collect()
+    elapsed = time.monotonic() - start
+    assert elapsed < 120, f"took {elapsed:.0f} s to fail"
+    assert "127.0.0.1:1" in str(err.value) and "spark.crossdock.coordinator" in str(err.value)
