@@ -42,16 +42,20 @@ impl FileConfig {
     }
 }
 
-/// Parses a byte size: `1073741824`, `512MiB`, `1GiB`, `64KiB`, `2GB` (powers of ten for
-/// KB/MB/GB/TB, powers of two for KiB/MiB/GiB/TiB).
-pub fn parse_size(s: &str) -> Result<u64> {
+/// Splits `12.5GiB` into 12.5 and `GiB`.
+fn number_and_unit(s: &str) -> Result<(f64, &str), std::num::ParseFloatError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let num: f64 = num
-        .parse()
+    Ok((num.parse()?, unit))
+}
+
+/// Parses a byte size: `1073741824`, `512MiB`, `1GiB`, `64KiB`, `2GB` (powers of ten for
+/// KB/MB/GB/TB, powers of two for KiB/MiB/GiB/TiB).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let (num, unit) = number_and_unit(s)
         .with_context(|| format!("'{s}' is not a size such as 512MiB or 1GiB"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -76,13 +80,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
 
 /// Parses a duration: `500ms`, `10s`, `2m`, `1h`, or a plain number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let num: f64 = num
-        .parse()
+    let (num, unit) = number_and_unit(s)
         .with_context(|| format!("'{s}' is not a duration such as 500ms or 10s"))?;
     let secs = match unit.trim() {
         "" | "s" => num,

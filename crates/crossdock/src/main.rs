@@ -270,10 +270,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
         shutdown,
     )
     .await?;
-    flush_stdout();
-    wait_for_signal().await?;
-    let _ = stop.send(true);
-    Ok(())
+    serve_until_signal(stop).await
 }
 
 async fn worker(a: WorkerArgs) -> Result<()> {
@@ -315,6 +312,11 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         shutdown,
     )
     .await?;
+    serve_until_signal(stop).await
+}
+
+/// Runs until SIGINT or SIGTERM, then tells the server's tasks to stop.
+async fn serve_until_signal(stop: tokio::sync::watch::Sender<bool>) -> Result<()> {
     flush_stdout();
     wait_for_signal().await?;
     let _ = stop.send(true);

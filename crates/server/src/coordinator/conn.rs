@@ -12,41 +12,14 @@ use crossdock_proto::{
 };
 use futures_util::future::join_all;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use super::state::NO_ATTEMPT;
 use super::Coordinator;
 use crate::error::ServerError;
-use crate::ShutdownSignal;
-
-pub(super) async fn accept_loop(
-    listener: TcpListener,
-    coord: Arc<Coordinator>,
-    mut shutdown: ShutdownSignal,
-) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let coord = coord.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = serve(stream, coord).await {
-                            tracing::debug!(%peer, error = %e, "coordinator connection ended with an error");
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            _ = shutdown.changed() => return,
-        }
-    }
-}
 
 /// Requests on one connection are handled concurrently; responses are matched by id.
-async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()> {
+pub(super) async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (r, w) = stream.into_split();
     let mut r = BufReader::new(r);

@@ -71,7 +71,13 @@ impl Coordinator {
             worker_conns: tokio::sync::Mutex::new(HashMap::new()),
         });
         tracing::info!(%addr, "coordinator listening");
-        tokio::spawn(conn::accept_loop(listener, coord.clone(), shutdown.clone()));
+        let c = coord.clone();
+        tokio::spawn(crate::accept_loop(
+            "coordinator",
+            listener,
+            shutdown.clone(),
+            move |stream| conn::serve(stream, c.clone()),
+        ));
         tokio::spawn(sweeper(coord.clone(), shutdown));
         Ok(coord)
     }

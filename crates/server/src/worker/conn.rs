@@ -14,41 +14,14 @@ use crossdock_proto::{
 };
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use super::partition::{Insert, Piece, Source, RECORD_HEADER, RECORD_MAGIC};
 use super::{Worker, FETCH_CHUNK};
 use crate::error::ServerError;
-use crate::ShutdownSignal;
 
 type In = BufReader<OwnedReadHalf>;
 type Out = BufWriter<OwnedWriteHalf>;
-
-pub(super) async fn accept_loop(
-    listener: TcpListener,
-    worker: Arc<Worker>,
-    mut shutdown: ShutdownSignal,
-) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let worker = worker.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = serve(stream, &worker).await {
-                            tracing::debug!(%peer, error = %e, "worker connection ended with an error");
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            _ = shutdown.changed() => return,
-        }
-    }
-}
 
 /// What to do with the connection after a request.
 enum Next {
@@ -56,7 +29,12 @@ enum Next {
     Close,
 }
 
-async fn serve(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
+/// Serves one connection until the peer closes it.
+pub(super) async fn serve(stream: TcpStream, worker: Arc<Worker>) -> io::Result<()> {
+    serve_on(stream, &worker).await
+}
+
+async fn serve_on(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (r, w) = stream.into_split();
     let mut r = BufReader::with_capacity(256 << 10, r);

@@ -122,10 +122,12 @@ impl Worker {
             memory: cfg.memory,
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
-        tokio::spawn(conn::accept_loop(
+        let w = worker.clone();
+        tokio::spawn(crate::accept_loop(
+            "worker",
             listener,
-            worker.clone(),
             shutdown.clone(),
+            move |stream| conn::serve(stream, w.clone()),
         ));
         tokio::spawn(flusher(worker.store.clone(), shutdown.clone()));
         tokio::spawn(membership(
