@@ -6,6 +6,7 @@ import java.io.InterruptedIOException;
 import java.util.ArrayDeque;
 import java.util.concurrent.CompletableFuture;
 import org.crossdock.protocol.Checksums;
+import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.Message;
 
 /**
@@ -37,6 +38,7 @@ public final class MapPusher implements Closeable {
   private long peakInFlight;
   private long lastProgressNanos = System.nanoTime();
   private IOException failure;
+  private boolean lostRace;
   private boolean closed;
   private Thread sender;
   private long pushedBytes;
@@ -82,10 +84,13 @@ public final class MapPusher implements Closeable {
       if (closed) {
         throw new IOException("pusher is closed");
       }
-      inFlight += len;
-      peakInFlight = Math.max(peakInFlight, inFlight);
       pushedBytes += len;
       pushedBatches++;
+      if (lostRace) {
+        return; // another attempt of this map committed: nothing more to send
+      }
+      inFlight += len;
+      peakInFlight = Math.max(peakInFlight, inFlight);
       queue.add(new Item(partition, addr, nextSeq[partition]++, buf, len));
       if (sender == null) {
         sender = new Thread(this::sendLoop, "crossdock-push-" + shuffleId + "-" + mapId);
@@ -128,6 +133,11 @@ public final class MapPusher implements Closeable {
           return;
         }
         it = queue.poll();
+        if (lostRace) {
+          inFlight -= it.len;
+          notifyAll();
+          continue;
+        }
       }
       try {
         int crc = Checksums.crc32c(it.buf, 0, it.len);
@@ -145,7 +155,9 @@ public final class MapPusher implements Closeable {
   private synchronized void acked(long len, Throwable e, Message m) {
     inFlight -= len;
     lastProgressNanos = System.nanoTime();
-    if (failure == null) {
+    if (e instanceof CrossdockException ce && ce.code() == ErrorCode.PUSH_AFTER_COMMIT) {
+      lostRace = true;
+    } else if (failure == null) {
       if (e != null) {
         failure = e instanceof IOException io ? io : new IOException(e);
       } else if (!(m instanceof Message.Ok)) {
@@ -164,6 +176,15 @@ public final class MapPusher implements Closeable {
     if (failure != null) {
       throw failure;
     }
+  }
+
+  /**
+   * True once a worker answered push_after_commit: another attempt of this map committed first,
+   * so this attempt's output does not count. Later batches are dropped (still counted in {@link
+   * #pushedBytes}) and {@link #awaitAll} returns normally.
+   */
+  public synchronized boolean lostRace() {
+    return lostRace;
   }
 
   public synchronized long inFlightBytes() {

@@ -1,0 +1,28 @@
+package org.apache.spark.shuffle.crossdock;
+
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.crossdock.client.Placement;
+
+/**
+ * What executors need to write and read a shuffle, shipped with the tasks: the coordinator, the
+ * app id and the placement (worker per partition), so executors make no extra RPC to find them.
+ * {@code placement} is null for a shuffle with no maps or no partitions (never registered).
+ */
+public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, C> {
+  private static final long serialVersionUID = 1L;
+
+  public final String coordinator;
+  public final String appId;
+  public final int numMaps;
+  public final Placement placement;
+
+  public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
+      String coordinator, String appId, int numMaps, Placement placement) {
+    super(shuffleId, dependency);
+    this.coordinator = coordinator;
+    this.appId = appId;
+    this.numMaps = numMaps;
+    this.placement = placement;
+  }
+}

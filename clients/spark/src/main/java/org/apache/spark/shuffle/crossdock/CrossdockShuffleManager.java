@@ -1,0 +1,228 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.io.IOException;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleManager;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.crossdock.client.ConnectionPool;
+import org.crossdock.client.CoordinatorClient;
+import org.crossdock.client.CrossdockException;
+import org.crossdock.client.Placement;
+import org.crossdock.protocol.ErrorCode;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Spark's {@code spark.shuffle.manager} for Crossdock: every shuffle is pushed to Crossdock
+ * workers and read back from them.
+ *
+ * <p>On the driver, construction connects to the coordinator (an unreachable coordinator fails
+ * the SparkContext at once, naming the address and {@code spark.crossdock.coordinator});
+ * {@code registerShuffle} registers the app (lease renewed by a daemon thread every lease/4)
+ * and the shuffle, and ships the placement in the handle. {@code unregisterShuffle} and {@code
+ * stop} delete the data on the workers. Executors only talk to the coordinator to commit maps.
+ */
+public class CrossdockShuffleManager implements ShuffleManager {
+  private static final Logger LOG = LoggerFactory.getLogger(CrossdockShuffleManager.class);
+
+  private final SparkConf sparkConf;
+  private final CrossdockConf conf;
+  private final boolean isDriver;
+  private final ConnectionPool pool;
+  private final CrossdockBlockResolver resolver = new CrossdockBlockResolver();
+  private final Set<Integer> registered = ConcurrentHashMap.newKeySet();
+  private volatile CoordinatorClient coordinator;
+  private volatile String appId;
+  private ScheduledExecutorService renewer;
+  private volatile boolean stopped;
+
+  public CrossdockShuffleManager(SparkConf sparkConf, boolean isDriver) {
+    this.sparkConf = sparkConf;
+    this.conf = new CrossdockConf(sparkConf);
+    this.isDriver = isDriver;
+    this.pool = new ConnectionPool(CrossdockConf.CONNECT_TIMEOUT_MS);
+    if (isDriver) {
+      try {
+        coordinator = connect();
+      } catch (CrossdockException e) {
+        throw unreachable(e);
+      }
+    }
+  }
+
+  public CrossdockShuffleManager(SparkConf sparkConf) {
+    this(sparkConf, SparkEnv.get() == null
+        || "driver".equals(SparkEnv.get().executorId()));
+  }
+
+  private CoordinatorClient connect() throws CrossdockException {
+    return new CoordinatorClient(conf.coordinator, CrossdockConf.CONNECT_TIMEOUT_MS,
+        conf.networkTimeoutMs);
+  }
+
+  private IllegalStateException unreachable(Exception e) {
+    return new IllegalStateException("Crossdock coordinator at " + conf.coordinator
+        + " (" + CrossdockConf.COORDINATOR + ") is unreachable: " + e.getMessage()
+        + ". Start it (e.g. `crossdock standalone`) or fix " + CrossdockConf.COORDINATOR + ".", e);
+  }
+
+  CrossdockConf conf() {
+    return conf;
+  }
+
+  ConnectionPool pool() {
+    return pool;
+  }
+
+  /** The coordinator client, connected on first use on executors. */
+  CoordinatorClient coordinator() throws IOException {
+    CoordinatorClient c = coordinator;
+    if (c == null) {
+      synchronized (this) {
+        if (coordinator == null) {
+          coordinator = connect();
+        }
+        c = coordinator;
+      }
+    }
+    return c;
+  }
+
+  /**
+   * The Crossdock app id: {@code spark.app.id}, plus {@code _attempt} when Spark runs app
+   * attempts (YARN), so a new attempt never reads an old attempt's shuffles of the same ids.
+   */
+  private synchronized String ensureApp() throws IOException {
+    if (appId == null) {
+      SparkConf c = SparkEnv.get() != null ? SparkEnv.get().conf() : sparkConf;
+      String id = c.get("spark.app.id", null);
+      if (id == null) {
+        id = sparkConf.getAppId();
+      }
+      String attempt = c.get("spark.app.attempt.id", "");
+      if (!attempt.isEmpty()) {
+        id = id + "_" + attempt;
+      }
+      coordinator().registerApp(id, CrossdockConf.LEASE_MS);
+      appId = id;
+      renewer = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "crossdock-lease-renewer");
+        t.setDaemon(true);
+        return t;
+      });
+      long every = CrossdockConf.LEASE_MS / 4;
+      String app = id;
+      renewer.scheduleWithFixedDelay(() -> {
+        try {
+          coordinator().renewLease(app);
+        } catch (Exception e) {
+          LOG.warn("Crossdock: renewing the lease of app {} at {} failed: {}", app,
+              conf.coordinator, e.toString());
+        }
+      }, every, every, TimeUnit.MILLISECONDS);
+      LOG.info("Crossdock: app {} registered with coordinator {}", id, conf.coordinator);
+    }
+    return appId;
+  }
+
+  @Override
+  public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dep) {
+    int numMaps = dep.rdd().getNumPartitions();
+    int numPartitions = dep.partitioner().numPartitions();
+    try {
+      String app = ensureApp();
+      Placement placement = null;
+      if (numMaps > 0 && numPartitions > 0) {
+        placement = coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions);
+        registered.add(shuffleId);
+      }
+      return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, numMaps, placement);
+    } catch (CrossdockException e) {
+      if (e.isTransport()) {
+        throw unreachable(e);
+      }
+      throw new IllegalStateException("Crossdock: registering shuffle " + shuffleId + " ("
+          + numMaps + " maps, " + numPartitions + " partitions) failed: " + e.getMessage(), e);
+    } catch (IOException e) {
+      throw new IllegalStateException("Crossdock: registering shuffle " + shuffleId
+          + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  @Override
+  public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId,
+      TaskContext context, ShuffleWriteMetricsReporter metrics) {
+    return new CrossdockShuffleWriter<>((CrossdockShuffleHandle<K, V, Object>) handle, this, mapId,
+        context, metrics);
+  }
+
+  @SuppressWarnings("unchecked")
+  @Override
+  public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex,
+      int endMapIndex, int startPartition, int endPartition, TaskContext context,
+      ShuffleReadMetricsReporter metrics) {
+    CrossdockShuffleHandle<K, ?, C> h = (CrossdockShuffleHandle<K, ?, C>) handle;
+    int end = Math.min(endMapIndex, h.numMaps);
+    return new CrossdockShuffleReader<>(h, startMapIndex, end, startPartition, endPartition,
+        context, metrics, conf);
+  }
+
+  @Override
+  public boolean unregisterShuffle(int shuffleId) {
+    if (isDriver && appId != null && registered.remove(shuffleId)) {
+      try {
+        coordinator().unregisterShuffle(appId, shuffleId);
+      } catch (CrossdockException e) {
+        if (e.code() != ErrorCode.UNKNOWN_SHUFFLE && e.code() != ErrorCode.UNKNOWN_APP) {
+          LOG.warn("Crossdock: unregistering shuffle {} failed: {}", shuffleId, e.toString());
+        }
+      } catch (IOException e) {
+        LOG.warn("Crossdock: unregistering shuffle {} failed: {}", shuffleId, e.toString());
+      }
+    }
+    return true;
+  }
+
+  @Override
+  public ShuffleBlockResolver shuffleBlockResolver() {
+    return resolver;
+  }
+
+  @Override
+  public synchronized void stop() {
+    if (stopped) {
+      return;
+    }
+    stopped = true;
+    if (renewer != null) {
+      renewer.shutdownNow();
+    }
+    if (isDriver && appId != null) {
+      try {
+        coordinator().unregisterApp(appId);
+        LOG.info("Crossdock: app {} unregistered", appId);
+      } catch (IOException e) {
+        LOG.warn("Crossdock: unregistering app {} failed (its lease will expire): {}", appId,
+            e.toString());
+      }
+    }
+    if (coordinator != null) {
+      coordinator.close();
+    }
+    pool.close();
+  }
+}
