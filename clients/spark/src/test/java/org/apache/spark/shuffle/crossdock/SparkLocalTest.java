@@ -1,0 +1,285 @@
+package org.apache.spark.shuffle.crossdock;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.net.ServerSocket;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.spark.FetchFailed;
+import org.apache.spark.HashPartitioner;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.crossdock.client.CoordinatorClient;
+import scala.Product2;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.crossdock.client.CrossdockServer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import scala.Tuple2;
+
+/** Spark in local[2] with CrossdockShuffleManager against a real crossdock standalone. */
+class SparkLocalTest {
+  static CrossdockServer server;
+  static JavaSparkContext sc;
+
+  static SparkConf conf(String coordinator) {
+    return new SparkConf()
+        .setMaster("local[2]")
+        .setAppName("crossdock-java-test")
+        .set("spark.shuffle.manager", CrossdockShuffleManager.class.getName())
+        .set("spark.crossdock.coordinator", coordinator)
+        .set("spark.crossdock.push.batchSize", "4k")
+        .set("spark.crossdock.push.maxInFlight", "64k")
+        .set("spark.ui.enabled", "false")
+        .set("spark.driver.host", "127.0.0.1")
+        .set("spark.driver.bindAddress", "127.0.0.1");
+  }
+
+  @BeforeAll
+  static void start() throws Exception {
+    server = CrossdockServer.start();
+    sc = new JavaSparkContext(conf(server.addr()));
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    if (sc != null) {
+      sc.stop();
+    }
+    if (server != null) {
+      server.close();
+    }
+  }
+
+  static List<Tuple2<Integer, Integer>> pairs(int n, int keys) {
+    List<Tuple2<Integer, Integer>> out = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      out.add(new Tuple2<>(i % keys, i));
+    }
+    return out;
+  }
+
+  @Test
+  void managerIsCrossdock() {
+    assertInstanceOf(CrossdockShuffleManager.class, SparkEnv.get().shuffleManager());
+  }
+
+  @Test
+  void reduceByKey() {
+    JavaPairRDD<Integer, Integer> rdd = sc.parallelizePairs(pairs(20_000, 97), 4);
+    Map<Integer, Integer> got = rdd.reduceByKey(Integer::sum, 5).collectAsMap();
+    Map<Integer, Integer> want = new HashMap<>();
+    for (Tuple2<Integer, Integer> t : pairs(20_000, 97)) {
+      want.merge(t._1(), t._2(), Integer::sum);
+    }
+    assertEquals(want, new HashMap<>(got));
+  }
+
+  @Test
+  void groupByKeyAndEmptyPartitions() {
+    // 3 keys over 50 partitions: most partitions are empty; one map is empty too.
+    List<Tuple2<Integer, Integer>> data = pairs(3_000, 3);
+    JavaPairRDD<Integer, Integer> rdd = sc.parallelizePairs(data, 3)
+        .union(sc.parallelizePairs(new ArrayList<>(), 1));
+    Map<Integer, Iterable<Integer>> got = rdd.groupByKey(50).collectAsMap();
+    assertEquals(3, got.size());
+    for (Map.Entry<Integer, Iterable<Integer>> e : got.entrySet()) {
+      long sum = 0;
+      int count = 0;
+      for (int v : e.getValue()) {
+        sum += v;
+        count++;
+      }
+      assertEquals(1000, count);
+      long want = 0;
+      for (int i = e.getKey(); i < 3000; i += 3) {
+        want += i;
+      }
+      assertEquals(want, sum);
+    }
+  }
+
+  @Test
+  void sortByKeyIsTotallyOrdered() {
+    List<Integer> data = new ArrayList<>();
+    java.util.Random r = new java.util.Random(7);
+    for (int i = 0; i < 30_000; i++) {
+      data.add(r.nextInt(1_000_000));
+    }
+    JavaPairRDD<Integer, Integer> rdd = sc.parallelize(data, 4).mapToPair(x -> new Tuple2<>(x, 1));
+    List<Integer> got = rdd.sortByKey(true, 6).keys().collect();
+    List<Integer> want = new ArrayList<>(data);
+    want.sort(null);
+    assertEquals(want, got);
+  }
+
+  @Test
+  void recordsLargerThanABatchAndJoin() {
+    // Values of 20 KB with a 4 KB batch size: every record spans several batches.
+    char[] big = new char[20_000];
+    Arrays.fill(big, 'x');
+    String s = new String(big);
+    JavaPairRDD<Integer, String> left = sc.parallelize(Arrays.asList(0, 1, 2, 3, 4, 5, 6, 7), 3)
+        .mapToPair(i -> new Tuple2<>(i, s + i));
+    JavaPairRDD<Integer, Integer> right = sc.parallelize(Arrays.asList(1, 3, 5, 7, 9), 2)
+        .mapToPair(i -> new Tuple2<>(i, i * 10));
+    Map<Integer, Tuple2<String, Integer>> got = new TreeMap<>(left.join(right, 4).collectAsMap());
+    assertEquals(List.of(1, 3, 5, 7), new ArrayList<>(got.keySet()));
+    for (Map.Entry<Integer, Tuple2<String, Integer>> e : got.entrySet()) {
+      assertEquals(s + e.getKey(), e.getValue()._1());
+      assertEquals(e.getKey() * 10, e.getValue()._2());
+    }
+  }
+
+  @Test
+  void manyReducePartitions() {
+    JavaRDD<Integer> rdd = sc.parallelize(java.util.stream.IntStream.range(0, 5000).boxed().toList(), 2);
+    long distinct = rdd.map(x -> x % 2500).distinct(2100).count();
+    assertEquals(2500, distinct);
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static ShuffleDependency<Integer, Integer, Integer> shuffleDep(JavaPairRDD<?, ?> rdd) {
+    return (ShuffleDependency) rdd.rdd().dependencies().head();
+  }
+
+  @Test
+  void mapRangeReadThroughTheManager() {
+    // What AQE's skew splits and local shuffle reader ask for: maps [1, 3) of partitions [0, 2).
+    JavaPairRDD<Integer, Integer> shuffled = sc.parallelizePairs(pairs(400, 4), 4)
+        .partitionBy(new HashPartitioner(2));
+    assertEquals(400, shuffled.count()); // runs the map stage
+    ShuffleHandle handle = shuffleDep(shuffled).shuffleHandle();
+    List<Integer> got = sc.parallelize(List.of(0), 1).flatMap(x -> {
+      TaskContext ctx = TaskContext.get();
+      ShuffleReader<Integer, Integer> reader = SparkEnv.get().shuffleManager().getReader(
+          handle, 1, 3, 0, 2, ctx, ctx.taskMetrics().createTempShuffleReadMetrics());
+      List<Integer> values = new ArrayList<>();
+      scala.collection.Iterator<Product2<Integer, Integer>> it = reader.read();
+      while (it.hasNext()) {
+        values.add(it.next()._2());
+      }
+      return values.iterator();
+    }).collect();
+    List<Integer> sorted = new ArrayList<>(got);
+    sorted.sort(null);
+    List<Integer> want = new ArrayList<>();
+    for (int i = 100; i < 300; i++) {
+      want.add(i); // parallelize puts elements [100, 300) in slices 1 and 2
+    }
+    assertEquals(want, sorted);
+  }
+
+  /** Collects task-end events. */
+  static final class Events extends SparkListener {
+    final List<SparkListenerTaskEnd> ends = java.util.Collections.synchronizedList(new ArrayList<>());
+
+    @Override
+    public void onTaskEnd(SparkListenerTaskEnd e) {
+      ends.add(e);
+    }
+  }
+
+  @Test
+  void metricsAreFilled() throws Exception {
+    Events events = new Events();
+    sc.sc().addSparkListener(events);
+    try {
+      long n = sc.parallelizePairs(pairs(10_000, 1000), 3).groupByKey(4).count();
+      assertEquals(1000, n);
+      sc.sc().listenerBus().waitUntilEmpty();
+    } finally {
+      sc.sc().removeSparkListener(events);
+    }
+    long written = 0, recordsWritten = 0, read = 0, recordsRead = 0, writeTime = 0;
+    synchronized (events.ends) {
+      for (SparkListenerTaskEnd e : events.ends) {
+        if (e.taskMetrics() == null) {
+          continue;
+        }
+        written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
+        recordsWritten += e.taskMetrics().shuffleWriteMetrics().recordsWritten();
+        writeTime += e.taskMetrics().shuffleWriteMetrics().writeTime();
+        read += e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
+        recordsRead += e.taskMetrics().shuffleReadMetrics().recordsRead();
+      }
+    }
+    assertEquals(10_000, recordsWritten);
+    assertEquals(10_000, recordsRead);
+    assertTrue(written > 0);
+    assertEquals(written, read, "every byte written is read back once");
+    assertTrue(writeTime > 0);
+  }
+
+  @Test
+  void lostShuffleDataIsAFetchFailure() throws Exception {
+    JavaPairRDD<Integer, Integer> shuffled = sc.parallelizePairs(pairs(100, 10), 2)
+        .partitionBy(new HashPartitioner(3));
+    assertEquals(100, shuffled.count()); // maps committed; a later job reuses them
+    int shuffleId = shuffleDep(shuffled).shuffleId();
+    try (CoordinatorClient c = new CoordinatorClient(server.addr(), 3000, 10_000)) {
+      c.unregisterShuffle(sc.sc().applicationId(), shuffleId); // the workers drop the data
+    }
+    Events events = new Events();
+    sc.sc().addSparkListener(events);
+    try {
+      assertThrows(Exception.class, shuffled::collect);
+      sc.sc().listenerBus().waitUntilEmpty();
+    } finally {
+      sc.sc().removeSparkListener(events);
+    }
+    FetchFailed ff = null;
+    synchronized (events.ends) {
+      for (SparkListenerTaskEnd e : events.ends) {
+        if (e.reason() instanceof FetchFailed f) {
+          ff = f;
+        }
+      }
+    }
+    assertNotNull(ff, "a reduce task failed with a typed FetchFailed");
+    assertEquals(shuffleId, ff.shuffleId());
+    assertTrue(ff.message().contains("Crossdock fetch"), ff.message());
+    assertNotNull(ff.bmAddress(), "attributed to the executor that ran the map");
+    assertTrue(ff.mapIndex() >= 0);
+  }
+
+  @Test
+  void unreachableCoordinatorFailsFast() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    long t0 = System.nanoTime();
+    String addr = "127.0.0.1:" + port;
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> new CrossdockShuffleManager(conf(addr), true));
+    assertTrue(e.getMessage().contains(addr), e.getMessage());
+    assertTrue(e.getMessage().contains("spark.crossdock.coordinator"), e.getMessage());
+    assertTrue(System.nanoTime() - t0 < 10_000_000_000L);
+  }
+
+  @Test
+  void attemptIdsAreUniqueAcrossTaskAndStageAttempts() {
+    java.util.Set<Integer> seen = new java.util.HashSet<>();
+    for (int stage = 0; stage < 8; stage++) {
+      for (int task = 0; task < 8; task++) {
+        int id = CrossdockShuffleWriter.attemptId(stage, task);
+        assertTrue(seen.add(id));
+        assertNotEquals(-1, id);
+      }
+    }
+  }
+}
