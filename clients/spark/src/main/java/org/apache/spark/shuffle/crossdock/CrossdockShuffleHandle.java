@@ -8,6 +8,11 @@ import org.crossdock.client.Placement;
  * What executors need to write and read a shuffle, shipped with the tasks: the coordinator, the
  * app id and the placement (worker per partition), so executors make no extra RPC to find them.
  * {@code placement} is null for a shuffle with no maps or no partitions (never registered).
+ *
+ * <p>{@code framedBatches} tells the reader how the writer laid out a partition's bytes: true
+ * when each pushed batch is its own {@code wrapStream}-ed (compressed, encrypted) frame of
+ * serialized records ({@link CrossdockDirectWriter}); false when a map's batches together are
+ * one wrapped stream ({@link CrossdockShuffleWriter}).
  */
 public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, C> {
   private static final long serialVersionUID = 1L;
@@ -16,13 +21,15 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
   public final String appId;
   public final int numMaps;
   public final Placement placement;
+  public final boolean framedBatches;
 
   public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
-      String coordinator, String appId, int numMaps, Placement placement) {
+      String coordinator, String appId, int numMaps, Placement placement, boolean framedBatches) {
     super(shuffleId, dependency);
     this.coordinator = coordinator;
     this.appId = appId;
     this.numMaps = numMaps;
     this.placement = placement;
+    this.framedBatches = framedBatches;
   }
 }

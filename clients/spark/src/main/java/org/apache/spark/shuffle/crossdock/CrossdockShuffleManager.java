@@ -149,7 +149,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
         placement = coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions);
         registered.add(shuffleId);
       }
-      return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, numMaps, placement);
+      return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, numMaps, placement,
+          CrossdockDirectWriter.canUse(dep));
     } catch (CrossdockException e) {
       if (e.isTransport()) {
         throw unreachable(e);
@@ -166,8 +167,11 @@ public class CrossdockShuffleManager implements ShuffleManager {
   @Override
   public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId,
       TaskContext context, ShuffleWriteMetricsReporter metrics) {
-    return new CrossdockShuffleWriter<>((CrossdockShuffleHandle<K, V, Object>) handle, this, mapId,
-        context, metrics);
+    CrossdockShuffleHandle<K, V, Object> h = (CrossdockShuffleHandle<K, V, Object>) handle;
+    if (h.framedBatches) {
+      return new CrossdockDirectWriter<>(h, this, mapId, context, metrics);
+    }
+    return new CrossdockShuffleWriter<>(h, this, mapId, context, metrics);
   }
 
   @SuppressWarnings("unchecked")

@@ -133,6 +133,94 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     return new FetchFailedException(location, shuffleId, mapTaskId, index, partition, msg, cause);
   }
 
+  /**
+   * One map's batches when each batch is its own wrapped frame ({@link CrossdockDirectWriter}):
+   * every frame is unwrapped (decrypted, decompressed) on its own and the results are
+   * concatenated into one stream of serialized records.
+   */
+  private final class FramedStream extends InputStream {
+    private final RecordIterator.MapStream batches;
+    private final BlockId blockId;
+    private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
+    private InputStream frame;
+
+    FramedStream(RecordIterator.MapStream batches, BlockId blockId) {
+      this.batches = batches;
+      this.blockId = blockId;
+    }
+
+    private InputStream frame() throws IOException {
+      if (frame == null) {
+        ByteBuffer b = batches.nextBatch();
+        if (b == null) {
+          return null;
+        }
+        frame = serializerManager.wrapStream(blockId, new ByteBufferInputStream(b));
+      }
+      return frame;
+    }
+
+    @Override
+    public int read() throws IOException {
+      byte[] one = new byte[1];
+      int n = read(one, 0, 1);
+      return n < 0 ? -1 : (one[0] & 0xff);
+    }
+
+    @Override
+    public int read(byte[] out, int off, int len) throws IOException {
+      if (len == 0) {
+        return 0;
+      }
+      while (true) {
+        InputStream f = frame();
+        if (f == null) {
+          return -1;
+        }
+        int n = f.read(out, off, len);
+        if (n > 0) {
+          return n;
+        }
+        if (n < 0) {
+          f.close();
+          frame = null;
+        }
+      }
+    }
+  }
+
+  /** A ByteBuffer as an InputStream. */
+  private static final class ByteBufferInputStream extends InputStream {
+    private final ByteBuffer b;
+
+    ByteBufferInputStream(ByteBuffer b) {
+      this.b = b;
+    }
+
+    @Override
+    public int read() {
+      return b.hasRemaining() ? (b.get() & 0xff) : -1;
+    }
+
+    @Override
+    public int read(byte[] out, int off, int len) {
+      if (len == 0) {
+        return 0;
+      }
+      if (!b.hasRemaining()) {
+        return -1;
+      }
+      int n = Math.min(len, b.remaining());
+      b.get(out, off, n);
+      return n;
+    }
+
+    @Override
+    public int available() {
+      return b.remaining();
+    }
+  }
+
   /** Records of every map of every partition in range, as (key, value) tuples. */
   private final class RecordIterator extends AbstractIterator<Tuple2<Object, Object>> {
     private final SerializerInstance serializer;
@@ -214,7 +302,9 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
             metrics.incRemoteBlocksFetched(1);
             stream = new MapStream(b.mapId());
             BlockId blockId = new ShuffleBlockId(handle.shuffleId(), b.mapId(), partition);
-            InputStream wrapped = serializerManager.wrapStream(blockId, stream);
+            InputStream wrapped = handle.framedBatches
+                ? new FramedStream(stream, blockId)
+                : serializerManager.wrapStream(blockId, stream);
             current = serializer.deserializeStream(wrapped).asKeyValueIterator();
             return true;
           }
@@ -272,7 +362,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     /** The concatenated payloads of one map's batches. */
-    private final class MapStream extends InputStream {
+    final class MapStream extends InputStream {
       private final int mapId;
       private ByteBuffer buf;
       private boolean eof;
@@ -324,6 +414,13 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       @Override
       public int available() {
         return buf == null ? 0 : buf.remaining();
+      }
+
+      /** The rest of the current batch, or the next batch of this map; null at its end. */
+      ByteBuffer nextBatch() throws IOException {
+        ByteBuffer b = buffer();
+        buf = null;
+        return b;
       }
 
       /** Skips whatever of this map the deserializer did not read. */

@@ -108,30 +108,40 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
 
     long t0 = System.nanoTime();
     pusher.awaitAll();
-    boolean lost = pusher.lostRace();
-    if (!lost) {
-      List<Message.PartitionStat> stats = new ArrayList<>();
-      for (int p = 0; p < numPartitions; p++) {
-        if (out.bytes[p] > 0) {
-          stats.add(new Message.PartitionStat(p, out.bytes[p], out.records[p]));
-        }
-      }
-      CoordinatorClient coordinator = manager.coordinator();
-      Message.CommitResult r =
-          coordinator.commitMap(handle.appId, dep.shuffleId(), mapIndex, attemptId, stats);
-      lost = r.status() == Message.CommitStatus.REJECTED;
-      if (lost) {
-        LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
-            dep.shuffleId(), mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));
-      }
-    } else {
-      LOG.info("Crossdock shuffle {} map {}: another attempt committed while attempt {} pushed",
-          dep.shuffleId(), mapIndex, attemptId);
-    }
+    commit(manager, handle, mapIndex, attemptId, pusher, out.bytes, out.records);
     metrics.incWriteTime(System.nanoTime() - t0);
     lengths = out.bytes.clone();
     mapStatus = MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths,
         mapTaskId, sorter.getAggregatedChecksumValue());
+  }
+
+  /**
+   * Commits a map attempt whose pushes were all acknowledged, with its non-empty partitions'
+   * sizes. Returns normally when another attempt won (see the class comment); throws on any
+   * other failure so that Spark retries the task.
+   */
+  static void commit(CrossdockShuffleManager manager, CrossdockShuffleHandle<?, ?, ?> handle,
+      int mapIndex, int attemptId, MapPusher pusher, long[] bytes, long[] records)
+      throws IOException {
+    int shuffleId = handle.shuffleId();
+    if (pusher.lostRace()) {
+      LOG.info("Crossdock shuffle {} map {}: another attempt committed while attempt {} pushed",
+          shuffleId, mapIndex, attemptId);
+      return;
+    }
+    List<Message.PartitionStat> stats = new ArrayList<>();
+    for (int p = 0; p < bytes.length; p++) {
+      if (bytes[p] > 0) {
+        stats.add(new Message.PartitionStat(p, bytes[p], records[p]));
+      }
+    }
+    CoordinatorClient coordinator = manager.coordinator();
+    Message.CommitResult r =
+        coordinator.commitMap(handle.appId, shuffleId, mapIndex, attemptId, stats);
+    if (r.status() == Message.CommitStatus.REJECTED) {
+      LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
+          shuffleId, mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));
+    }
   }
 
   @Override

@@ -1,0 +1,244 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.util.Arrays;
+import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.serializer.SerializationStream;
+import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.storage.ShuffleBlockId;
+import org.crossdock.client.MapPusher;
+import scala.Option;
+import scala.Product2;
+import scala.collection.Iterator;
+
+/**
+ * The writer for shuffles without map-side combine whose serializer supports relocation of
+ * serialized objects (every Spark SQL shuffle: UnsafeRowSerializer; Kryo): a deliberate
+ * deviation from reusing {@code ExternalSorter}, for speed.
+ *
+ * <p>Crossdock's workers group a partition's data themselves, so a map task needs no sort: each
+ * record is serialized once, straight into its partition's buffer (one serialization stream
+ * writes into a scratch buffer whose bytes are moved to the partition; relocation makes the
+ * concatenation a valid stream, the property Spark's own {@code UnsafeShuffleWriter} relies
+ * on). A partition's buffer is compressed (and encrypted) with {@code serializerManager.wrapStream}
+ * as one frame and pushed when it reaches {@code spark.crossdock.push.batchSize}; when all the
+ * task's buffers together pass {@code spark.crossdock.push.maxInFlight}, every buffer is pushed.
+ * No records are kept as objects and nothing is spilled to disk (ExternalSorter's object buffer
+ * and size sampling cost this path's runtime and GC). The reader decodes each batch as its own
+ * frame ({@code framedBatches} in the handle).
+ *
+ * <p>Attempt ids, commit, losing the race and the MapStatus are as in {@link
+ * CrossdockShuffleWriter}.
+ */
+final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
+  private final CrossdockShuffleHandle<K, V, C> handle;
+  private final CrossdockShuffleManager manager;
+  private final long mapTaskId;
+  private final TaskContext context;
+  private final ShuffleWriteMetricsReporter metrics;
+  private final CrossdockConf conf;
+  private final int mapIndex;
+  private final int attemptId;
+
+  private static final scala.reflect.ClassTag<Object> OBJECT = scala.reflect.ClassTag$.MODULE$.Object();
+
+  private MapPusher pusher;
+  private long[] lengths;
+  private MapStatus mapStatus;
+  private boolean stopping;
+
+  // Per-partition buffers of serialized, not yet compressed records.
+  private byte[][] bufs;
+  private int[] lens;
+  private long[] bytes;
+  private long[] records;
+  private long buffered;
+  private long capacity;
+  private long writeNanos;
+
+  CrossdockDirectWriter(CrossdockShuffleHandle<K, V, C> handle, CrossdockShuffleManager manager,
+      long mapTaskId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
+    this.handle = handle;
+    this.manager = manager;
+    this.mapTaskId = mapTaskId;
+    this.context = context;
+    this.metrics = metrics;
+    this.conf = manager.conf();
+    this.mapIndex = context.partitionId();
+    this.attemptId = CrossdockShuffleWriter.attemptId(context.stageAttemptNumber(),
+        context.attemptNumber());
+  }
+
+  /** Whether a dependency's shuffle is written by this writer (decided once, on the driver). */
+  static boolean canUse(ShuffleDependency<?, ?, ?> dep) {
+    return !dep.mapSideCombine() && dep.serializer().supportsRelocationOfSerializedObjects();
+  }
+
+  /** A growable byte sink whose array is handed over without copying. */
+  static final class Sink extends OutputStream {
+    byte[] buf;
+    int count;
+
+    Sink(int cap) {
+      buf = new byte[Math.max(cap, 64)];
+    }
+
+    private void ensure(int n) {
+      if (count + n > buf.length) {
+        buf = Arrays.copyOf(buf, (int) Math.min(Integer.MAX_VALUE - 8,
+            Math.max((long) buf.length * 2, (long) count + n)));
+      }
+    }
+
+    @Override
+    public void write(int b) {
+      ensure(1);
+      buf[count++] = (byte) b;
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) {
+      ensure(len);
+      System.arraycopy(b, off, buf, count, len);
+      count += len;
+    }
+  }
+
+  @Override
+  public void write(Iterator<Product2<K, V>> input) throws IOException {
+    ShuffleDependency<K, V, C> dep = handle.dependency();
+    Partitioner partitioner = dep.partitioner();
+    int numPartitions = partitioner.numPartitions();
+    bufs = new byte[numPartitions][];
+    lens = new int[numPartitions];
+    bytes = new long[numPartitions];
+    records = new long[numPartitions];
+    if (handle.placement == null) {
+      if (input.hasNext()) {
+        throw new IOException("shuffle " + dep.shuffleId() + " has no partitions but got records");
+      }
+      lengths = bytes;
+      mapStatus = MapStatus$.MODULE$.apply(
+          SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
+      return;
+    }
+    pusher = new MapPusher(manager.pool(), handle.appId, dep.shuffleId(), mapIndex, attemptId,
+        numPartitions, conf.maxInFlight, conf.networkTimeoutMs);
+    SerializerManager serializerManager = SparkEnv.get().serializerManager();
+    Sink scratch = new Sink(64 << 10);
+    SerializationStream out = dep.serializer().newInstance().serializeStream(scratch);
+    int batch = conf.batchSize;
+    long budget = conf.maxInFlight;
+    while (input.hasNext()) {
+      Product2<K, V> r = input.next();
+      K key = r._1();
+      int p = partitioner.getPartition(key);
+      scratch.count = 0;
+      out.writeKey(key, OBJECT);
+      out.writeValue(r._2(), OBJECT);
+      out.flush();
+      append(p, scratch.buf, scratch.count);
+      records[p]++;
+      metrics.incRecordsWritten(1);
+      if (lens[p] >= batch) {
+        flush(p, serializerManager, true);
+      } else if (buffered >= budget) {
+        for (int q = 0; q < numPartitions; q++) {
+          flush(q, serializerManager, false);
+        }
+      }
+    }
+    scratch.count = 0;
+    out.close();
+    if (scratch.count > 0) {
+      throw new IOException("serializer " + dep.serializer().getClass().getName()
+          + " wrote " + scratch.count + " bytes on close; it cannot be relocated");
+    }
+    for (int q = 0; q < numPartitions; q++) {
+      flush(q, serializerManager, false);
+    }
+    long t0 = System.nanoTime();
+    pusher.awaitAll();
+    CrossdockShuffleWriter.commit(manager, handle, mapIndex, attemptId, pusher, bytes, records);
+    metrics.incWriteTime(writeNanos + System.nanoTime() - t0);
+    lengths = bytes.clone();
+    mapStatus = MapStatus$.MODULE$.apply(
+        SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
+  }
+
+  private void append(int p, byte[] src, int n) {
+    byte[] b = bufs[p];
+    int len = lens[p];
+    if (b == null || len + n > b.length) {
+      int old = b == null ? 0 : b.length;
+      int size = (int) Math.min(Integer.MAX_VALUE - 8,
+          Math.max(Math.max(old * 2L, 4096L), (long) len + n));
+      b = b == null ? new byte[size] : Arrays.copyOf(b, size);
+      capacity += size - old;
+      bufs[p] = b;
+    }
+    System.arraycopy(src, 0, b, len, n);
+    lens[p] = len + n;
+    buffered += n;
+  }
+
+  /** Compresses partition p's buffer as one frame and pushes it. */
+  private void flush(int p, SerializerManager serializerManager, boolean keepBuffer)
+      throws IOException {
+    int len = lens[p];
+    if (len == 0) {
+      return;
+    }
+    long t0 = System.nanoTime();
+    Sink frame = new Sink(Math.max(1024, len / 2));
+    OutputStream w = serializerManager.wrapStream(
+        new ShuffleBlockId(handle.shuffleId(), mapTaskId, p), frame);
+    w.write(bufs[p], 0, len);
+    w.close();
+    lens[p] = 0;
+    buffered -= len;
+    if (!keepBuffer || capacity > conf.maxInFlight) {
+      capacity -= bufs[p].length;
+      bufs[p] = null;
+    }
+    bytes[p] += frame.count;
+    metrics.incBytesWritten(frame.count);
+    pusher.push(p, handle.placement.addrOf(p), frame.buf, frame.count);
+    writeNanos += System.nanoTime() - t0;
+  }
+
+  @Override
+  public Option<MapStatus> stop(boolean success) {
+    try {
+      if (stopping) {
+        return Option.empty();
+      }
+      stopping = true;
+      if (success) {
+        if (mapStatus == null) {
+          throw new IllegalStateException("cannot call stop(true) without having called write()");
+        }
+        return Option.apply(mapStatus);
+      }
+      return Option.empty();
+    } finally {
+      if (pusher != null) {
+        pusher.close();
+      }
+      bufs = null;
+    }
+  }
+
+  @Override
+  public long[] getPartitionLengths() {
+    return lengths;
+  }
+}
