@@ -103,7 +103,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   /**
    * The Crossdock app id: {@code spark.app.id}, plus {@code _attempt} when Spark runs app
-   * attempts (YARN), so a new attempt never reads an old attempt's shuffles of the same ids.
+   * attempts (YARN), plus a random suffix, so no other application or attempt ever reads
+   * this one's shuffles of the same ids.
    */
   private synchronized String ensureApp() throws IOException {
     if (appId == null) {
@@ -116,6 +117,11 @@ public class CrossdockShuffleManager implements ShuffleManager {
       if (!attempt.isEmpty()) {
         id = id + "_" + attempt;
       }
+      // spark.app.id is not unique across clusters or restarts (two local-cluster or
+      // standalone masters started in the same second both hand out
+      // app-<timestamp>-0000, and users may fix the id). A random suffix per driver keeps
+      // two applications from ever sharing, or reading, each other's shuffles.
+      id = id + "-" + Long.toHexString(new java.security.SecureRandom().nextLong());
       coordinator().registerApp(id, CrossdockConf.LEASE_MS);
       appId = id;
       renewer = Executors.newSingleThreadScheduledExecutor(r -> {
