@@ -48,6 +48,12 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final int mapIndex;
   private final int attemptId;
 
+  /**
+   * Most raw bytes in one frame: 15 MiB, so that a frame of incompressible data, with the
+   * codec's and encryption's overhead, stays under the workers' 16 MiB batch limit.
+   */
+  static final int MAX_FRAME_RAW = 15 << 20;
+
   private static final scala.reflect.ClassTag<Object> OBJECT = scala.reflect.ClassTag$.MODULE$.Object();
 
   private MapPusher pusher;
@@ -190,7 +196,12 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     buffered += n;
   }
 
-  /** Compresses partition p's buffer as one frame and pushes it. */
+  /**
+   * Compresses partition p's buffer and pushes it, as frames of at most {@link #MAX_FRAME_RAW}
+   * raw bytes each (a frame may end inside a record: the reader concatenates the unwrapped
+   * frames of a map into one stream), so no batch can exceed the workers' batch limit even for
+   * records larger than a batch.
+   */
   private void flush(int p, SerializerManager serializerManager, boolean keepBuffer)
       throws IOException {
     int len = lens[p];
@@ -198,20 +209,24 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       return;
     }
     long t0 = System.nanoTime();
-    Sink frame = new Sink(Math.max(1024, len / 2));
-    OutputStream w = serializerManager.wrapStream(
-        new ShuffleBlockId(handle.shuffleId(), mapTaskId, p), frame);
-    w.write(bufs[p], 0, len);
-    w.close();
+    int chunk = Math.min(conf.batchSize, MAX_FRAME_RAW);
+    ShuffleBlockId blockId = new ShuffleBlockId(handle.shuffleId(), mapTaskId, p);
+    for (int off = 0; off < len; off += chunk) {
+      int n = Math.min(chunk, len - off);
+      Sink frame = new Sink(Math.max(1024, n / 2));
+      OutputStream w = serializerManager.wrapStream(blockId, frame);
+      w.write(bufs[p], off, n);
+      w.close();
+      bytes[p] += frame.count;
+      metrics.incBytesWritten(frame.count);
+      pusher.push(p, handle.placement.addrOf(p), frame.buf, frame.count);
+    }
     lens[p] = 0;
     buffered -= len;
     if (!keepBuffer || capacity > conf.maxInFlight) {
       capacity -= bufs[p].length;
       bufs[p] = null;
     }
-    bytes[p] += frame.count;
-    metrics.incBytesWritten(frame.count);
-    pusher.push(p, handle.placement.addrOf(p), frame.buf, frame.count);
     writeNanos += System.nanoTime() - t0;
   }
 
