@@ -217,25 +217,45 @@ class SparkLocalTest {
     assertEquals(want, sorted);
   }
 
-  /** Collects task-end events. */
+  /** Collects the task-end events of the jobs in job group {@code group}. */
   static final class Events extends SparkListener {
+    final String group;
+    final java.util.Set<Integer> stages = java.util.concurrent.ConcurrentHashMap.newKeySet();
     final List<SparkListenerTaskEnd> ends = java.util.Collections.synchronizedList(new ArrayList<>());
+
+    Events(String group) {
+      this.group = group;
+    }
+
+    @Override
+    public void onJobStart(org.apache.spark.scheduler.SparkListenerJobStart e) {
+      if (e.properties() != null && group.equals(e.properties().getProperty("spark.jobGroup.id"))) {
+        scala.collection.Iterator<Object> it = e.stageIds().iterator();
+        while (it.hasNext()) {
+          stages.add((Integer) it.next());
+        }
+      }
+    }
 
     @Override
     public void onTaskEnd(SparkListenerTaskEnd e) {
-      ends.add(e);
+      if (stages.contains(e.stageId())) {
+        ends.add(e);
+      }
     }
   }
 
   @Test
   void metricsAreFilled() throws Exception {
-    Events events = new Events();
+    Events events = new Events("metrics");
     sc.sc().addSparkListener(events);
+    sc.setJobGroup("metrics", "metrics", false);
     try {
       long n = sc.parallelizePairs(pairs(10_000, 1000), 3).groupByKey(4).count();
       assertEquals(1000, n);
       sc.sc().listenerBus().waitUntilEmpty();
     } finally {
+      sc.clearJobGroup();
       sc.sc().removeSparkListener(events);
     }
     long written = 0, recordsWritten = 0, read = 0, recordsRead = 0, writeTime = 0;
@@ -264,15 +284,18 @@ class SparkLocalTest {
         .partitionBy(new HashPartitioner(3));
     assertEquals(100, shuffled.count()); // maps committed; a later job reuses them
     int shuffleId = shuffleDep(shuffled).shuffleId();
+    String appId = ((CrossdockShuffleHandle<?, ?, ?>) shuffleDep(shuffled).shuffleHandle()).appId;
     try (CoordinatorClient c = new CoordinatorClient(server.addr(), 3000, 10_000)) {
-      c.unregisterShuffle(sc.sc().applicationId(), shuffleId); // the workers drop the data
+      c.unregisterShuffle(appId, shuffleId); // the workers drop the data
     }
-    Events events = new Events();
+    Events events = new Events("lost");
     sc.sc().addSparkListener(events);
+    sc.setJobGroup("lost", "lost", false);
     try {
       assertThrows(Exception.class, shuffled::collect);
       sc.sc().listenerBus().waitUntilEmpty();
     } finally {
+      sc.clearJobGroup();
       sc.sc().removeSparkListener(events);
     }
     // Every reduce task that failed reports a typed FetchFailed; the first one is attributed to
