@@ -27,7 +27,7 @@ public final class ConnectionPool implements Closeable {
     synchronized (this) {
       c = conns.get(addr);
       if (c == null || c.isClosed()) {
-        c = RpcConnection.connect(addr, connectTimeoutMs);
+        c = RpcConnection.connect("Crossdock worker", addr, connectTimeoutMs);
         conns.put(addr, c);
       }
       return c;

@@ -23,7 +23,7 @@ public final class CoordinatorClient implements Closeable {
     this.addr = addr;
     this.connectTimeoutMs = connectTimeoutMs;
     this.requestTimeoutMs = requestTimeoutMs;
-    this.conn = RpcConnection.connect(addr, connectTimeoutMs);
+    this.conn = RpcConnection.connect("Crossdock coordinator", addr, connectTimeoutMs);
   }
 
   public String addr() {
@@ -32,7 +32,7 @@ public final class CoordinatorClient implements Closeable {
 
   private synchronized RpcConnection conn() throws CrossdockException {
     if (conn == null || conn.isClosed()) {
-      conn = RpcConnection.connect(addr, connectTimeoutMs);
+      conn = RpcConnection.connect("Crossdock coordinator", addr, connectTimeoutMs);
     }
     return conn;
   }

@@ -27,8 +27,12 @@ public final class Net {
     return new InetSocketAddress(host, port);
   }
 
-  /** Connects with a timeout and TCP_NODELAY; failures are transport errors naming the address. */
-  public static Socket connect(String addr, int connectTimeoutMs) throws CrossdockException {
+  /**
+   * Connects with a timeout and TCP_NODELAY; failures are transport errors naming what was
+   * reached ({@code role}, e.g. "Crossdock worker") and its address.
+   */
+  public static Socket connect(String role, String addr, int connectTimeoutMs)
+      throws CrossdockException {
     Socket s = new Socket();
     try {
       s.setTcpNoDelay(true);
@@ -41,7 +45,8 @@ public final class Net {
       } catch (IOException ignored) {
         // nothing to do
       }
-      throw CrossdockException.transport(addr, "cannot connect within " + connectTimeoutMs + " ms", e);
+      throw CrossdockException.transport(
+          addr, "cannot connect to " + role + " within " + connectTimeoutMs + " ms", e);
     }
   }
 }

@@ -92,7 +92,7 @@ public final class PartitionFetcher implements Closeable {
       resumes++;
     }
     opened = true;
-    Socket s = Net.connect(addr, connectTimeoutMs);
+    Socket s = Net.connect("Crossdock worker", addr, connectTimeoutMs);
     try {
       s.setSoTimeout(readTimeoutMs);
       s.setReceiveBufferSize(1 << 20);

@@ -46,9 +46,10 @@ public final class RpcConnection implements Closeable {
     t.start();
   }
 
-  /** Connects to {@code addr} ({@code host:port}). */
-  public static RpcConnection connect(String addr, int connectTimeoutMs) throws CrossdockException {
-    Socket s = Net.connect(addr, connectTimeoutMs);
+  /** Connects to {@code addr} ({@code host:port}) of a {@code role} named in errors. */
+  public static RpcConnection connect(String role, String addr, int connectTimeoutMs)
+      throws CrossdockException {
+    Socket s = Net.connect(role, addr, connectTimeoutMs);
     try {
       return new RpcConnection(addr, s);
     } catch (IOException e) {

@@ -3,6 +3,7 @@ package org.crossdock.client;
 import static org.junit.jupiter.api.Assertions.*;
 
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -314,6 +315,29 @@ class RealServerTest {
     assertTrue(e.isTransport());
     assertTrue(e.getMessage().contains("127.0.0.1:" + port), e.getMessage());
     assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(5));
+  }
+
+  @Test
+  void unreachableWorkerFailsThePushFast() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    String addr = "127.0.0.1:" + port;
+    long t0 = System.nanoTime();
+    try (MapPusher p = new MapPusher(pool, "java-noworker", 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
+      IOException e = assertThrows(IOException.class, () -> {
+        p.push(0, addr, new byte[10], 10);
+        p.awaitAll();
+      });
+      assertTrue(e.getMessage().contains("Crossdock worker") && e.getMessage().contains(addr),
+          e.getMessage());
+    }
+    try (PartitionFetcher f = new PartitionFetcher(addr, "a", 1, 0, 0, 1, 2000, 5000, 3)) {
+      CrossdockException e = assertThrows(CrossdockException.class, f::next);
+      assertTrue(e.isTransport() && e.getMessage().contains(addr), e.getMessage());
+    }
+    assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(10));
   }
 
   @Test
