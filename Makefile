@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test demo bench clean
+.PHONY: all setup build test demo demo-native bench clean
 
 all: build
 
@@ -25,8 +25,12 @@ build: setup
 test: setup
 	@scripts/test.sh
 
-## demo: start `crossdock standalone` and run a verified 1 GiB push-fetch through it
+## demo: a shuffle-heavy Spark job (over 1 GB shuffled) with Spark's own shuffle and through Crossdock
 demo: build
+	.venv/bin/python scripts/demo.py
+
+## demo-native: `crossdock standalone` and a verified 1 GiB push-fetch through it (no Spark)
+demo-native: build
 	@scripts/demo.sh
 
 ## bench: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run

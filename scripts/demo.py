@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 import urllib.request
@@ -53,18 +54,44 @@ def run(mode: str, rows: int, coordinator: str | None):
         return digest, elapsed, shuffle_bytes(spark)
 
 
+def child(mode: str, rows: int, coordinator: str | None) -> None:
+    digest, secs, nbytes = run(mode, rows, coordinator)
+    print("RESULT " + json.dumps({"digest": list(digest), "secs": secs, "bytes": nbytes}), flush=True)
+
+
+def in_own_process(mode: str, rows: int, coordinator: str | None) -> tuple:
+    """Runs one mode in a process of its own: the driver JVM keeps the classpath it was
+    started with, so the two applications cannot share a Python process."""
+    cmd = [sys.executable, __file__, "--child", mode, "--rows", str(rows)]
+    if coordinator:
+        cmd += ["--coordinator", coordinator]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+        raise SystemExit(f"the {mode} run failed (exit {proc.returncode})")
+    r = json.loads(line[len("RESULT "):])
+    return tuple(r["digest"]), r["secs"], r["bytes"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=15_000_000)
     ap.add_argument("--only", choices=["crossdock", "vanilla"])
+    ap.add_argument("--child", choices=["crossdock", "vanilla"], help=argparse.SUPPRESS)
+    ap.add_argument("--coordinator", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        child(args.child, args.rows, args.coordinator)
+        return 0
     results = {}
     with Standalone(workers=2, memory="1GiB") as sa:
-        print(f"crossdock standalone on {sa.address}; job over {args.rows:,} rows", flush=True)
+        print(f"crossdock standalone on {sa.address}; job over {args.rows:,} rows, "
+              "each mode in its own Spark application (local-cluster, 2 executors)", flush=True)
         for mode in ("vanilla", "crossdock"):
             if args.only and mode != args.only:
                 continue
-            digest, secs, nbytes = run(mode, args.rows, sa.address if mode == "crossdock" else None)
+            digest, secs, nbytes = in_own_process(mode, args.rows, sa.address if mode == "crossdock" else None)
             results[mode] = (digest, secs, nbytes)
             print(f"{mode:>9}: {secs:6.1f} s, shuffle written {nbytes / 1e9:.2f} GB, result {digest}", flush=True)
     if len(results) == 2:
