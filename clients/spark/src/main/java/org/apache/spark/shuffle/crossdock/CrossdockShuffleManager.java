@@ -187,6 +187,10 @@ public class CrossdockShuffleManager implements ShuffleManager {
       ShuffleReadMetricsReporter metrics) {
     CrossdockShuffleHandle<K, ?, C> h = (CrossdockShuffleHandle<K, ?, C>) handle;
     int end = Math.min(endMapIndex, h.numMaps);
+    if (LOG.isDebugEnabled()) {
+      LOG.debug("Crossdock reader: shuffle {} maps [{}, {}) partitions [{}, {})", h.shuffleId(),
+          startMapIndex, end, startPartition, endPartition);
+    }
     return new CrossdockShuffleReader<>(h, startMapIndex, end, startPartition, endPartition,
         context, metrics, conf);
   }
