@@ -23,6 +23,9 @@ run cargo test --workspace --locked
 run cargo build --release --locked -p crossdock
 rm -rf clients/spark/target/surefire-reports
 run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml package
+# Real Spark (local-cluster mode) through a real `crossdock standalone`, against vanilla Spark.
+rm -f target/pytest-spark.xml
+run .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark.xml tests/spark
 
 # Totals over every runner: cargo's summary lines and Surefire's XML reports.
 passed=0; failed=0
@@ -31,10 +34,11 @@ while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
   python3 - <<'PY'
 import glob, xml.etree.ElementTree as ET
 t = f = 0
-for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml"):
-    r = ET.parse(path).getroot()
-    n = int(r.get("tests", 0)); bad = int(r.get("failures", 0)) + int(r.get("errors", 0))
-    t += n - int(r.get("skipped", 0)) - bad; f += bad
+for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml") + glob.glob("target/pytest-spark.xml"):
+    root = ET.parse(path).getroot()
+    for r in ([root] if root.tag == "testsuite" else root.findall("testsuite")):
+        n = int(r.get("tests", 0)); bad = int(r.get("failures", 0)) + int(r.get("errors", 0))
+        t += n - int(r.get("skipped", 0)) - bad; f += bad
 print(t, f)
 PY
 )

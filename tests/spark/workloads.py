@@ -137,7 +137,10 @@ def df_union_distinct(spark):
 
 def df_aqe_skew_join(spark):
     """A skewed sort-merge join that AQE splits (skew reads are map-range reads)."""
+    # The aggregation after the join would make AQE decline the split (it would add a
+    # shuffle); forcing it keeps this a real skew split: map-range reads of one partition.
     with sql_conf(spark, spark__sql__autoBroadcastJoinThreshold=-1,
+                  spark__sql__adaptive__forceOptimizeSkewedJoin="true",
                   spark__sql__adaptive__skewJoin__skewedPartitionThresholdInBytes="1k",
                   spark__sql__adaptive__skewJoin__skewedPartitionFactor=1,
                   spark__sql__adaptive__advisoryPartitionSizeInBytes="4k"):
@@ -148,7 +151,10 @@ def _df_aqe_skew_join(spark):
     big = spark.range(0, 80000, numPartitions=8).withColumn("k", F.when(F.col("id") % 10 < 8, 0).otherwise(F.col("id") % 50))
     small = spark.range(0, 50).withColumnRenamed("id", "k").withColumn("w", F.col("k") * 3)
     out = big.join(small, "k").groupBy("k").agg(F.count("*").alias("c"), F.sum("w").alias("sw"))
-    return sorted(map(tuple, out.collect()))
+    rows = sorted(map(tuple, out.collect()))
+    plan = out._jdf.queryExecution().executedPlan().toString()
+    assert "skewed" in plan, "AQE did not split the skewed partition:\n" + plan
+    return rows
 
 
 def df_aqe_local_shuffle_reader(spark):
