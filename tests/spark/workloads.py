@@ -159,7 +159,10 @@ def _df_aqe_skew_join(spark):
 
 def df_aqe_local_shuffle_reader(spark):
     """A join AQE turns into a broadcast join at run time, reading its shuffle locally."""
-    with sql_conf(spark, spark__sql__autoBroadcastJoinThreshold="10MB"):
+    # No broadcast when planning (a sort-merge join over two shuffles); AQE sees at run
+    # time that one side is tiny, broadcasts it and reads the other shuffle locally.
+    with sql_conf(spark, spark__sql__autoBroadcastJoinThreshold=-1,
+                  spark__sql__adaptive__autoBroadcastJoinThreshold="10MB"):
         return _df_aqe_local_shuffle_reader(spark)
 
 
@@ -167,7 +170,10 @@ def _df_aqe_local_shuffle_reader(spark):
     a = _df(spark, rows=40000, seed=5)
     b = _df(spark, rows=40000, seed=6).filter(F.col("v") < 3).groupBy("k").agg(F.count("*").alias("n"))
     out = a.join(b, "k").groupBy("n").agg(F.count("*").alias("c"))
-    return sorted(map(tuple, out.collect()))
+    rows = sorted(map(tuple, out.collect()))
+    plan = out._jdf.queryExecution().executedPlan().toString()
+    assert "local" in plan and "BroadcastHashJoin" in plan, "AQE did not use the local shuffle reader:\n" + plan
+    return rows
 
 
 def empty_partitions_and_maps(spark):
