@@ -688,7 +688,22 @@ async fn unregister_deletes_data_on_the_workers() {
     let worker = c.worker_for(&placement, 0);
     let app_dir = worker.store.root().join(app);
     assert!(app_dir.join("0").exists());
+    worker.store.flush_all();
+    let stored = || {
+        worker
+            .store
+            .stored_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    for _ in 0..200 {
+        if stored() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(stored(), 100 + 24, "one record: header and payload");
     c.coord.unregister_shuffle(app, 0).await.unwrap();
+    assert_eq!(stored(), 0, "deleted bytes no longer count as stored");
     assert!(!app_dir.join("0").exists(), "shuffle directory deleted");
     assert_code(
         read_all(&placement, app, 0, 0, 1).await,

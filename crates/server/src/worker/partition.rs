@@ -78,6 +78,8 @@ pub struct PartitionState {
     pub mem_bytes: u64,
     /// Next free offset in the data file.
     pub file_end: u64,
+    /// Bytes written to the data file (records whose flush completed).
+    pub file_written: u64,
     pub last_push: Instant,
     pub deleted: bool,
 }
@@ -151,6 +153,7 @@ impl Partition {
                 unflushed: Vec::new(),
                 mem_bytes: 0,
                 file_end: 0,
+                file_written: 0,
                 last_push: Instant::now(),
                 deleted: false,
             }),
@@ -249,12 +252,12 @@ impl Partition {
     }
 
     /// Marks a written flush job's batches as on disk and drops their memory copies.
-    /// Returns the payload bytes released (0 if the partition was deleted meanwhile,
-    /// whose deletion already released them).
-    pub fn complete_flush(&self, job: &FlushJob) -> u64 {
+    /// Returns the payload bytes released, or `None` if the partition was deleted
+    /// meanwhile (its deletion already released them, and the file is gone).
+    pub fn complete_flush(&self, job: &FlushJob) -> Option<u64> {
         let mut st = self.lock();
         if st.deleted {
-            return 0;
+            return None;
         }
         for &(map, attempt, seq, rec_offset) in &job.records {
             if let Some(v) = st.index.get_mut(&(map, attempt)) {
@@ -265,7 +268,8 @@ impl Partition {
             }
         }
         st.mem_bytes -= job.payload_bytes;
-        job.payload_bytes
+        st.file_written += job.file_bytes;
+        Some(job.payload_bytes)
     }
 
     /// Puts a failed flush job's batches back in the queue (they are still in memory).
@@ -318,13 +322,17 @@ impl Partition {
         out
     }
 
-    /// Marks the partition deleted and drops its memory. Returns the bytes released.
-    pub fn delete(&self) -> u64 {
+    /// Marks the partition deleted and drops its memory. Returns the bytes it held in
+    /// memory and the bytes it had written to its file.
+    pub fn delete(&self) -> (u64, u64) {
         let mut st = self.lock();
         st.deleted = true;
         st.index.clear();
         st.unflushed.clear();
-        std::mem::take(&mut st.mem_bytes)
+        (
+            std::mem::take(&mut st.mem_bytes),
+            std::mem::take(&mut st.file_written),
+        )
     }
 }
 
@@ -411,7 +419,8 @@ mod tests {
         assert_eq!(&written[RECORD_HEADER..RECORD_HEADER + 1], b"a");
         assert_eq!(&written[2 * RECORD_HEADER + 1..], b"ccc");
         assert!(p.take_flush().is_none(), "nothing left to flush");
-        assert_eq!(p.complete_flush(&job), 4);
+        assert_eq!(p.complete_flush(&job), Some(4));
+        assert_eq!(p.lock().file_written, (2 * RECORD_HEADER + 4) as u64);
         assert_eq!(p.mem_bytes(), 0);
         let pieces = p.snapshot(0, 4, |_| Some(0), None);
         assert!(matches!(pieces[1].source, Source::File(o) if o == (RECORD_HEADER + 1) as u64));
@@ -422,10 +431,10 @@ mod tests {
         let p = part();
         p.insert(0, 0, 0, 0, Bytes::from_static(b"xyz"));
         let job = p.take_flush().unwrap();
-        assert_eq!(p.delete(), 3);
+        assert_eq!(p.delete(), (3, 0));
         assert_eq!(
             p.complete_flush(&job),
-            0,
+            None,
             "deletion already released the bytes"
         );
         assert_eq!(

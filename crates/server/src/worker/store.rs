@@ -348,13 +348,11 @@ impl Store {
     fn drop_shuffle(&self, s: &Shuffle) {
         let mut freed_disk = 0;
         for p in s.all_partitions() {
-            self.budget.give_back(p.delete());
-            freed_disk += p.lock().file_end;
+            let (memory, disk) = p.delete();
+            self.budget.give_back(memory);
+            freed_disk += disk;
         }
-        self.stored_bytes.fetch_sub(
-            freed_disk.min(self.stored_bytes.load(Ordering::Relaxed)),
-            Ordering::Relaxed,
-        );
+        self.stored_bytes.fetch_sub(freed_disk, Ordering::Relaxed);
         if let Err(e) = std::fs::remove_dir_all(&s.dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(dir = %s.dir.display(), error = %e, "could not delete shuffle data");
@@ -381,15 +379,16 @@ impl Store {
                 let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
                 match written {
                     Ok((job, Ok(()))) => {
-                        let freed = part.complete_flush(&job);
-                        store.budget.give_back(freed);
-                        store
-                            .metrics
-                            .flushed_bytes
-                            .fetch_add(job.payload_bytes, Ordering::Relaxed);
-                        store
-                            .stored_bytes
-                            .fetch_add(job.file_bytes, Ordering::Relaxed);
+                        if let Some(freed) = part.complete_flush(&job) {
+                            store.budget.give_back(freed);
+                            store
+                                .metrics
+                                .flushed_bytes
+                                .fetch_add(job.payload_bytes, Ordering::Relaxed);
+                            store
+                                .stored_bytes
+                                .fetch_add(job.file_bytes, Ordering::Relaxed);
+                        }
                     }
                     Ok((job, Err(e))) => {
                         if !part.lock().deleted {
