@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test demo demo-native bench clean
+.PHONY: all setup build test demo demo-native bench bench-spark clean
 
 all: build
 
@@ -36,6 +36,10 @@ demo-native: build
 ## bench: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run
 bench: build
 	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --json
+
+## bench-spark: Spark workloads, vanilla vs Crossdock alternating, medians and ratios (table + JSON)
+bench-spark: build
+	.venv/bin/python bench/spark_bench.py --runs 3
 
 clean:
 	$(CARGO) clean
