@@ -76,11 +76,103 @@ def w_rdd_group_by_key(spark, scale):
     return (r.count(), r.map(lambda kv: len(kv[1])).sum())
 
 
+def w_rdd_sort_by_key(spark, scale):
+    """GroupByTest-style pairs with 1000-byte values, sortByKey (adaptive-fetch paper)."""
+    sc = spark.sparkContext
+    mappers, reducers = 16, 16
+    pairs = _rows(scale, 40_000) // mappers
+
+    def gen(i):
+        import random
+        rnd = random.Random(i)
+        blob = bytes(rnd.getrandbits(8) for _ in range(1000))
+        return [(rnd.randrange(1 << 30), blob) for _ in range(pairs)]
+
+    r = sc.parallelize(range(mappers), mappers).flatMap(gen).sortByKey(numPartitions=reducers)
+    bounds = r.mapPartitions(lambda it: [[k for k, _ in it]]).map(lambda ks: (len(ks), ks == sorted(ks), ks[0] if ks else None, ks[-1] if ks else None)).collect()
+    ordered = all(b[1] for b in bounds)
+    edges = [b for b in bounds if b[0]]
+    ordered = ordered and all(a[3] <= b[2] for a, b in zip(edges, edges[1:]))
+    assert ordered, "sortByKey output is not globally ordered"
+    return (sum(b[0] for b in bounds),)
+
+
+def w_df_join(spark, scale):
+    """Sort-merge join of two large tables (broadcast disabled)."""
+    from pyspark.sql import functions as F
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    n = _rows(scale, 4_000_000)
+    a = spark.range(0, n, numPartitions=16).select((F.col("id") * 31 % (n // 2)).alias("k"), F.sha2(F.col("id").cast("string"), 224).alias("a"))
+    b = spark.range(0, n // 2, numPartitions=16).select(F.col("id").alias("k"), (F.col("id") * 7).alias("b"))
+    return a.join(b, "k").agg(F.count("*"), F.sum("b"), F.sum(F.crc32("a"))).collect()[0]
+
+
+ZIPF_ALPHA = float(os.environ.get("CROSSDOCK_BENCH_ZIPF_ALPHA", "1.3"))
+
+
+def w_df_skew_zipf(spark, scale):
+    """Repartition and join on a Zipf-distributed key (alpha from CROSSDOCK_BENCH_ZIPF_ALPHA,
+    default 1.3): skew that map-side aggregation cannot hide."""
+    from pyspark.sql import functions as F
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    n = _rows(scale, 4_000_000)
+    # Inverse-CDF sampling of a Pareto/Zipf tail: k = floor(u^(-1/(alpha-1))), capped.
+    k = F.least(F.floor(F.pow(F.rand(42) + F.lit(1e-12), F.lit(-1.0 / (ZIPF_ALPHA - 1.0)))), F.lit(1_000_000)).cast("long")
+    facts = spark.range(0, n, numPartitions=16).select(k.alias("k"), F.sha2(F.col("id").cast("string"), 224).alias("v"))
+    dims = spark.range(0, 1_000_001, numPartitions=4).select(F.col("id").alias("k"), (F.col("id") % 97).alias("d"))
+    out = facts.repartition(64, "k").join(dims, "k")
+    return out.agg(F.count("*"), F.sum("d"), F.sum(F.crc32("v"))).collect()[0]
+
+
+def w_terasort(spark, scale):
+    """TeraSort-style: generate 100-byte records (10-byte key), sort, validate the order."""
+    from pyspark.sql import functions as F
+    n = _rows(scale, 5_000_000)
+    recs = spark.range(0, n, numPartitions=16).select(
+        F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 10).alias("key"),
+        F.rpad(F.col("id").cast("string"), 90, "x").alias("value"))
+    out = recs.orderBy("key").withColumn("p", F.spark_partition_id())
+    parts = out.groupBy("p").agg(F.min("key").alias("lo"), F.max("key").alias("hi"), F.count("*").alias("n")).orderBy("p").collect()
+    assert all(a["hi"] <= b["lo"] for a, b in zip(parts, parts[1:])), "TeraSort output is not globally ordered"
+    total = sum(r["n"] for r in parts)
+    return (total, recs.agg(F.sum(F.crc32(F.concat("key", "value")))).collect()[0][0])
+
+
+def w_many_small_blocks(spark, scale):
+    """2000 map tasks x 2000 reduce partitions: M x R small blocks."""
+    from pyspark.sql import functions as F
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    m = max(50, int(2000 * min(scale, 1.0)))
+    df = spark.range(0, m * 200, numPartitions=m).withColumn("v", F.col("id") * 3)
+    out = df.repartition(m, "id").groupBy(F.spark_partition_id().alias("p")).agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+    return out.agg(F.count("*"), F.sum("n"), F.sum("s")).collect()[0]
+
+
+def w_memory_starved(spark, scale):
+    """groupBy over many keys with small executors (see WORKLOAD_CONF): vanilla spills."""
+    from pyspark.sql import functions as F
+    df = spark.range(0, _rows(scale, 6_000_000), numPartitions=8).withColumn("k", F.col("id") % 2_000_000).withColumn(
+        "v", F.sha2(F.col("id").cast("string"), 256))
+    out = df.groupBy("k").agg(F.count("*").alias("n"), F.max("v").alias("m"))
+    return out.agg(F.count("*"), F.sum("n"), F.sum(F.crc32("m"))).collect()[0]
+
+
 WORKLOADS = {
     "df-repartition": w_df_repartition,
     "df-groupby": w_df_groupby,
     "df-orderby": w_df_orderby,
+    "df-join": w_df_join,
+    "df-skew-zipf": w_df_skew_zipf,
     "rdd-groupbykey": w_rdd_group_by_key,
+    "rdd-sortbykey": w_rdd_sort_by_key,
+    "terasort": w_terasort,
+    "many-small-blocks": w_many_small_blocks,
+    "memory-starved": w_memory_starved,
+}
+
+# Per-workload Spark settings (the same in both modes).
+WORKLOAD_CONF = {
+    "memory-starved": {"spark.executor.memory": "512m", "spark.memory.fraction": "0.3"},
 }
 
 
@@ -97,6 +189,7 @@ def child(workload: str, scale: float, coordinator: str | None) -> None:
             # Peak memory is reported with executor heartbeats: make them frequent enough
             # for runs of a few seconds.
             "spark.executor.heartbeatInterval": "1s", "spark.executor.metrics.pollingInterval": "100ms"}
+    conf.update(WORKLOAD_CONF.get(workload, {}))
     if coordinator:
         conf.update(crossdock_conf(coordinator))
     with spark_session(f"bench-{workload}-{'crossdock' if coordinator else 'vanilla'}", conf) as spark:
@@ -176,7 +269,7 @@ def report(results: dict, modes: list[str]) -> dict:
         digests = {mode: {tuple(r["digest"]) for r in by_mode.get(mode, [])} for mode in modes}
         summary[wl]["results_equal"] = len(set().union(*digests.values())) == 1
     print()
-    head = f"{'workload':<16}{'metric':<17}" + "".join(f"{m:>14}" for m in modes) + "".join(f"{m + '/vanilla':>20}" for m in modes if m != "vanilla")
+    head = f"{'workload':<20}{'metric':<17}" + "".join(f"{m:>14}" for m in modes) + "".join(f"{m + '/vanilla':>20}" for m in modes if m != "vanilla")
     print(head)
     print("-" * len(head))
     for wl, s in summary.items():
@@ -185,14 +278,14 @@ def report(results: dict, modes: list[str]) -> dict:
             if all(v in (None, 0) for v in vals):
                 continue
             fmt = (lambda v: f"{v / 1e6:12.1f}MB") if ("bytes" in k or "heap" in k or "rss" in k) else (lambda v: f"{v:14.2f}")
-            row = f"{wl:<16}{label:<17}" + "".join(fmt(v) if v is not None else f"{'-':>14}" for v in vals)
+            row = f"{wl:<20}{label:<17}" + "".join(fmt(v) if v is not None else f"{'-':>14}" for v in vals)
             base = s.get("vanilla", {}).get(k)
             for m in modes:
                 if m != "vanilla":
                     v = s[m].get(k)
                     row += f"{(v / base):19.2f}x" if base and v is not None else f"{'-':>20}"
             print(row)
-        print(f"{wl:<16}{'results equal':<17}{str(s['results_equal']):>14}")
+        print(f"{wl:<20}{'results equal':<17}{str(s['results_equal']):>14}")
     return summary
 
 
