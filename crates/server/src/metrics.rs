@@ -112,11 +112,6 @@ pub fn peak_rss_bytes() -> u64 {
     read_status_kib("VmHWM:") * 1024
 }
 
-/// This process's current resident set size in bytes (`VmRSS`), 0 where unknown.
-pub fn rss_bytes() -> u64 {
-    read_status_kib("VmRSS:") * 1024
-}
-
 fn read_status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

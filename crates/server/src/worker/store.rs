@@ -28,7 +28,6 @@ pub struct Shuffle {
     pub partitions: RwLock<HashMap<u32, Arc<Partition>>>,
     /// Committed attempt per map, [`NO_ATTEMPT`] until the coordinator says otherwise.
     committed: Vec<AtomicU32>,
-    committed_count: AtomicU32,
 }
 
 impl Shuffle {
@@ -44,11 +43,6 @@ impl Shuffle {
             .filter(|&m| self.committed(m).is_none())
             .collect();
         missing.first().map(|&m| (m, missing.len() as u32))
-    }
-
-    /// True once every map has committed.
-    pub fn is_complete(&self) -> bool {
-        self.committed_count.load(Ordering::Acquire) == self.num_maps
     }
 
     pub fn partition(&self, p: u32) -> Option<Arc<Partition>> {
@@ -250,7 +244,6 @@ impl Store {
                     dir: dir.clone(),
                     partitions: RwLock::new(HashMap::new()),
                     committed: (0..num_maps).map(|_| AtomicU32::new(NO_ATTEMPT)).collect(),
-                    committed_count: AtomicU32::new(0),
                 })
             })
             .clone();
@@ -295,9 +288,7 @@ impl Store {
             )
         })?;
         if attempt == NO_ATTEMPT {
-            if slot.swap(NO_ATTEMPT, Ordering::AcqRel) != NO_ATTEMPT {
-                shuffle.committed_count.fetch_sub(1, Ordering::AcqRel);
-            }
+            slot.store(NO_ATTEMPT, Ordering::Release);
             return Ok(());
         }
         let expected: HashMap<u32, u64> = expected.iter().map(|p| (p.partition, p.bytes)).collect();
@@ -314,9 +305,7 @@ impl Store {
                 ));
             }
         }
-        if slot.swap(attempt, Ordering::AcqRel) == NO_ATTEMPT {
-            shuffle.committed_count.fetch_add(1, Ordering::AcqRel);
-        }
+        slot.store(attempt, Ordering::Release);
         Ok(())
     }
 
