@@ -12,7 +12,7 @@ use crossdock_proto::{
     checksum, ErrorCode, FetchedBatch, FrameHeader, Message, MessageKind, PushHeader, ResumePoint,
     MAX_CONTROL_FRAME, PROTOCOL_VERSION,
 };
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
@@ -189,8 +189,10 @@ async fn handle_push(
         reply_error(w, worker, h.request_id, &err).await?;
         return Ok(Next::Continue);
     }
-    let len_raw = read_exact_bytes(r, 2).await?;
-    let app_len = u16::from_be_bytes([len_raw[0], len_raw[1]]) as u64;
+    // One buffer for the whole routing header: its first two bytes give its length.
+    let mut raw = vec![0u8; 2];
+    r.read_exact(&mut raw).await?;
+    let app_len = u16::from_be_bytes([raw[0], raw[1]]) as u64;
     let header_len = 2 + app_len + PushHeader::FIXED_LEN as u64;
     if body_len < header_len {
         skip(r, body_len - 2).await?;
@@ -201,10 +203,8 @@ async fn handle_push(
         reply_error(w, worker, h.request_id, &err).await?;
         return Ok(Next::Continue);
     }
-    let rest = read_exact_bytes(r, (header_len - 2) as usize).await?;
-    let mut raw = Vec::with_capacity(header_len as usize);
-    raw.extend_from_slice(&len_raw);
-    raw.extend_from_slice(&rest);
+    raw.resize(header_len as usize, 0);
+    r.read_exact(&mut raw[2..]).await?;
     let header = match PushHeader::decode(&mut Reader::new(Bytes::from(raw))) {
         Ok(hdr) => hdr,
         Err(e) => {
