@@ -38,13 +38,14 @@ if ! command -v java >/dev/null 2>&1 || [[ $(java_major) -lt 17 ]]; then
 fi
 command -v mvn >/dev/null 2>&1 || apt_install maven
 
-# Python virtual environment with the pinned pyspark (same version as the Maven build).
+# Python virtual environment with the pinned pyspark (same version as the Maven build),
+# pytest for the Spark tests and matplotlib for the benchmark plots.
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv || { apt_install python3-venv && "$PY" -m venv .venv; }
 fi
 want="pyspark==$SPARK_VERSION"
 have=$(.venv/bin/python -c 'import importlib.metadata as m; print("pyspark==" + m.version("pyspark"))' 2>/dev/null || true)
-if [[ "$have" != "$want" ]] || ! .venv/bin/python -c 'import pytest' 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check "$want" "pytest>=8,<10"
+if [[ "$have" != "$want" ]] || ! .venv/bin/python -c 'import pytest, matplotlib' 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "$want" "pytest>=8,<10" "matplotlib>=3.8,<4"
 fi
