@@ -1,37 +1,54 @@
-"""Spark benchmark driver: Crossdock against vanilla Spark, measured in the same run.
+"""Spark benchmark driver: Crossdock (and any peer shuffle manager) against vanilla
+Spark, measured in the same run.
 
-Each (workload, mode) run is a separate Spark application (local-cluster mode) in a
-process of its own; modes alternate A B A B … so drift on the machine hits both alike.
-The report gives medians over the runs and ratios against vanilla from the same run:
-action wall time, whole-machine CPU (from /proc/stat, so a push client's background
-threads and the Crossdock workers count too), executor run time, shuffle write time and
-fetch wait time, shuffle bytes, JVM GC time, peak execution memory, and the Crossdock
-worker process's peak RSS.
+Each (workload, mode) run is a separate Spark application in a process of its own; the
+modes alternate A B C, C B A, … so drift on the machine hits all of them alike. The
+report gives medians over the runs and ratios against vanilla from the same run: action
+wall time, whole-machine CPU (from /proc/stat, so a push client's background threads and
+the shuffle service count too), Spark task run time, shuffle write time and fetch wait
+time, shuffle bytes, JVM GC time, peak executor heap, the shuffle service's peak RSS,
+per-stage times, and (on the emulated cluster, bench/cluster.py) the bytes sent over the
+shaped links.
 
     .venv/bin/python bench/spark_bench.py [--workloads a,b] [--runs 3] [--scale 1.0]
+        [--peer name=NAME,jars=A.jar,conf=k=v;k=v | --peer peer.toml] [--plot-only FILE]
 
-Writes bench-results/spark-<timestamp>.json and prints a table.
+Single host: Spark in local-cluster mode (a standalone master and 2 workers with one
+1-core executor each, separate JVMs), a fresh `crossdock standalone` (2 workers of 1 GiB)
+for each Crossdock run. Writes bench-results/spark-<timestamp>.json, PNG plots next to
+it (bench/plots.py) and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import hashlib
 import json
 import os
 import pathlib
+import platform
+import queue
+import re
+import shlex
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "spark"))
-from harness import Standalone, base_conf, crossdock_conf, spark_session  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from harness import BINARY, CLIENT_JAR, base_conf, spark_session  # noqa: E402
 
-
-# ---- workloads: each returns a small digest so both modes can be checked for equality ----
+# ---- workloads: each returns a small digest so every mode's result can be checked for equality ----
+# Sizes are each workload's default (scale 1.0), multiplied by --scale.
 
 def _rows(scale: float, base: int) -> int:
     return max(1000, int(base * scale))
@@ -40,7 +57,7 @@ def _rows(scale: float, base: int) -> int:
 def w_df_repartition(spark, scale):
     """Pure repartition: every row crosses the shuffle once (no map-side reduction)."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 8_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
+    df = spark.range(0, _rows(scale, 12_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
     return df.repartition(64).agg(F.count("*"), F.sum(F.crc32("h"))).collect()[0]
 
 
@@ -60,35 +77,29 @@ def w_df_orderby(spark, scale):
     return out.agg(F.count("*"), F.sum(F.crc32(F.concat(F.col("h"), F.col("i").cast("string"))))).collect()[0]
 
 
-def w_rdd_group_by_key(spark, scale):
-    """GroupByTest-style: seeded pairs with 1000-byte values, groupByKey (adaptive-fetch paper)."""
-    sc = spark.sparkContext
-    mappers, reducers = 16, 16
-    pairs = _rows(scale, 40_000) // mappers
+def _kv_pairs(sc, scale, mappers):
+    """GroupByTest's input: `mappers` tasks, each with seeded pairs of a random int key and
+    its own random 1000-byte value (incompressible, and never the same object twice, so
+    neither compression nor pickling can shrink the shuffle)."""
+    pairs = max(100, _rows(scale, 400_000) // mappers)
 
     def gen(i):
         import random
         rnd = random.Random(i)
-        blob = bytes(rnd.getrandbits(8) for _ in range(1000))
-        return [(rnd.randrange(1 << 30), blob) for _ in range(pairs)]
+        return [(rnd.randrange(1 << 30), rnd.randbytes(1000)) for _ in range(pairs)]
 
-    r = sc.parallelize(range(mappers), mappers).flatMap(gen).groupByKey(reducers)
+    return sc.parallelize(range(mappers), mappers).flatMap(gen)
+
+
+def w_rdd_group_by_key(spark, scale):
+    """GroupByTest-style: seeded pairs with 1000-byte values, groupByKey (adaptive-fetch paper)."""
+    r = _kv_pairs(spark.sparkContext, scale, mappers=16).groupByKey(16)
     return (r.count(), r.map(lambda kv: len(kv[1])).sum())
 
 
 def w_rdd_sort_by_key(spark, scale):
     """GroupByTest-style pairs with 1000-byte values, sortByKey (adaptive-fetch paper)."""
-    sc = spark.sparkContext
-    mappers, reducers = 16, 16
-    pairs = _rows(scale, 40_000) // mappers
-
-    def gen(i):
-        import random
-        rnd = random.Random(i)
-        blob = bytes(rnd.getrandbits(8) for _ in range(1000))
-        return [(rnd.randrange(1 << 30), blob) for _ in range(pairs)]
-
-    r = sc.parallelize(range(mappers), mappers).flatMap(gen).sortByKey(numPartitions=reducers)
+    r = _kv_pairs(spark.sparkContext, scale, mappers=16).sortByKey(numPartitions=16)
     bounds = r.mapPartitions(lambda it: [[k for k, _ in it]]).map(lambda ks: (len(ks), ks == sorted(ks), ks[0] if ks else None, ks[-1] if ks else None)).collect()
     ordered = all(b[1] for b in bounds)
     edges = [b for b in bounds if b[0]]
@@ -125,12 +136,13 @@ def w_df_skew_zipf(spark, scale):
 
 
 def w_terasort(spark, scale):
-    """TeraSort-style: generate 100-byte records (10-byte key), sort, validate the order."""
+    """TeraSort-style: generate 100-byte records (10-byte key, 90-byte value), sort,
+    validate the global order."""
     from pyspark.sql import functions as F
-    n = _rows(scale, 5_000_000)
+    n = _rows(scale, 8_000_000)
     recs = spark.range(0, n, numPartitions=16).select(
         F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 10).alias("key"),
-        F.rpad(F.col("id").cast("string"), 90, "x").alias("value"))
+        F.substring(F.sha2(F.col("id").cast("string"), 512), 1, 90).alias("value"))
     out = recs.orderBy("key").withColumn("p", F.spark_partition_id())
     parts = out.groupBy("p").agg(F.min("key").alias("lo"), F.max("key").alias("hi"), F.count("*").alias("n")).orderBy("p").collect()
     assert all(a["hi"] <= b["lo"] for a, b in zip(parts, parts[1:])), "TeraSort output is not globally ordered"
@@ -139,7 +151,7 @@ def w_terasort(spark, scale):
 
 
 def w_many_small_blocks(spark, scale):
-    """2000 map tasks x 2000 reduce partitions: M x R small blocks."""
+    """2000 map tasks x 2000 reduce partitions: M x R small blocks (fewer below scale 1)."""
     from pyspark.sql import functions as F
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     m = max(50, int(2000 * min(scale, 1.0)))
@@ -170,10 +182,227 @@ WORKLOADS = {
     "memory-starved": w_memory_starved,
 }
 
-# Per-workload Spark settings (the same in both modes).
+# Per-workload Spark settings (the same in every mode).
 WORKLOAD_CONF = {
     "memory-starved": {"spark.executor.memory": "512m", "spark.memory.fraction": "0.3"},
 }
+
+# ---- modes: vanilla, crossdock, and peers ----
+
+BUILTIN_MODES = ("vanilla", "crossdock")
+_PEER_KEYS = ("name", "jars", "conf", "start", "stop")
+
+
+@dataclasses.dataclass
+class Mode:
+    """One way of running the shuffle. Peers bring their jars and Spark properties, and
+    optionally shell commands run before (`start`) and after (`stop`) each of their runs,
+    e.g. to start and stop their own shuffle servers."""
+    name: str
+    conf: dict = dataclasses.field(default_factory=dict)
+    jars: list = dataclasses.field(default_factory=list)
+    start: str | None = None
+    stop: str | None = None
+
+    def describe(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v}
+
+
+def _peer_from_dict(d: dict, origin: str) -> Mode:
+    unknown = set(d) - set(_PEER_KEYS)
+    if unknown:
+        raise ValueError(f"{origin}: unknown peer keys {sorted(unknown)} (known: {', '.join(_PEER_KEYS)})")
+    name = str(d.get("name", ""))
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"{origin}: a peer needs a name of letters, digits, '.', '_' or '-'")
+    if name in BUILTIN_MODES:
+        raise ValueError(f"{origin}: '{name}' is a built-in mode; give the peer another name")
+    jars = d.get("jars", [])
+    if isinstance(jars, str):
+        jars = [j for j in re.split(r"[,:]", jars) if j]
+    for j in jars:
+        if not pathlib.Path(j).is_file():
+            raise ValueError(f"{origin}: peer {name}: jar {j} does not exist")
+    conf = d.get("conf", {})
+    if isinstance(conf, str):
+        items = [kv for kv in conf.split(";") if kv.strip()]
+        if any("=" not in kv for kv in items):
+            raise ValueError(f"{origin}: peer {name}: conf must be k=v;k=v")
+        conf = dict(kv.strip().split("=", 1) for kv in items)
+    return Mode(name=name, conf={str(k): str(v) for k, v in conf.items()}, jars=[str(pathlib.Path(j).resolve()) for j in jars],
+                start=d.get("start"), stop=d.get("stop"))
+
+
+def parse_peer(spec: str) -> list[Mode]:
+    """`name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD]`, or a .toml/.json file
+    holding one peer (the same keys, `conf` a table) or several (`[[peer]]`)."""
+    path = pathlib.Path(spec)
+    if path.suffix in (".toml", ".json") and path.is_file():
+        if path.suffix == ".toml":
+            import tomllib
+            d = tomllib.loads(path.read_text())
+        else:
+            d = json.loads(path.read_text())
+        items = d["peer"] if isinstance(d.get("peer"), list) else [d]
+        return [_peer_from_dict(x, str(path)) for x in items]
+    fields = re.split(r",(?=(?:%s)=)" % "|".join(_PEER_KEYS), spec)
+    d = {}
+    for f in fields:
+        if "=" not in f or f.split("=", 1)[0] not in _PEER_KEYS:
+            raise ValueError(f"--peer {spec!r}: expected name=…,jars=…,conf=k=v;k=v (or a .toml/.json file)")
+        k, v = f.split("=", 1)
+        d[k] = v
+    return [_peer_from_dict(d, "--peer")]
+
+
+# ---- the Crossdock build every run of one suite uses ----
+
+class Build:
+    """A copy of the binary and the Spark client jar, taken when the suite starts, so a
+    rebuild during a long run cannot mix two versions into one result."""
+
+    def __init__(self, workdir: pathlib.Path, binary: pathlib.Path = BINARY, jar: pathlib.Path = CLIENT_JAR):
+        for p in (binary, jar):
+            if not p.is_file():
+                raise RuntimeError(f"{p} is missing: run `make build` first")
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.binary = workdir / "crossdock"
+        self.jar = workdir / "crossdock-spark.jar"
+        shutil.copy2(binary, self.binary)
+        shutil.copy2(jar, self.jar)
+        self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar)}
+
+    def spark_conf(self, coordinator: str) -> dict[str, str]:
+        """The properties `crossdock spark-conf` prints."""
+        out = subprocess.run([str(self.binary), "spark-conf", "--coordinator", coordinator, "--jar", str(self.jar)],
+                             check=True, capture_output=True, text=True).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+# ---- child processes (services) ----
+
+class Proc:
+    """A service started as a child process in its own process group (optionally inside a
+    network namespace); waits for a line matching `ready` on stdout or stderr."""
+
+    def __init__(self, name: str, cmd: list[str], ready: str, env: dict | None = None, netns: str | None = None,
+                 log: pathlib.Path | None = None, timeout: float = 60):
+        self.name = name
+        if netns:
+            cmd = ["ip", "netns", "exec", netns] + cmd
+        self.log = open(log, "w") if log else None
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        lines: queue.Queue = queue.Queue()
+
+        def pump():
+            for line in self.proc.stdout:
+                if self.log:
+                    self.log.write(line)
+                    self.log.flush()
+                lines.put(line)
+            lines.put(None)
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        self.match = None
+        tail: list[str] = []
+        while self.match is None:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                line = ""
+            if line is None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{name} did not become ready ({ready!r}) within {timeout:.0f} s; last output:\n" + "".join(tail[-20:]))
+            tail.append(line)
+            self.match = re.search(ready, line)
+        self.pid = self.proc.pid
+
+    def peak_rss(self) -> int:
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        else:
+            # The leader is gone; children in its group (e.g. executors) may not be.
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.log:
+            self.log.close()
+            self.log = None
+
+
+class CrossdockService:
+    """Crossdock for one run: processes, the coordinator's address, and their peak RSS."""
+
+    def __init__(self, address: str, workers: list[Proc], others: list[Proc] = ()):
+        self.address = address
+        self.workers = workers
+        self.procs = list(others) + list(workers)
+
+    def peak_rss(self) -> int:
+        """Sum over the worker processes of each one's peak resident set."""
+        return sum(p.peak_rss() for p in self.workers)
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.stop()
+
+
+# ---- where the applications run ----
+
+class LocalBackend:
+    """One host: Spark's local-cluster mode (a master and 2 workers, one 1-core executor
+    each, all separate JVMs) and `crossdock standalone` with 2 workers of 1 GiB."""
+
+    kind = "single host"
+    executors = 2
+
+    def __init__(self, workdir: pathlib.Path):
+        self.workdir = workdir
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "spark": "local-cluster[2,1,2048]: 2 executors x 1 core, 1 GiB heap",
+                "crossdock": "crossdock standalone, 2 workers x 1 GiB, per run", "goal_wall_ratio": 1.0}
+
+    def spark_conf(self) -> dict[str, str]:
+        return base_conf(executors=self.executors, executor_memory_mb=2048)
+
+    def start_crossdock(self, build: Build, run_dir: pathlib.Path) -> CrossdockService:
+        p = Proc("crossdock standalone",
+                 [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2", "--memory", "1GiB",
+                  "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "off"],
+                 r"crossdock standalone listening on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
+        return CrossdockService(p.match.group(1), [p])
+
+    def child_prefix(self) -> list[str]:
+        return []
+
+    def peer_env(self) -> dict[str, str]:
+        return {"CROSSDOCK_BENCH_HOSTS": "127.0.0.1", "CROSSDOCK_BENCH_NETNS": "", "CROSSDOCK_BENCH_DRIVER_HOST": "127.0.0.1"}
+
+    def counters(self) -> dict[str, int]:
+        return {}
+
+    def check(self) -> None:
+        """Raises if the environment broke (the cluster backend checks its daemons)."""
 
 
 # ---- one run, in a child process ----
@@ -183,93 +412,167 @@ def _rest(spark, path):
     return json.load(urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{path}", timeout=30))
 
 
-def child(workload: str, scale: float, coordinator: str | None) -> None:
-    conf = {**base_conf(executors=2, executor_memory_mb=2048), "spark.ui.enabled": "true", "spark.ui.port": "0",
-            "spark.sql.shuffle.partitions": "64",
-            # Peak memory is reported with executor heartbeats: make them frequent enough
-            # for runs of a few seconds.
-            "spark.executor.heartbeatInterval": "1s", "spark.executor.metrics.pollingInterval": "100ms"}
-    conf.update(WORKLOAD_CONF.get(workload, {}))
-    if coordinator:
-        conf.update(crossdock_conf(coordinator))
-    with spark_session(f"bench-{workload}-{'crossdock' if coordinator else 'vanilla'}", conf) as spark:
-        spark.range(1000).repartition(4).count()  # warm the executors' JVMs alike in both modes
+def _ms(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    return datetime.datetime.strptime(ts.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1e3
+
+
+def child(workload: str, scale: float, conf_path: str) -> None:
+    conf = json.loads(pathlib.Path(conf_path).read_text())
+    with spark_session(conf.pop("__app_name__"), conf) as spark:
+        spark.range(1000).repartition(4).count()  # warm the executors' JVMs alike in every mode
+        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
         before = {s["stageId"] for s in _rest(spark, "stages")}
         t0 = time.monotonic()
         digest = WORKLOADS[workload](spark, scale)
         wall = time.monotonic() - t0
         time.sleep(1.5)  # one more heartbeat carries the executors' final peaks
-        stages = [s for s in _rest(spark, "stages?status=complete") if s["stageId"] not in before]
+        stages = sorted((s for s in _rest(spark, "stages?status=complete") if s["stageId"] not in before), key=lambda s: s["stageId"])
         peak_heap = max((s.get("peakExecutorMetrics", {}).get("JVMHeapMemory", 0) for s in stages), default=0)
         sums = lambda k: sum(s.get(k, 0) for s in stages)  # noqa: E731
+
+        def stage(s):
+            t0, t1 = _ms(s.get("submissionTime")), _ms(s.get("completionTime"))
+            return {"id": s["stageId"], "name": s["name"][:60], "tasks": s.get("numTasks", 0),
+                    "wall_s": (t1 - t0) / 1e3 if t0 and t1 else None, "run_s": s.get("executorRunTime", 0) / 1e3,
+                    "gc_s": s.get("jvmGcTime", 0) / 1e3, "shuffle_write_bytes": s.get("shuffleWriteBytes", 0),
+                    "shuffle_read_bytes": s.get("shuffleReadBytes", 0), "shuffle_write_s": s.get("shuffleWriteTime", 0) / 1e9,
+                    "fetch_wait_s": s.get("shuffleFetchWaitTime", 0) / 1e3,
+                    "spill_disk_bytes": s.get("diskBytesSpilled", 0)}
         print("RESULT " + json.dumps({
             "digest": [str(x) for x in digest],
             "wall_s": wall,
-            "stages": [{"id": s["stageId"], "name": s["name"][:60], "run_ms": s.get("executorRunTime", 0)} for s in stages],
+            "executors": executors,
+            "stages": [stage(s) for s in stages],
             "executor_run_s": sums("executorRunTime") / 1e3,
             "gc_s": sums("jvmGcTime") / 1e3,
             "shuffle_write_bytes": sums("shuffleWriteBytes"),
             "shuffle_write_s": sums("shuffleWriteTime") / 1e9,
             "fetch_wait_s": sums("shuffleFetchWaitTime") / 1e3,
+            "spill_disk_bytes": sums("diskBytesSpilled"),
             "peak_execution_memory": max((s.get("peakExecutionMemory", 0) for s in stages), default=0),
             "peak_executor_heap": peak_heap,
         }), flush=True)
 
 
-def _cpu_jiffies() -> tuple[int, int]:
+def _cpu_jiffies() -> int:
     with open("/proc/stat") as f:
         vals = [int(x) for x in f.readline().split()[1:]]
-    idle = vals[3] + vals[4]
-    return sum(vals) - idle, sum(vals)
+    return sum(vals) - vals[3] - vals[4]  # all but idle and iowait
 
 
-def _peak_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
+def _shell(cmd: str, env: dict, what: str) -> None:
+    r = subprocess.run(cmd, shell=True, env={**os.environ, **env}, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{what} `{cmd}` failed (exit {r.returncode}):\n{(r.stdout + r.stderr)[-2000:]}")
 
 
-def one_run(workload: str, mode: str, scale: float) -> dict:
-    sa = Standalone(workers=2, memory="1GiB") if mode == "crossdock" else None
+def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build: Build) -> dict[str, str]:
+    conf = {**backend.spark_conf(), "spark.ui.enabled": "true", "spark.ui.port": "0",
+            "spark.sql.shuffle.partitions": "64",
+            # Peak memory is reported with executor heartbeats: make them frequent enough
+            # for runs of a few seconds.
+            "spark.executor.heartbeatInterval": "1s", "spark.executor.metrics.pollingInterval": "100ms",
+            # Start only once every executor is there, in every mode alike.
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s"}
+    conf.update(WORKLOAD_CONF.get(workload, {}))
+    if mode.name == "crossdock":
+        conf.update(build.spark_conf(coordinator))
+    conf.update(mode.conf)
+    if mode.jars:
+        conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + mode.jars)
+    conf["__app_name__"] = f"bench-{workload}-{mode.name}"
+    return conf
+
+
+def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_dir: pathlib.Path) -> dict:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    service = None
+    env = backend.peer_env()
     try:
-        busy0, _ = _cpu_jiffies()
-        cmd = [sys.executable, __file__, "--child", workload, "--scale", str(scale)]
-        if sa:
-            cmd += ["--coordinator", sa.address]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        busy1, _ = _cpu_jiffies()
-        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+        if mode.start:
+            _shell(mode.start, env, f"peer {mode.name} start")
+        if mode.name == "crossdock":
+            service = backend.start_crossdock(build, run_dir)
+        conf_path = run_dir / "conf.json"
+        conf_path.write_text(json.dumps(app_conf(backend, workload, mode, service.address if service else None, build)))
+        cmd = backend.child_prefix() + [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", workload,
+                                        "--scale", str(scale), "--conf-file", str(conf_path)]
+        c0 = backend.counters()
+        busy0, t0 = _cpu_jiffies(), time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        busy1, t1 = _cpu_jiffies(), time.monotonic()
+        c1 = backend.counters()
+        (run_dir / "driver.log").write_text(proc.stderr)
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if proc.returncode != 0 or line is None:
-            raise RuntimeError(f"{workload}/{mode} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"{workload}/{mode.name} failed (exit {proc.returncode}); log {run_dir / 'driver.log'}:\n"
+                               + "\n".join(proc.stderr.splitlines()[-25:]))
         r = json.loads(line[len("RESULT "):])
-        # Whole machine, including the application's start and stop (the same in both modes).
+        # Whole machine, for the whole application including its start and stop (the same in every mode).
         r["machine_cpu_s"] = (busy1 - busy0) / os.sysconf("SC_CLK_TCK")
-        r["worker_peak_rss"] = _peak_rss(sa.proc.pid) if sa else 0
+        r["app_s"] = t1 - t0
+        r["worker_peak_rss"] = service.peak_rss() if service else 0
+        for k in c1:
+            r[k] = c1[k] - c0.get(k, 0)
         return r
     finally:
-        if sa:
-            sa.stop()
+        if service:
+            service.stop()
+        if mode.stop:
+            _shell(mode.stop, env, f"peer {mode.name} stop")
 
+
+# ---- the report ----
 
 METRICS = [("wall_s", "action wall s"), ("machine_cpu_s", "machine CPU s"), ("executor_run_s", "task run s"),
            ("shuffle_write_s", "shuffle write s"), ("fetch_wait_s", "fetch wait s"), ("gc_s", "GC s"),
-           ("shuffle_write_bytes", "shuffle bytes"), ("peak_executor_heap", "peak exec heap"),
-           ("worker_peak_rss", "worker RSS")]
+           ("shuffle_write_bytes", "shuffle bytes"), ("spill_disk_bytes", "spilled to disk"),
+           ("net_bytes", "bytes on links"), ("peak_executor_heap", "peak exec heap"),
+           ("worker_peak_rss", "service RSS")]
 
 
-def report(results: dict, modes: list[str]) -> dict:
+def _paired_wall_ratios(by_mode: dict, mode: str) -> list[float]:
+    base = {r["round"]: r["wall_s"] for r in by_mode.get("vanilla", [])}
+    return [r["wall_s"] / base[r["round"]] for r in by_mode.get(mode, []) if base.get(r["round"])]
+
+
+def _stage_medians(runs: list[dict]) -> list[float] | None:
+    """Median wall time of each stage position, if every run had the same stages."""
+    shapes = {len(r.get("stages", [])) for r in runs}
+    if len(shapes) != 1 or not runs:
+        return None
+    n = shapes.pop()
+    out = []
+    for i in range(n):
+        vals = [r["stages"][i].get("wall_s") for r in runs if r["stages"][i].get("wall_s") is not None]
+        out.append(statistics.median(vals) if vals else 0.0)
+    return out
+
+
+def report(results: dict, modes: list[str], failures: list[dict]) -> dict:
     summary = {}
     for wl, by_mode in results.items():
         summary[wl] = {}
         for mode in modes:
             runs = by_mode.get(mode, [])
-            summary[wl][mode] = {k: statistics.median(r[k] for r in runs) for k, _ in METRICS} if runs else {}
-        digests = {mode: {tuple(r["digest"]) for r in by_mode.get(mode, [])} for mode in modes}
-        summary[wl]["results_equal"] = len(set().union(*digests.values())) == 1
+            summary[wl][mode] = {k: statistics.median(r.get(k, 0) for r in runs) for k, _ in METRICS} if runs else {}
+            if runs:
+                summary[wl][mode]["runs"] = len(runs)
+                summary[wl][mode]["stage_wall_s"] = _stage_medians(runs)
+            if mode != "vanilla" and runs:
+                rs = _paired_wall_ratios(by_mode, mode)
+                summary[wl][mode]["wall_ratio_runs"] = rs
+        digests = {tuple(r["digest"]) for mode in modes for r in by_mode.get(mode, [])}
+        summary[wl]["results_equal"] = len(digests) == 1
+        summary[wl]["failed_runs"] = sum(1 for f in failures if f["workload"] == wl)
     print()
-    head = f"{'workload':<20}{'metric':<17}" + "".join(f"{m:>14}" for m in modes) + "".join(f"{m + '/vanilla':>20}" for m in modes if m != "vanilla")
+    others = [m for m in modes if m != "vanilla"]
+    w = {m: max(14, len(m) + 2) for m in modes}
+    rw = {m: max(20, len(m) + 10) for m in others}
+    head = f"{'workload':<20}{'metric':<17}" + "".join(f"{m:>{w[m]}}" for m in modes) + "".join(f"{m + '/vanilla':>{rw[m]}}" for m in others)
     print(head)
     print("-" * len(head))
     for wl, s in summary.items():
@@ -277,54 +580,175 @@ def report(results: dict, modes: list[str]) -> dict:
             vals = [s[m].get(k) for m in modes]
             if all(v in (None, 0) for v in vals):
                 continue
-            fmt = (lambda v: f"{v / 1e6:12.1f}MB") if ("bytes" in k or "heap" in k or "rss" in k) else (lambda v: f"{v:14.2f}")
-            row = f"{wl:<20}{label:<17}" + "".join(fmt(v) if v is not None else f"{'-':>14}" for v in vals)
+            is_bytes = "bytes" in k or "heap" in k or "rss" in k
+            row = f"{wl:<20}{label:<17}"
+            for m, v in zip(modes, vals):
+                row += f"{'-':>{w[m]}}" if v is None else (f"{v / 1e6:>{w[m] - 2}.1f}MB" if is_bytes else f"{v:>{w[m]}.2f}")
             base = s.get("vanilla", {}).get(k)
-            for m in modes:
-                if m != "vanilla":
-                    v = s[m].get(k)
-                    row += f"{(v / base):19.2f}x" if base and v is not None else f"{'-':>20}"
+            for m in others:
+                v = s[m].get(k)
+                row += f"{(v / base):>{rw[m] - 1}.2f}x" if base and v is not None else f"{'-':>{rw[m]}}"
             print(row)
-        print(f"{wl:<20}{'results equal':<17}{str(s['results_equal']):>14}")
+        for m in others:
+            rs = s[m].get("wall_ratio_runs")
+            if rs:
+                print(f"{wl:<20}{'wall/vanilla':<17}{m}: per-run " + " ".join(f"{x:.2f}" for x in rs)
+                      + f" (median {statistics.median(rs):.2f})")
+        for m in modes:
+            st = s[m].get("stage_wall_s") if s[m] else None
+            if st:
+                print(f"{wl:<20}{'stage wall s':<17}{m}: " + " ".join(f"{x:.2f}" for x in st))
+        print(f"{wl:<20}{'results equal':<17}{str(s['results_equal']):>{w[modes[0]]}}"
+              + (f"   FAILED RUNS: {s['failed_runs']}" if s["failed_runs"] else ""))
     return summary
+
+
+def _machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = 0
+    try:
+        mem = int(next(ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemTotal"))) * 1024
+    except (OSError, StopIteration):
+        pass
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_bytes": mem, "kernel": platform.release(),
+            "hostname": platform.node()}
+
+
+def _git() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except OSError:
+        return ""
+
+
+def _fmt_s(s: float) -> str:
+    s = int(max(0, s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> int:
+    """Runs every workload in every mode, alternating, and writes the JSON and plots."""
+    workloads = [w for w in args.workloads.split(",") if w]
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}")
+    names = [m for m in args.modes.split(",") if m]
+    bad = [m for m in names if m not in BUILTIN_MODES]
+    if bad:
+        raise SystemExit(f"unknown modes {bad}: --modes takes {', '.join(BUILTIN_MODES)}; add others with --peer")
+    modes = [Mode(m) for m in names] + [p for spec in (args.peer or []) for p in parse_peer(spec)]
+    if len({m.name for m in modes}) != len(modes):
+        raise SystemExit("two modes have the same name")
+    build = Build(workdir / "build")
+    out = pathlib.Path(args.out) if args.out else ROOT / "bench-results" / f"{prefix}-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
+    meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "machine": _machine(),
+            "command": " ".join(shlex.quote(a) for a in sys.argv), "git": _git(), "build_sha256": build.sha256,
+            "backend": backend.describe(), "modes": [{"name": m.name, **m.describe()} for m in modes],
+            "zipf_alpha": ZIPF_ALPHA}
+    results: dict = {w: {m.name: [] for m in modes} for w in workloads}
+    failures: list[dict] = []
+    total = len(workloads) * len(modes) * args.runs
+    done = 0
+    started = time.monotonic()
+    app_times: dict[str, list[float]] = {}
+    print(f"{backend.kind}: {len(workloads)} workloads x {len(modes)} modes ({', '.join(m.name for m in modes)}) x "
+          f"{args.runs} runs = {total} Spark applications, scale {args.scale}", flush=True)
+
+    def eta(wl_index: int) -> float:
+        every = [t for ts in app_times.values() for t in ts]
+        mean_all = statistics.mean(every) if every else 0.0
+        left = 0.0
+        for i, w in enumerate(workloads):
+            per = statistics.mean(app_times[w]) if app_times.get(w) else mean_all
+            n_done = len(app_times.get(w, [])) + sum(1 for f in failures if f["workload"] == w)
+            left += per * (len(modes) * args.runs - n_done) if i >= wl_index else 0
+        return left
+
+    try:
+        for wi, wl in enumerate(workloads):
+            for run in range(args.runs):
+                for mode in (modes if run % 2 == 0 else list(reversed(modes))):
+                    backend.check()
+                    a0 = time.monotonic()
+                    try:
+                        r = one_run(backend, build, wl, mode, args.scale, workdir / "runs" / f"{wl}-{mode.name}-{run + 1}")
+                        r["round"] = run
+                        results[wl][mode.name].append(r)
+                        msg = f"{r['wall_s']:.1f} s, {r['shuffle_write_bytes'] / 1e6:.0f} MB shuffled"
+                    except RuntimeError as e:
+                        failures.append({"workload": wl, "mode": mode.name, "round": run, "error": str(e)[-4000:]})
+                        msg = f"FAILED: {str(e).splitlines()[0]}"
+                        print(str(e), file=sys.stderr, flush=True)
+                    app_times.setdefault(wl, []).append(time.monotonic() - a0)
+                    done += 1
+                    print(f"[{done}/{total}, {_fmt_s(time.monotonic() - started)} elapsed, ETA {_fmt_s(eta(wi))}] "
+                          f"{wl} {mode.name} run {run + 1}: {msg}", flush=True)
+    except KeyboardInterrupt:
+        print("\ninterrupted: reporting the runs so far", file=sys.stderr)
+        meta["interrupted"] = True
+    meta["elapsed_s"] = time.monotonic() - started
+    summary = report(results, [m.name for m in modes], failures)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "args": {k: v for k, v in vars(args).items() if k not in ("child", "conf_file", "plot_only")},
+                               "summary": summary, "runs": results, "failures": failures}, indent=1, default=str))
+    print(f"\nwrote {out} ({_fmt_s(meta['elapsed_s'])})")
+    _plots(out)
+    ok = not failures and not meta.get("interrupted") and all(s["results_equal"] for s in summary.values())
+    return 0 if ok else 1
+
+
+def _plots(path: pathlib.Path) -> None:
+    try:
+        import plots
+        for p in plots.plot(path):
+            print(f"wrote {p}")
+    except ImportError as e:
+        print(f"no plots ({e}): run `make setup` to install matplotlib", file=sys.stderr)
+    except ValueError as e:
+        print(f"no plots: {e}", file=sys.stderr)
+
+
+def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_scale: float) -> None:
+    ap.add_argument("--workloads", default=default_workloads, help="comma-separated, from: " + ", ".join(WORKLOADS)
+                    + f" [{default_workloads}]")
+    ap.add_argument("--runs", type=int, default=3, help="runs per workload and mode [3]")
+    ap.add_argument("--scale", type=float, default=default_scale, help=f"multiplies every workload's data size [{default_scale}]")
+    ap.add_argument("--modes", default="vanilla,crossdock", help="built-in modes [vanilla,crossdock]")
+    ap.add_argument("--peer", action="append", metavar="SPEC",
+                    help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "
+                         "or a .toml/.json file (see bench/peers/); repeatable")
+    ap.add_argument("--out", default=None, help="JSON file [bench-results/<kind>-<timestamp>.json]; plots go next to it")
+    ap.add_argument("--plot-only", metavar="FILE", help="draw the plots of an existing result JSON and exit")
+    ap.add_argument("--keep-logs", action="store_true", help="keep every run's driver and service logs (printed path)")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, from: " + ", ".join(WORKLOADS))
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every workload's data size")
-    ap.add_argument("--modes", default="vanilla,crossdock")
-    ap.add_argument("--out", default=None, help="JSON file [bench-results/spark-<timestamp>.json]")
+    add_suite_args(ap, ",".join(WORKLOADS), 1.0)
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--coordinator", help=argparse.SUPPRESS)
+    ap.add_argument("--conf-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.scale, args.coordinator)
+        child(args.child, args.scale, args.conf_file)
         return 0
-    workloads = [w for w in args.workloads.split(",") if w]
-    unknown = [w for w in workloads if w not in WORKLOADS]
-    if unknown:
-        ap.error(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}")
-    modes = [m for m in args.modes.split(",") if m]
-    results: dict = {w: {m: [] for m in modes} for w in workloads}
-    total = len(workloads) * len(modes) * args.runs
-    done = 0
-    started = time.monotonic()
-    for wl in workloads:
-        for run in range(args.runs):
-            for mode in (modes if run % 2 == 0 else list(reversed(modes))):
-                r = one_run(wl, mode, args.scale)
-                results[wl][mode].append(r)
-                done += 1
-                print(f"[{done}/{total}, {time.monotonic() - started:5.0f} s] {wl} {mode} run {run + 1}: "
-                      f"{r['wall_s']:.1f} s, {r['shuffle_write_bytes'] / 1e6:.0f} MB shuffled", flush=True)
-    summary = report(results, modes)
-    out = pathlib.Path(args.out) if args.out else ROOT / "bench-results" / f"spark-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "summary": summary, "runs": results}, indent=1, default=str))
-    print(f"\nwrote {out}")
-    return 0 if all(s["results_equal"] for s in summary.values()) else 1
+    if args.plot_only:
+        _plots(pathlib.Path(args.plot_only))
+        return 0
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-bench-"))
+    try:
+        return run_suite(args, LocalBackend(workdir), workdir)
+    finally:
+        if args.keep_logs:
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
