@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossdock_proto::io::{read_exact_bytes, read_header, write_message, write_push};
+use crossdock_proto::io::{read_exact_bytes, read_header, write_message, write_push_flagged};
 use crossdock_proto::{Message, PushHeader, MAX_CONTROL_FRAME};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -118,10 +118,21 @@ impl RpcConnection {
         header: &PushHeader,
         payload: &[u8],
     ) -> Result<oneshot::Receiver<Result<Message>>> {
+        self.start_push_flagged(header, payload, 0).await
+    }
+
+    /// [`RpcConnection::start_push`] with frame flags (a worker forwarding to a replica
+    /// sets [`crossdock_proto::FLAG_REPLICA`]).
+    pub async fn start_push_flagged(
+        &self,
+        header: &PushHeader,
+        payload: &[u8],
+        flags: u16,
+    ) -> Result<oneshot::Receiver<Result<Message>>> {
         let (id, rx) = self.register()?;
         let mut w = self.writer.lock().await;
         let res = async {
-            write_push(&mut *w, id, header, payload).await?;
+            write_push_flagged(&mut *w, id, flags, header, payload).await?;
             w.flush().await
         }
         .await;

@@ -10,14 +10,22 @@ use crate::error::{ClientError, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
     pub workers: Vec<WorkerInfo>,
-    /// Worker id per partition.
+    /// Primary worker id per partition.
     pub partition_workers: Vec<u32>,
+    /// Replica worker id per partition ([`crossdock_proto::NO_WORKER`] if none).
+    pub partition_replicas: Vec<u32>,
 }
 
 impl Placement {
     /// The worker that holds `partition`.
     pub fn worker_of(&self, partition: u32) -> Option<&WorkerInfo> {
         let id = *self.partition_workers.get(partition as usize)?;
+        self.workers.iter().find(|w| w.id == id)
+    }
+
+    /// The worker that holds the replica of `partition`, if it has one.
+    pub fn replica_of(&self, partition: u32) -> Option<&WorkerInfo> {
+        let id = *self.partition_replicas.get(partition as usize)?;
         self.workers.iter().find(|w| w.id == id)
     }
 }
@@ -129,9 +137,11 @@ impl CoordinatorClient {
             Message::ShufflePlacement {
                 workers,
                 partition_workers,
+                partition_replicas,
             } => Ok(Placement {
                 workers,
                 partition_workers,
+                partition_replicas,
             }),
             other => Err(ClientError::unexpected(&self.addr, other)),
         }
@@ -165,6 +175,13 @@ impl CoordinatorClient {
         }
     }
 
+    /// Tells the coordinator that `addr` could not be reached, so it checks the worker
+    /// at once instead of waiting for its heartbeat deadline.
+    pub async fn report_worker_failure(&self, addr: &str) -> Result<()> {
+        self.expect_ok(Message::ReportWorkerFailure { addr: addr.into() })
+            .await
+    }
+
     /// Unregisters a shuffle; the workers delete its data.
     pub async fn unregister_shuffle(&self, app_id: &str, shuffle_id: u32) -> Result<()> {
         self.expect_ok(Message::UnregisterShuffle {
@@ -192,6 +209,7 @@ impl CoordinatorClient {
                 map_attempts,
                 partition_bytes,
                 partition_records,
+                partition_replicas,
             } => Ok(ShuffleStatus {
                 num_maps,
                 num_partitions,
@@ -199,6 +217,7 @@ impl CoordinatorClient {
                 placement: Placement {
                     workers,
                     partition_workers,
+                    partition_replicas,
                 },
                 map_attempts: map_attempts
                     .into_iter()

@@ -28,6 +28,7 @@ pub struct FileConfig {
     pub advertise_addr: Option<String>,
     pub metrics_listen: Option<String>,
     pub worker_timeout: Option<String>,
+    pub replication: Option<u32>,
 }
 
 impl FileConfig {

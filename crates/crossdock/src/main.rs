@@ -98,6 +98,10 @@ struct StandaloneArgs {
     /// A worker silent for this long is marked lost [default: 10s].
     #[arg(long, env = "CROSSDOCK_WORKER_TIMEOUT")]
     worker_timeout: Option<String>,
+    /// Copies of every partition: 1, or 2 (a replica on another worker; a push is
+    /// acknowledged once both hold it) [default: 1].
+    #[arg(long, env = "CROSSDOCK_REPLICATION")]
+    replication: Option<u32>,
     #[command(flatten)]
     common: Common,
 }
@@ -113,6 +117,10 @@ struct CoordinatorArgs {
     /// A worker silent for this long is marked lost [default: 10s].
     #[arg(long, env = "CROSSDOCK_WORKER_TIMEOUT")]
     worker_timeout: Option<String>,
+    /// Copies of every partition: 1, or 2 (a replica on another worker; a push is
+    /// acknowledged once both hold it) [default: 1].
+    #[arg(long, env = "CROSSDOCK_REPLICATION")]
+    replication: Option<u32>,
     #[command(flatten)]
     common: Common,
 }
@@ -200,6 +208,13 @@ async fn start_metrics(
     Ok(())
 }
 
+fn check_replication(n: u32) -> Result<u32> {
+    if !(1..=2).contains(&n) {
+        anyhow::bail!("replication must be 1 or 2, not {n}");
+    }
+    Ok(n)
+}
+
 async fn standalone(a: StandaloneArgs) -> Result<()> {
     let file = FileConfig::load(a.common.config.as_deref())?;
     let cfg = StandaloneConfig {
@@ -210,6 +225,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         worker_timeout: parse_duration(&pick(a.worker_timeout, file.worker_timeout, || {
             DEFAULT_WORKER_TIMEOUT.into()
         }))?,
+        replication: check_replication(pick(a.replication, file.replication, || 1))?,
     };
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let cluster = Standalone::start(cfg.clone(), shutdown.clone())
@@ -258,6 +274,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.worker_timeout = parse_duration(&pick(a.worker_timeout, file.worker_timeout, || {
         DEFAULT_WORKER_TIMEOUT.into()
     }))?;
+    cfg.replication = check_replication(pick(a.replication, file.replication, || 1))?;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await

@@ -38,6 +38,14 @@ pub fn put_u64_list(buf: &mut impl BufMut, items: &[u64]) {
     }
 }
 
+/// Appends a list of strings.
+pub fn put_str_list(buf: &mut impl BufMut, items: &[String]) {
+    buf.put_u32(items.len() as u32);
+    for s in items {
+        put_str(buf, s);
+    }
+}
+
 /// A cursor over a frame body whose every read is bounds-checked.
 pub struct Reader {
     buf: Bytes,
@@ -132,6 +140,12 @@ impl Reader {
     pub fn u32_list(&mut self, field: &'static str) -> Result<Vec<u32>, DecodeError> {
         let n = self.count(4, field)?;
         Ok((0..n).map(|_| self.buf.get_u32()).collect())
+    }
+
+    /// Reads a list of strings.
+    pub fn string_list(&mut self, field: &'static str) -> Result<Vec<String>, DecodeError> {
+        let n = self.count(2, field)?;
+        (0..n).map(|_| self.string(field)).collect()
     }
 
     /// Reads a list of `u64`.

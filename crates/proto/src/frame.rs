@@ -5,7 +5,7 @@
 //!      0     4  length      bytes that follow this field (12 + body length), big-endian
 //!      4     1  version     PROTOCOL_VERSION
 //!      5     1  kind        MessageKind
-//!      6     2  flags       reserved, 0
+//!      6     2  flags       FLAG_REPLICA on a forwarded PushBatch; otherwise 0
 //!      8     8  request_id  chosen by the requester, echoed in every response frame
 //!     16     …  body
 //! ```
@@ -21,6 +21,9 @@ pub const HEADER_AFTER_LEN: u32 = 12;
 /// Largest frame body a receiver accepts for any message other than a pushed batch or a
 /// fetched chunk, whose limits are the batch and chunk sizes.
 pub const MAX_CONTROL_FRAME: u32 = 64 << 20;
+/// Set on a `PushBatch` that a primary worker forwards to the partition's replica. The
+/// receiver stores the batch and never forwards it again.
+pub const FLAG_REPLICA: u16 = 0x0001;
 
 /// A decoded frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +34,7 @@ pub struct FrameHeader {
     pub version: u8,
     /// Raw message kind.
     pub kind: u8,
-    /// Reserved flags.
+    /// Flags ([`FLAG_REPLICA`]); 0 on every other frame.
     pub flags: u16,
     /// Request id, echoed by responses.
     pub request_id: u64,

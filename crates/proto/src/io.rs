@@ -79,11 +79,22 @@ pub async fn write_push<W: AsyncWrite + Unpin>(
     header: &PushHeader,
     payload: &[u8],
 ) -> io::Result<()> {
+    write_push_flagged(w, request_id, 0, header, payload).await
+}
+
+/// Writes a `PushBatch` frame with the given frame flags (see [`crate::FLAG_REPLICA`]).
+pub async fn write_push_flagged<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    request_id: u64,
+    flags: u16,
+    header: &PushHeader,
+    payload: &[u8],
+) -> io::Result<()> {
     let body_len = header.encoded_len() + payload.len();
     let mut head = Vec::with_capacity(HEADER_LEN + header.encoded_len());
-    head.extend_from_slice(
-        &FrameHeader::new(MessageKind::PushBatch as u8, request_id, body_len as u32).encode(),
-    );
+    let mut fh = FrameHeader::new(MessageKind::PushBatch as u8, request_id, body_len as u32);
+    fh.flags = flags;
+    head.extend_from_slice(&fh.encode());
     header.encode(&mut head);
     w.write_all(&head).await?;
     w.write_all(payload).await

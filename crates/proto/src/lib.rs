@@ -15,7 +15,7 @@ pub mod io;
 pub mod message;
 
 pub use error::{DecodeError, ErrorCode};
-pub use frame::{FrameHeader, HEADER_LEN, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
+pub use frame::{FrameHeader, FLAG_REPLICA, HEADER_LEN, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
 pub use message::*;
 
 /// CRC32C (Castagnoli) of a payload, the checksum carried by every pushed batch.

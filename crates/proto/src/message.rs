@@ -6,9 +6,12 @@
 use bytes::{BufMut, Bytes};
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{put_str, put_u32_list, put_u64_list, Reader};
+use crate::codec::{put_str, put_str_list, put_u32_list, put_u64_list, Reader};
 use crate::error::DecodeError;
 use crate::frame::{FrameHeader, HEADER_LEN, PROTOCOL_VERSION};
+
+/// A worker id meaning "no worker" (a partition without a replica).
+pub const NO_WORKER: u32 = u32::MAX;
 
 /// The message kind byte of a frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,6 +29,7 @@ pub enum MessageKind {
     UnregisterShuffle = 0x17,
     GetShuffleStatus = 0x18,
     ShuffleStatus = 0x19,
+    ReportWorkerFailure = 0x1A,
     RegisterWorker = 0x20,
     WorkerRegistered = 0x21,
     Heartbeat = 0x22,
@@ -58,6 +62,7 @@ impl MessageKind {
             0x17 => UnregisterShuffle,
             0x18 => GetShuffleStatus,
             0x19 => ShuffleStatus,
+            0x1A => ReportWorkerFailure,
             0x20 => RegisterWorker,
             0x21 => WorkerRegistered,
             0x22 => Heartbeat,
@@ -214,7 +219,10 @@ pub enum Message {
     },
     ShufflePlacement {
         workers: Vec<WorkerInfo>,
+        /// Primary worker id per partition.
         partition_workers: Vec<u32>,
+        /// Replica worker id per partition; [`NO_WORKER`] where there is none.
+        partition_replicas: Vec<u32>,
     },
     CommitMap {
         app_id: String,
@@ -245,12 +253,22 @@ pub enum Message {
         map_attempts: Vec<u32>,
         partition_bytes: Vec<u64>,
         partition_records: Vec<u64>,
+        /// Replica worker id per partition; [`NO_WORKER`] where there is none.
+        partition_replicas: Vec<u32>,
+    },
+    /// A client could not reach a worker; the coordinator checks it at once instead of
+    /// waiting for its heartbeat deadline.
+    ReportWorkerFailure {
+        addr: String,
     },
 
     // Control plane: membership (worker to coordinator).
     RegisterWorker {
         addr: String,
         memory_budget: u64,
+        /// Chosen at random when the worker process starts. A new value for a known
+        /// address tells the coordinator the worker restarted and lost its memory.
+        incarnation: u64,
     },
     WorkerRegistered {
         worker_id: u32,
@@ -269,6 +287,9 @@ pub enum Message {
         num_maps: u32,
         num_partitions: u32,
         partitions: Vec<u32>,
+        /// Per entry of `partitions`: the replica's address to forward pushed batches
+        /// to, or an empty string. Sent again when a partition's replica changes.
+        forward_to: Vec<String>,
     },
     MapCommitted {
         app_id: String,
@@ -359,6 +380,7 @@ impl Message {
             Message::UnregisterShuffle { .. } => K::UnregisterShuffle,
             Message::GetShuffleStatus { .. } => K::GetShuffleStatus,
             Message::ShuffleStatus { .. } => K::ShuffleStatus,
+            Message::ReportWorkerFailure { .. } => K::ReportWorkerFailure,
             Message::RegisterWorker { .. } => K::RegisterWorker,
             Message::WorkerRegistered { .. } => K::WorkerRegistered,
             Message::Heartbeat { .. } => K::Heartbeat,
@@ -408,6 +430,7 @@ impl Message {
             Message::RenewLease { app_id }
             | Message::UnregisterApp { app_id }
             | Message::DeleteApp { app_id } => put_str(b, app_id),
+            Message::ReportWorkerFailure { addr } => put_str(b, addr),
             Message::RegisterShuffle {
                 app_id,
                 shuffle_id,
@@ -422,9 +445,11 @@ impl Message {
             Message::ShufflePlacement {
                 workers,
                 partition_workers,
+                partition_replicas,
             } => {
                 put_workers(b, workers);
                 put_u32_list(b, partition_workers);
+                put_u32_list(b, partition_replicas);
             }
             Message::CommitMap {
                 app_id,
@@ -466,6 +491,7 @@ impl Message {
                 map_attempts,
                 partition_bytes,
                 partition_records,
+                partition_replicas,
             } => {
                 b.put_u32(*num_maps);
                 b.put_u32(*num_partitions);
@@ -475,13 +501,16 @@ impl Message {
                 put_u32_list(b, map_attempts);
                 put_u64_list(b, partition_bytes);
                 put_u64_list(b, partition_records);
+                put_u32_list(b, partition_replicas);
             }
             Message::RegisterWorker {
                 addr,
                 memory_budget,
+                incarnation,
             } => {
                 put_str(b, addr);
                 b.put_u64(*memory_budget);
+                b.put_u64(*incarnation);
             }
             Message::WorkerRegistered {
                 worker_id,
@@ -505,12 +534,14 @@ impl Message {
                 num_maps,
                 num_partitions,
                 partitions,
+                forward_to,
             } => {
                 put_str(b, app_id);
                 b.put_u32(*shuffle_id);
                 b.put_u32(*num_maps);
                 b.put_u32(*num_partitions);
                 put_u32_list(b, partitions);
+                put_str_list(b, forward_to);
             }
             Message::MapCommitted {
                 app_id,
@@ -624,6 +655,7 @@ impl Message {
             K::ShufflePlacement => Message::ShufflePlacement {
                 workers: get_workers(r)?,
                 partition_workers: r.u32_list("partition_workers")?,
+                partition_replicas: r.u32_list("partition_replicas")?,
             },
             K::CommitMap => {
                 let app_id = r.string("app_id")?;
@@ -682,10 +714,15 @@ impl Message {
                 map_attempts: r.u32_list("map_attempts")?,
                 partition_bytes: r.u64_list("partition_bytes")?,
                 partition_records: r.u64_list("partition_records")?,
+                partition_replicas: r.u32_list("partition_replicas")?,
+            },
+            K::ReportWorkerFailure => Message::ReportWorkerFailure {
+                addr: r.string("addr")?,
             },
             K::RegisterWorker => Message::RegisterWorker {
                 addr: r.string("addr")?,
                 memory_budget: r.u64("memory_budget")?,
+                incarnation: r.u64("incarnation")?,
             },
             K::WorkerRegistered => Message::WorkerRegistered {
                 worker_id: r.u32("worker_id")?,
@@ -702,6 +739,7 @@ impl Message {
                 num_maps: r.u32("num_maps")?,
                 num_partitions: r.u32("num_partitions")?,
                 partitions: r.u32_list("partitions")?,
+                forward_to: r.string_list("forward_to")?,
             },
             K::MapCommitted => {
                 let app_id = r.string("app_id")?;

@@ -102,6 +102,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::ShufflePlacement {
                 workers: workers(),
                 partition_workers: vec![0, 1, 0, 1],
+                partition_replicas: vec![1, 0, u32::MAX, 0],
             },
         ),
         (
@@ -170,6 +171,14 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 map_attempts: vec![0, u32::MAX, 2],
                 partition_bytes: vec![100, 0],
                 partition_records: vec![5, 0],
+                partition_replicas: vec![0, u32::MAX],
+            },
+        ),
+        (
+            "report_worker_failure",
+            30,
+            Message::ReportWorkerFailure {
+                addr: "10.0.0.7:7001".into(),
             },
         ),
         (
@@ -178,6 +187,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::RegisterWorker {
                 addr: "127.0.0.1:7001".into(),
                 memory_budget: 1 << 30,
+                incarnation: 0x0123_4567_89ab_cdef,
             },
         ),
         (
@@ -206,6 +216,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 num_maps: 3,
                 num_partitions: 4,
                 partitions: vec![1, 3],
+                forward_to: vec!["127.0.0.1:7002".into(), String::new()],
             },
         ),
         (
@@ -359,6 +370,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         num_maps: 1,
         num_partitions: 1,
         partitions: vec![],
+        forward_to: vec![],
     }
     .encode_frame(1);
     let n = huge_list.len();

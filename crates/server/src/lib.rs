@@ -19,7 +19,7 @@ pub use error::ServerError;
 /// Signals shutdown to the accept loops and background tasks of a server.
 pub type ShutdownSignal = tokio::sync::watch::Receiver<bool>;
 
-/// Accepts connections until `shutdown` fires, serving each on its own task.
+/// Accepts connections until `shutdown` fires, serving each on its own task until then.
 pub(crate) async fn accept_loop<F, Fut>(
     what: &'static str,
     listener: tokio::net::TcpListener,
@@ -34,9 +34,14 @@ pub(crate) async fn accept_loop<F, Fut>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let fut = serve(stream);
+                    let mut stop = shutdown.clone();
+                    // Connections end with the server, as they would with its process.
                     tokio::spawn(async move {
-                        if let Err(e) = fut.await {
-                            tracing::debug!(%peer, error = %e, "{what} connection ended with an error");
+                        tokio::select! {
+                            res = fut => if let Err(e) = res {
+                                tracing::debug!(%peer, error = %e, "{what} connection ended with an error");
+                            },
+                            _ = stop.changed() => {}
                         }
                     });
                 }

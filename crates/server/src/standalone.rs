@@ -21,6 +21,8 @@ pub struct StandaloneConfig {
     /// deletes only that directory when it stops.
     pub data_dir: PathBuf,
     pub worker_timeout: Duration,
+    /// Copies of every partition (1 or 2).
+    pub replication: u32,
 }
 
 /// A running standalone cluster.
@@ -50,6 +52,7 @@ impl Standalone {
         std::fs::create_dir_all(&own_dir)?;
         let mut ccfg = CoordinatorConfig::new(cfg.listen.clone(), own_dir.join("coordinator"));
         ccfg.worker_timeout = cfg.worker_timeout;
+        ccfg.replication = cfg.replication;
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;
         let host = worker_host(coordinator.addr);
         let mut workers = Vec::new();

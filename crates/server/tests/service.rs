@@ -36,6 +36,7 @@ impl Cluster {
                 memory,
                 data_dir: dir.path().to_path_buf(),
                 worker_timeout: Duration::from_secs(10),
+                replication: 1,
             },
             shutdown,
         )

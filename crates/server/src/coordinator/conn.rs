@@ -106,8 +106,32 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
         Message::RegisterWorker {
             addr,
             memory_budget,
+            incarnation,
         } => {
-            let worker_id = coord.lock().register_worker(&addr, memory_budget, now);
+            let (worker_id, restarted) = {
+                let mut st = coord.lock();
+                match st.worker_by_addr(&addr) {
+                    // A restarted worker lost what it held in memory: handle it as lost
+                    // before it takes part in placement again.
+                    Some(id)
+                        if st.workers[&id].alive && st.workers[&id].incarnation != incarnation =>
+                    {
+                        st.mark_lost(id);
+                        (id, true)
+                    }
+                    _ => (
+                        st.register_worker(&addr, memory_budget, incarnation, now).0,
+                        false,
+                    ),
+                }
+            };
+            if restarted {
+                tracing::warn!(worker_id, %addr, "worker restarted; its partitions are handled as lost");
+                super::handle_loss(coord, worker_id).await;
+                coord
+                    .lock()
+                    .register_worker(&addr, memory_budget, incarnation, now);
+            }
             tracing::info!(worker_id, %addr, memory_budget, "worker registered");
             Ok(Message::WorkerRegistered {
                 worker_id,
@@ -119,9 +143,12 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             buffered_bytes,
             stored_bytes,
         } => {
-            coord
+            let revived = coord
                 .lock()
                 .heartbeat(worker_id, buffered_bytes, stored_bytes, now)?;
+            if revived {
+                wipe_revived_worker(coord, worker_id);
+            }
             Ok(Message::Ok)
         }
         Message::RegisterApp { app_id, lease_ms } => {
@@ -155,21 +182,26 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             attempt_id,
             partitions,
         } => commit_map(coord, &app_id, shuffle_id, map_id, attempt_id, partitions).await,
+        Message::ReportWorkerFailure { addr } => {
+            super::check_reported_worker(coord, &addr).await;
+            Ok(Message::Ok)
+        }
         Message::UnregisterShuffle { app_id, shuffle_id } => {
-            let removed = coord
-                .lock()
-                .apps
-                .get_mut(&app_id)
-                .and_then(|a| a.shuffles.remove(&shuffle_id));
-            if let Some(s) = removed {
+            let (removed, workers) = {
+                let mut st = coord.lock();
+                let removed = st
+                    .apps
+                    .get_mut(&app_id)
+                    .and_then(|a| a.shuffles.remove(&shuffle_id));
+                // Every live worker: a copy may have moved, or a worker come back.
+                (removed, st.live_worker_addrs())
+            };
+            if removed.is_some() {
                 let msg = Message::DeleteShuffle {
                     app_id: app_id.clone(),
                     shuffle_id,
                 };
-                let calls = s
-                    .workers
-                    .iter()
-                    .map(|(_, addr)| coord.call_worker(addr, &msg));
+                let calls = workers.iter().map(|addr| coord.call_worker(addr, &msg));
                 for res in join_all(calls).await {
                     if let Err(e) = res {
                         tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not delete shuffle data on a worker");
@@ -191,6 +223,32 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             ),
         )),
     }
+}
+
+/// A worker marked lost had all its partitions moved elsewhere; whatever it still holds
+/// is stale (and, for a rerun indeterminate stage, would be wrong to serve). Deletes every
+/// registered app's data on it, in the background.
+fn wipe_revived_worker(coord: &Arc<Coordinator>, worker_id: u32) {
+    let coord = coord.clone();
+    tokio::spawn(async move {
+        let (apps, addr) = {
+            let st = coord.lock();
+            let addr = st.workers.get(&worker_id).map(|w| w.addr.clone());
+            (st.apps.keys().cloned().collect::<Vec<_>>(), addr)
+        };
+        let Some(addr) = addr else { return };
+        for app in apps {
+            // Unless a partition was placed on it again since it came back.
+            let placed_again = coord
+                .lock()
+                .shuffles_on(worker_id)
+                .iter()
+                .any(|(a, _, _)| *a == app);
+            if !placed_again {
+                delete_app_on(&coord, &app, std::slice::from_ref(&addr)).await;
+            }
+        }
+    });
 }
 
 pub(super) async fn delete_app_on(coord: &Coordinator, app_id: &str, workers: &[String]) {
@@ -232,20 +290,26 @@ async fn register_shuffle(
         Ok(existing) => return Ok(coord.lock().placement(&existing)),
         Err(new) => new,
     };
-    let calls = entry.workers.iter().map(|(id, addr)| {
-        let msg = Message::PrepareShuffle {
-            app_id: app_id.to_string(),
-            shuffle_id,
-            num_maps,
-            num_partitions,
-            partitions: entry.partitions_of(*id),
-        };
-        async move {
-            coord
-                .call_worker(addr, &msg)
-                .await
-                .map_err(|e| worker_failed(addr, e))
-        }
+    let prepares: Vec<(String, Message)> = {
+        let st = coord.lock();
+        let p = entry.lock();
+        p.holders()
+            .into_iter()
+            .map(|w| {
+                let parts = p.copies_of(w);
+                let addr = st.workers[&w].addr.clone();
+                (
+                    addr,
+                    st.prepare_message(app_id, shuffle_id, &entry, &p, w, parts),
+                )
+            })
+            .collect()
+    };
+    let calls = prepares.iter().map(|(addr, msg)| async move {
+        coord
+            .call_worker(addr, msg)
+            .await
+            .map_err(|e| worker_failed(addr, e))
     });
     for res in join_all(calls).await {
         res?;
@@ -256,7 +320,7 @@ async fn register_shuffle(
         .fetch_add(1, Ordering::Relaxed);
     let mut st = coord.lock();
     let recorded = st.record_shuffle(app_id, shuffle_id, entry)?;
-    tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = recorded.workers.len(), "shuffle registered");
+    tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = prepares.len(), "shuffle registered");
     Ok(st.placement(&recorded))
 }
 
@@ -307,30 +371,52 @@ async fn commit_map(
             winning_attempt: winner,
         });
     }
-    // Every worker of the shuffle checks that it holds exactly the reported bytes.
-    let per_worker: Vec<(String, Vec<PartitionBytes>)> = shuffle
-        .workers
-        .iter()
-        .map(|(id, addr)| {
-            let parts = stats
-                .iter()
-                .filter(|s| s.bytes > 0 && shuffle.partition_workers[s.partition as usize] == *id)
-                .map(|s| PartitionBytes {
-                    partition: s.partition,
-                    bytes: s.bytes,
-                })
-                .collect();
-            (addr.clone(), parts)
-        })
-        .collect();
+    // Every copy of every partition checks that it holds exactly the reported bytes:
+    // the map counts only once its data is held at the configured replication.
+    let per_worker: Vec<(String, Vec<PartitionBytes>)> = {
+        let st = coord.lock();
+        let p = shuffle.lock();
+        p.holders()
+            .into_iter()
+            .map(|w| {
+                let parts = stats
+                    .iter()
+                    .filter(|s| {
+                        let i = s.partition as usize;
+                        s.bytes > 0 && (p.primary[i] == w || p.replica[i] == w)
+                    })
+                    .map(|s| PartitionBytes {
+                        partition: s.partition,
+                        bytes: s.bytes,
+                    })
+                    .collect();
+                let addr = st
+                    .workers
+                    .get(&w)
+                    .map(|x| x.addr.clone())
+                    .unwrap_or_default();
+                (addr, parts)
+            })
+            .collect()
+    };
     let results = notify_commit(coord, app_id, shuffle_id, map_id, attempt_id, &per_worker).await;
     if let Some(err) = results.into_iter().find_map(|r| r.err()) {
+        if err.code == ErrorCode::WorkerUnavailable {
+            // Whoever it was, find out now rather than at its heartbeat deadline.
+            for (addr, _) in &per_worker {
+                let coord = coord.clone();
+                let addr = addr.clone();
+                tokio::spawn(async move { super::check_reported_worker(&coord, &addr).await });
+            }
+        }
         // Undo on the workers that accepted, so a retried attempt can push again.
         let _ = notify_commit(coord, app_id, shuffle_id, map_id, NO_ATTEMPT, &per_worker).await;
         tracing::warn!(app = %app_id, shuffle_id, map_id, attempt_id, error = %err, "commit failed");
         return Err(err);
     }
-    shuffle.record_commit(map_id, attempt_id, &stats);
+    if let Some(old) = shuffle.record_commit(map_id, attempt_id, &stats) {
+        tracing::info!(app = %app_id, shuffle_id, map_id, attempt_id, replaced = old, "a rerun of the stage replaced the map's output");
+    }
     coord.metrics.commits.fetch_add(1, Ordering::Relaxed);
     Ok(Message::CommitResult {
         status: CommitStatus::Committed,
@@ -338,7 +424,7 @@ async fn commit_map(
     })
 }
 
-async fn notify_commit(
+pub(super) async fn notify_commit(
     coord: &Coordinator,
     app_id: &str,
     shuffle_id: u32,

@@ -31,6 +31,8 @@ pub struct CoordinatorConfig {
     pub worker_timeout: Duration,
     /// How often workers send heartbeats.
     pub heartbeat: Duration,
+    /// Copies of every partition: 1, or 2 (a primary and a replica on another worker).
+    pub replication: u32,
 }
 
 impl CoordinatorConfig {
@@ -41,6 +43,7 @@ impl CoordinatorConfig {
             data_dir: data_dir.into(),
             worker_timeout: Duration::from_secs(10),
             heartbeat: Duration::from_secs(1),
+            replication: 1,
         }
     }
 }
@@ -63,10 +66,16 @@ impl Coordinator {
         std::fs::create_dir_all(&cfg.data_dir)?;
         let listener = TcpListener::bind(&cfg.listen).await?;
         let addr = listener.local_addr()?;
+        if !(1..=2).contains(&cfg.replication) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("replication must be 1 or 2, not {}", cfg.replication),
+            ));
+        }
         let coord = Arc::new(Coordinator {
             addr,
+            state: Mutex::new(State::new(cfg.replication)),
             cfg,
-            state: Mutex::new(State::default()),
             metrics: CoordinatorMetrics::default(),
             worker_conns: tokio::sync::Mutex::new(HashMap::new()),
         });
@@ -131,6 +140,77 @@ impl Coordinator {
     }
 }
 
+/// Moves every shuffle off a worker just marked lost (see [`State::relocate`]) and
+/// tells the workers: the new copies are prepared, forwarding to the lost replica
+/// stops, and the commits of maps whose only copy was lost are revoked everywhere so
+/// that a rerun of them is accepted.
+pub(crate) async fn handle_loss(coord: &Arc<Coordinator>, lost: u32) {
+    let shuffles = coord.lock().shuffles_on(lost);
+    for (app_id, shuffle_id, s) in shuffles {
+        let _serial = s.commit_lock.lock().await;
+        let r = coord.lock().relocate(&app_id, shuffle_id, &s, lost);
+        coord.metrics.lost_partitions.fetch_add(
+            r.lost_partitions as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        coord
+            .metrics
+            .revoked_maps
+            .fetch_add(r.revoked.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(app = %app_id, shuffle_id, worker = lost, lost_partitions = r.lost_partitions, kept_by_replica = r.degraded_partitions, revoked_maps = r.revoked.len(), "moved a shuffle off a lost worker");
+        let prepares = r
+            .prepares
+            .iter()
+            .map(|(addr, msg)| coord.call_worker(addr, msg));
+        for res in futures_util::future::join_all(prepares).await {
+            if let Err(e) = res {
+                tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not prepare a moved partition");
+            }
+        }
+        let per_worker: Vec<(String, Vec<crossdock_proto::PartitionBytes>)> =
+            r.holders.iter().map(|a| (a.clone(), Vec::new())).collect();
+        for map in r.revoked {
+            conn::notify_commit(
+                coord,
+                &app_id,
+                shuffle_id,
+                map,
+                state::NO_ATTEMPT,
+                &per_worker,
+            )
+            .await;
+        }
+    }
+}
+
+/// A client or worker could not reach `addr`. The coordinator asks the worker itself,
+/// and handles it as lost at once if it does not answer, instead of waiting for the
+/// heartbeat deadline while tasks fail against it.
+pub(crate) async fn check_reported_worker(coord: &Arc<Coordinator>, addr: &str) {
+    let Some(id) = coord.lock().worker_by_addr(addr) else {
+        return;
+    };
+    if !coord.lock().workers[&id].alive {
+        return;
+    }
+    let probe = async {
+        let c = RpcConnection::connect(addr).await?;
+        c.call(&Message::GetWorkerStats).await
+    };
+    let answered = matches!(
+        tokio::time::timeout(Duration::from_secs(3), probe).await,
+        Ok(Ok(_))
+    );
+    if answered {
+        tracing::info!(worker = id, %addr, "a reported worker answers; it stays");
+        return;
+    }
+    if coord.lock().mark_lost(id) {
+        tracing::warn!(worker = id, %addr, "a reported worker does not answer; marked lost");
+        handle_loss(coord, id).await;
+    }
+}
+
 /// Marks silent workers lost and cleans up apps whose lease expired.
 async fn sweeper(coord: Arc<Coordinator>, mut shutdown: ShutdownSignal) {
     loop {
@@ -138,11 +218,15 @@ async fn sweeper(coord: Arc<Coordinator>, mut shutdown: ShutdownSignal) {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             _ = shutdown.changed() => return,
         }
-        let (expired, workers) = {
+        let (lost, expired, workers) = {
             let mut st = coord.lock();
-            st.mark_lost_workers(coord.cfg.worker_timeout);
-            (st.take_expired_apps(), st.live_worker_addrs())
+            let lost = st.mark_lost_workers(coord.cfg.worker_timeout);
+            (lost, st.take_expired_apps(), st.live_worker_addrs())
         };
+        for id in lost {
+            let coord = coord.clone();
+            tokio::spawn(async move { handle_loss(&coord, id).await });
+        }
         for app in expired {
             tracing::warn!(app = %app, "app lease expired; deleting its shuffles");
             coord
@@ -161,7 +245,7 @@ impl Render for Coordinator {
         use std::sync::atomic::Ordering::Relaxed;
         let (apps, shuffles, alive, lost) = self.lock().counts();
         let m = &self.metrics;
-        let rows: [(&str, &str, &str, u64); 8] = [
+        let rows: [(&str, &str, &str, u64); 10] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -209,6 +293,18 @@ impl Render for Coordinator {
                 "counter",
                 "Shuffles registered.",
                 m.registered_shuffles.load(Relaxed),
+            ),
+            (
+                "crossdock_coordinator_lost_partitions_total",
+                "counter",
+                "Partitions that lost every copy with a worker.",
+                m.lost_partitions.load(Relaxed),
+            ),
+            (
+                "crossdock_coordinator_revoked_maps_total",
+                "counter",
+                "Map commits revoked because their only copy was lost.",
+                m.revoked_maps.load(Relaxed),
             ),
         ];
         for (name, kind, help, v) in rows {

@@ -1,13 +1,13 @@
 //! The coordinator's in-memory state and its transitions, free of I/O so they can be
 //! tested directly.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossdock_policy::load_aware::{place_partitions, WorkerLoad};
-use crossdock_proto::{CommitStatus, ErrorCode, Message, PartitionStat, WorkerInfo};
+use crossdock_proto::{CommitStatus, ErrorCode, Message, PartitionStat, WorkerInfo, NO_WORKER};
 
 use crate::error::ServerError;
 use crate::metrics::ErrorCounts;
@@ -28,6 +28,10 @@ pub struct CoordinatorMetrics {
     pub rejected_commits: AtomicU64,
     pub expired_apps: AtomicU64,
     pub registered_shuffles: AtomicU64,
+    /// Partitions that lost every copy with a worker.
+    pub lost_partitions: AtomicU64,
+    /// Map commits revoked because their data was lost.
+    pub revoked_maps: AtomicU64,
     pub errors: ErrorCounts,
 }
 
@@ -41,15 +45,78 @@ pub struct WorkerEntry {
     pub alive: bool,
     pub buffered_bytes: u64,
     pub stored_bytes: u64,
+    /// Chosen by the worker process at start: a new value means it restarted.
+    pub incarnation: u64,
 }
 
-/// Commit progress of a shuffle.
+/// Where a shuffle's partitions live and which map attempts count.
 #[derive(Debug)]
 pub struct Progress {
+    /// Committed attempt per map, [`NO_ATTEMPT`] if none.
     pub map_attempts: Vec<u32>,
+    /// The committed attempt's per-partition figures, per map (partitions with data
+    /// only): what to subtract when the commit is replaced or revoked.
+    pub map_stats: Vec<Vec<PartitionStat>>,
     pub committed: u32,
     pub partition_bytes: Vec<u64>,
     pub partition_records: Vec<u64>,
+    /// Primary worker per partition.
+    pub primary: Vec<u32>,
+    /// Replica worker per partition, [`NO_WORKER`] where there is none.
+    pub replica: Vec<u32>,
+}
+
+impl Progress {
+    /// The partitions `worker` holds a copy of (as primary or replica).
+    pub fn copies_of(&self, worker: u32) -> Vec<u32> {
+        (0..self.primary.len() as u32)
+            .filter(|&p| self.primary[p as usize] == worker || self.replica[p as usize] == worker)
+            .collect()
+    }
+
+    /// The workers holding any copy, in id order.
+    pub fn holders(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .primary
+            .iter()
+            .chain(self.replica.iter())
+            .copied()
+            .filter(|&w| w != NO_WORKER)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    fn subtract(&mut self, map: u32) {
+        for s in std::mem::take(&mut self.map_stats[map as usize]) {
+            self.partition_bytes[s.partition as usize] -= s.bytes;
+            self.partition_records[s.partition as usize] -= s.records;
+        }
+    }
+
+    /// Revokes the commit of every map that wrote into one of `lost`. Returns them.
+    pub fn revoke_maps_touching(&mut self, lost: &BTreeSet<u32>) -> Vec<u32> {
+        let maps: Vec<u32> = (0..self.map_attempts.len() as u32)
+            .filter(|&m| {
+                self.map_attempts[m as usize] != NO_ATTEMPT
+                    && self.map_stats[m as usize]
+                        .iter()
+                        .any(|s| lost.contains(&s.partition))
+            })
+            .collect();
+        for &m in &maps {
+            self.subtract(m);
+            self.map_attempts[m as usize] = NO_ATTEMPT;
+            self.committed -= 1;
+        }
+        maps
+    }
+}
+
+/// The generation of an attempt id: its high 16 bits (Spark's stage attempt).
+pub fn generation(attempt: u32) -> u32 {
+    attempt >> 16
 }
 
 /// A registered shuffle.
@@ -57,27 +124,28 @@ pub struct Progress {
 pub struct ShuffleEntry {
     pub num_maps: u32,
     pub num_partitions: u32,
-    /// Worker id per partition.
-    pub partition_workers: Vec<u32>,
-    /// The workers holding partitions, with their addresses, in id order.
-    pub workers: Vec<(u32, String)>,
-    /// Serializes commits of this shuffle so two attempts of a map cannot race.
+    /// Serializes commits and relocations of this shuffle.
     pub commit_lock: tokio::sync::Mutex<()>,
     pub progress: Mutex<Progress>,
 }
 
 impl ShuffleEntry {
-    /// The partitions placed on `worker`.
-    pub fn partitions_of(&self, worker: u32) -> Vec<u32> {
-        (0..self.num_partitions)
-            .filter(|&p| self.partition_workers[p as usize] == worker)
-            .collect()
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().expect("shuffle lock poisoned")
     }
 
-    /// How a commit of `attempt` of `map` relates to what is already committed.
+    /// The partitions `worker` holds a copy of.
+    pub fn partitions_of(&self, worker: u32) -> Vec<u32> {
+        self.lock().copies_of(worker)
+    }
+
+    /// How a commit of `attempt` of `map` relates to what is already committed: `None`
+    /// if it may proceed. Within a generation the first commit wins; a commit of a
+    /// later generation (a rerun of the stage) replaces the earlier one, so a rerun
+    /// indeterminate stage never mixes its outputs with the old ones.
     pub fn commit_precheck(&self, map: u32, attempt: u32) -> Option<(CommitStatus, u32)> {
-        let winner = self.progress.lock().expect("lock").map_attempts[map as usize];
-        if winner == NO_ATTEMPT {
+        let winner = self.lock().map_attempts[map as usize];
+        if winner == NO_ATTEMPT || generation(attempt) > generation(winner) {
             None
         } else if winner == attempt {
             Some((CommitStatus::AlreadyCommitted, winner))
@@ -86,15 +154,27 @@ impl ShuffleEntry {
         }
     }
 
-    /// Records a commit the workers accepted.
-    pub fn record_commit(&self, map: u32, attempt: u32, stats: &[PartitionStat]) {
-        let mut p = self.progress.lock().expect("lock");
+    /// Records a commit the workers accepted. Returns the attempt it replaced, if any.
+    pub fn record_commit(&self, map: u32, attempt: u32, stats: &[PartitionStat]) -> Option<u32> {
+        let mut p = self.lock();
+        let previous = p.map_attempts[map as usize];
+        if previous == NO_ATTEMPT {
+            p.committed += 1;
+        } else {
+            p.subtract(map);
+        }
         p.map_attempts[map as usize] = attempt;
-        p.committed += 1;
-        for s in stats {
+        let kept: Vec<PartitionStat> = stats
+            .iter()
+            .filter(|s| s.bytes > 0 || s.records > 0)
+            .cloned()
+            .collect();
+        for s in &kept {
             p.partition_bytes[s.partition as usize] += s.bytes;
             p.partition_records[s.partition as usize] += s.records;
         }
+        p.map_stats[map as usize] = kept;
+        (previous != NO_ATTEMPT).then_some(previous)
     }
 }
 
@@ -107,11 +187,34 @@ pub struct App {
 }
 
 /// Everything the coordinator knows.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct State {
     pub apps: HashMap<String, App>,
     pub workers: BTreeMap<u32, WorkerEntry>,
     next_worker_id: u32,
+    /// Copies of each partition: 1 (primary only) or 2 (primary and replica).
+    pub replication: u32,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new(1)
+    }
+}
+
+/// What a relocation changed in one shuffle, for the coordinator to tell the workers.
+#[derive(Debug, Default)]
+pub struct Relocation {
+    /// `PrepareShuffle` calls: (worker address, message).
+    pub prepares: Vec<(String, Message)>,
+    /// Maps whose commits were revoked (their data is gone with the worker).
+    pub revoked: Vec<u32>,
+    /// Live workers of the shuffle, to which revocations go.
+    pub holders: Vec<String>,
+    /// Partitions that lost every copy.
+    pub lost_partitions: usize,
+    /// Partitions that lost a copy but kept one.
+    pub degraded_partitions: usize,
 }
 
 fn unknown_app(app_id: &str) -> ServerError {
@@ -122,6 +225,15 @@ fn unknown_app(app_id: &str) -> ServerError {
 }
 
 impl State {
+    pub fn new(replication: u32) -> State {
+        State {
+            apps: HashMap::new(),
+            workers: BTreeMap::new(),
+            next_worker_id: 0,
+            replication: replication.clamp(1, 2),
+        }
+    }
+
     /// (apps, shuffles, live workers, lost workers).
     pub fn counts(&self) -> (u64, u64, u64, u64) {
         let shuffles = self.apps.values().map(|a| a.shuffles.len() as u64).sum();
@@ -134,13 +246,24 @@ impl State {
         )
     }
 
-    /// Registers a worker, or revives the one with the same address.
-    pub fn register_worker(&mut self, addr: &str, memory_budget: u64, now: Instant) -> u32 {
+    /// Registers a worker, or revives the one with the same address. Returns its id and
+    /// whether a registered worker at that address restarted (a new incarnation while
+    /// still counted alive): what it held in memory is gone, so the caller must treat
+    /// it as lost first.
+    pub fn register_worker(
+        &mut self,
+        addr: &str,
+        memory_budget: u64,
+        incarnation: u64,
+        now: Instant,
+    ) -> (u32, bool) {
         if let Some(w) = self.workers.values_mut().find(|w| w.addr == addr) {
+            let restarted = w.alive && w.incarnation != incarnation;
             w.alive = true;
             w.last_seen = now;
             w.memory_budget = memory_budget;
-            return w.id;
+            w.incarnation = incarnation;
+            return (w.id, restarted);
         }
         let id = self.next_worker_id;
         self.next_worker_id += 1;
@@ -154,43 +277,235 @@ impl State {
                 alive: true,
                 buffered_bytes: 0,
                 stored_bytes: 0,
+                incarnation,
             },
         );
-        id
+        (id, false)
     }
 
-    /// Records a heartbeat.
+    /// The id of the worker at `addr`.
+    pub fn worker_by_addr(&self, addr: &str) -> Option<u32> {
+        self.workers.values().find(|w| w.addr == addr).map(|w| w.id)
+    }
+
+    /// Records a heartbeat. Returns true if the worker had been marked lost: its
+    /// partitions were moved away meanwhile, so what it still holds must be deleted.
     pub fn heartbeat(
         &mut self,
         id: u32,
         buffered: u64,
         stored: u64,
         now: Instant,
-    ) -> Result<(), ServerError> {
+    ) -> Result<bool, ServerError> {
         let w = self.workers.get_mut(&id).ok_or_else(|| {
             ServerError::new(
                 ErrorCode::UnknownWorker,
                 format!("worker {id} is not registered; register again"),
             )
         })?;
-        if !w.alive {
-            tracing::info!(worker = id, addr = %w.addr, "worker is back");
+        let revived = !w.alive;
+        if revived {
+            tracing::info!(worker = id, addr = %w.addr, "worker is back; its old data will be deleted");
         }
         w.alive = true;
         w.last_seen = now;
         w.buffered_bytes = buffered;
         w.stored_bytes = stored;
-        Ok(())
+        Ok(revived)
     }
 
-    /// Marks workers silent for longer than `timeout` as lost.
-    pub fn mark_lost_workers(&mut self, timeout: Duration) {
+    /// Marks workers silent for longer than `timeout` as lost. Returns their ids.
+    pub fn mark_lost_workers(&mut self, timeout: Duration) -> Vec<u32> {
+        let mut lost = Vec::new();
         for w in self.workers.values_mut() {
             if w.alive && w.last_seen.elapsed() > timeout {
                 w.alive = false;
+                lost.push(w.id);
                 tracing::warn!(worker = w.id, addr = %w.addr, "worker missed its heartbeat deadline; marked lost");
             }
         }
+        lost
+    }
+
+    /// Marks a worker lost now. False if it was not alive.
+    pub fn mark_lost(&mut self, id: u32) -> bool {
+        match self.workers.get_mut(&id) {
+            Some(w) if w.alive => {
+                w.alive = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn is_alive(&self, id: u32) -> bool {
+        self.workers.get(&id).is_some_and(|w| w.alive)
+    }
+
+    fn addr_of(&self, id: u32) -> String {
+        self.workers
+            .get(&id)
+            .map(|w| w.addr.clone())
+            .unwrap_or_default()
+    }
+
+    /// The shuffles with a copy of some partition on `worker`.
+    pub fn shuffles_on(&self, worker: u32) -> Vec<(String, u32, Arc<ShuffleEntry>)> {
+        let mut out = Vec::new();
+        for (app, a) in &self.apps {
+            for (&sid, s) in &a.shuffles {
+                let p = s.lock();
+                if p.primary.contains(&worker) || p.replica.contains(&worker) {
+                    out.push((app.clone(), sid, s.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Moves a shuffle's partitions off the lost worker `lost`. A partition that kept a
+    /// copy is served by it (the replica is promoted). A partition that lost every copy
+    /// is placed anew, and the maps that had written into it are revoked, so that the
+    /// engine recomputes them. The caller holds the shuffle's commit lock.
+    pub fn relocate(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        lost: u32,
+    ) -> Relocation {
+        let mut loads = self.live_loads();
+        let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
+        let mut p = s.lock();
+        let mut changed: BTreeSet<u32> = BTreeSet::new();
+        let mut lost_parts: BTreeSet<u32> = BTreeSet::new();
+        let mut degraded = 0;
+        for part in 0..s.num_partitions {
+            let i = part as usize;
+            if p.primary[i] == lost {
+                let r = p.replica[i];
+                if r != NO_WORKER && self.is_alive(r) {
+                    p.primary[i] = r;
+                    p.replica[i] = NO_WORKER;
+                    degraded += 1;
+                } else {
+                    lost_parts.insert(part);
+                    if !loads.is_empty() {
+                        let new = place_partitions(&loads, &[PARTITION_SIZE_ESTIMATE])[0];
+                        if let Some(l) = loads.iter_mut().find(|l| l.id == new) {
+                            l.bytes += PARTITION_SIZE_ESTIMATE;
+                            l.partitions += 1;
+                        }
+                        p.primary[i] = new;
+                        p.replica[i] = self.replica_for(new, &live);
+                    }
+                }
+                changed.insert(part);
+            } else if p.replica[i] == lost {
+                p.replica[i] = NO_WORKER;
+                degraded += 1;
+                changed.insert(part);
+            }
+        }
+        let revoked = p.revoke_maps_touching(&lost_parts);
+        let holders: Vec<u32> = p
+            .holders()
+            .into_iter()
+            .filter(|&w| self.is_alive(w))
+            .collect();
+        let prepares = holders
+            .iter()
+            .filter_map(|&w| {
+                let parts: Vec<u32> = p
+                    .copies_of(w)
+                    .into_iter()
+                    .filter(|q| changed.contains(q))
+                    .collect();
+                (!parts.is_empty()).then(|| {
+                    (
+                        self.addr_of(w),
+                        self.prepare_message(app_id, shuffle_id, s, &p, w, parts),
+                    )
+                })
+            })
+            .collect();
+        Relocation {
+            prepares,
+            revoked,
+            holders: holders.iter().map(|&w| self.addr_of(w)).collect(),
+            lost_partitions: lost_parts.len(),
+            degraded_partitions: degraded,
+        }
+    }
+
+    /// The `PrepareShuffle` that creates (or updates) `parts` on `worker`, with the
+    /// replica to forward to for the partitions it is primary of.
+    pub fn prepare_message(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        p: &Progress,
+        worker: u32,
+        parts: Vec<u32>,
+    ) -> Message {
+        let forward_to = parts
+            .iter()
+            .map(|&q| {
+                let r = p.replica[q as usize];
+                if p.primary[q as usize] == worker && r != NO_WORKER {
+                    self.addr_of(r)
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        Message::PrepareShuffle {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            num_maps: s.num_maps,
+            num_partitions: s.num_partitions,
+            partitions: parts,
+            forward_to,
+        }
+    }
+
+    /// The replica for a partition whose primary is `primary`: the next live worker
+    /// after it in id order, so replicas spread like primaries. None with one worker
+    /// or replication 1.
+    fn replica_for(&self, primary: u32, live: &[u32]) -> u32 {
+        if self.replication < 2 || live.len() < 2 {
+            return NO_WORKER;
+        }
+        let pos = live.iter().position(|&w| w == primary).unwrap_or(0);
+        live[(pos + 1) % live.len()]
+    }
+
+    /// Loads of the live workers: reported bytes, or the partitions placed on them
+    /// counted at the estimate, whichever is larger.
+    fn live_loads(&self) -> Vec<WorkerLoad> {
+        // Live shuffles' partitions count as estimated bytes until the workers report
+        // what they really hold.
+        let mut assigned: HashMap<u32, u64> = HashMap::new();
+        for s in self.apps.values().flat_map(|a| a.shuffles.values()) {
+            let p = s.lock();
+            for &w in p.primary.iter().chain(p.replica.iter()) {
+                *assigned.entry(w).or_default() += 1;
+            }
+        }
+        self.workers
+            .values()
+            .filter(|w| w.alive)
+            .map(|w| {
+                let partitions = assigned.get(&w.id).copied().unwrap_or(0);
+                let reported = w.stored_bytes + w.buffered_bytes;
+                WorkerLoad {
+                    id: w.id,
+                    bytes: reported.max(partitions * PARTITION_SIZE_ESTIMATE),
+                    partitions,
+                }
+            })
+            .collect()
     }
 
     pub fn live_worker_addrs(&self) -> Vec<String> {
@@ -303,54 +618,32 @@ impl State {
             }
             return Ok(Ok(existing.clone()));
         }
-        // Live shuffles' partitions count as estimated bytes until the workers report
-        // what they really hold.
-        let mut assigned: HashMap<u32, u64> = HashMap::new();
-        for s in self.apps.values().flat_map(|a| a.shuffles.values()) {
-            for &w in &s.partition_workers {
-                *assigned.entry(w).or_default() += 1;
-            }
-        }
-        let loads: Vec<WorkerLoad> = self
-            .workers
-            .values()
-            .filter(|w| w.alive)
-            .map(|w| {
-                let partitions = assigned.get(&w.id).copied().unwrap_or(0);
-                let reported = w.stored_bytes + w.buffered_bytes;
-                WorkerLoad {
-                    id: w.id,
-                    bytes: reported.max(partitions * PARTITION_SIZE_ESTIMATE),
-                    partitions,
-                }
-            })
-            .collect();
+        let loads = self.live_loads();
         if loads.is_empty() {
             return Err(ServerError::new(
                 ErrorCode::NoWorkers,
                 "no live worker is registered with the coordinator; start a worker or check its heartbeats",
             ));
         }
+        let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
         let estimate = vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize];
-        let partition_workers = place_partitions(&loads, &estimate);
-        let mut ids: Vec<u32> = partition_workers.clone();
-        ids.sort_unstable();
-        ids.dedup();
-        let workers = ids
+        let primary = place_partitions(&loads, &estimate);
+        let replica = primary
             .iter()
-            .map(|id| (*id, self.workers[id].addr.clone()))
+            .map(|&w| self.replica_for(w, &live))
             .collect();
         Ok(Err(ShuffleEntry {
             num_maps,
             num_partitions,
-            partition_workers,
-            workers,
             commit_lock: tokio::sync::Mutex::new(()),
             progress: Mutex::new(Progress {
                 map_attempts: vec![NO_ATTEMPT; num_maps as usize],
+                map_stats: vec![Vec::new(); num_maps as usize],
                 committed: 0,
                 partition_bytes: vec![0; num_partitions as usize],
                 partition_records: vec![0; num_partitions as usize],
+                primary,
+                replica,
             }),
         }))
     }
@@ -376,24 +669,27 @@ impl State {
 
     /// The placement message of a shuffle.
     pub fn placement(&self, s: &ShuffleEntry) -> Message {
+        let p = s.lock();
         Message::ShufflePlacement {
-            workers: self.worker_infos(s.workers.iter().map(|w| w.0)),
-            partition_workers: s.partition_workers.clone(),
+            workers: self.worker_infos(p.holders()),
+            partition_workers: p.primary.clone(),
+            partition_replicas: p.replica.clone(),
         }
     }
 
     /// The status message of a shuffle.
     pub fn status(&self, s: &ShuffleEntry) -> Message {
-        let p = s.progress.lock().expect("lock");
+        let p = s.lock();
         Message::ShuffleStatus {
             num_maps: s.num_maps,
             num_partitions: s.num_partitions,
             committed_maps: p.committed,
-            workers: self.worker_infos(s.workers.iter().map(|w| w.0)),
-            partition_workers: s.partition_workers.clone(),
+            workers: self.worker_infos(p.holders()),
+            partition_workers: p.primary.clone(),
             map_attempts: p.map_attempts.clone(),
             partition_bytes: p.partition_bytes.clone(),
             partition_records: p.partition_records.clone(),
+            partition_replicas: p.replica.clone(),
         }
     }
 }
@@ -405,7 +701,12 @@ mod tests {
     fn state_with_workers(n: u32) -> State {
         let mut st = State::default();
         for i in 0..n {
-            st.register_worker(&format!("127.0.0.1:{}", 7000 + i), 1 << 30, Instant::now());
+            st.register_worker(
+                &format!("127.0.0.1:{}", 7000 + i),
+                1 << 30,
+                1,
+                Instant::now(),
+            );
         }
         st
     }
@@ -413,8 +714,19 @@ mod tests {
     #[test]
     fn same_address_keeps_its_worker_id() {
         let mut st = state_with_workers(2);
-        assert_eq!(st.register_worker("127.0.0.1:7001", 1, Instant::now()), 1);
-        assert_eq!(st.register_worker("127.0.0.1:9999", 1, Instant::now()), 2);
+        assert_eq!(
+            st.register_worker("127.0.0.1:7001", 1, 1, Instant::now()),
+            (1, false)
+        );
+        assert_eq!(
+            st.register_worker("127.0.0.1:9999", 1, 1, Instant::now()),
+            (2, false)
+        );
+        assert_eq!(
+            st.register_worker("127.0.0.1:7001", 1, 2, Instant::now()),
+            (1, true),
+            "a new incarnation of a live worker is a restart"
+        );
     }
 
     #[test]
@@ -476,10 +788,10 @@ mod tests {
         let mut st = state_with_workers(2);
         st.register_app("a", 1000, Instant::now()).unwrap();
         let e = st.plan_shuffle("a", 0, 1, 1).unwrap().unwrap_err();
-        let first = e.partition_workers[0];
+        let first = e.lock().primary[0];
         st.record_shuffle("a", 0, e).unwrap();
         let e2 = st.plan_shuffle("a", 1, 1, 1).unwrap().unwrap_err();
-        assert_ne!(e2.partition_workers[0], first);
+        assert_ne!(e2.lock().primary[0], first);
     }
 
     #[test]
@@ -516,7 +828,117 @@ mod tests {
             Some((CommitStatus::AlreadyCommitted, 0))
         );
         assert_eq!(e.commit_precheck(0, 1), Some((CommitStatus::Rejected, 0)));
-        assert_eq!(e.progress.lock().unwrap().partition_bytes, vec![10]);
+        assert_eq!(e.lock().partition_bytes, vec![10]);
+    }
+
+    fn stat(partition: u32, bytes: u64) -> PartitionStat {
+        PartitionStat {
+            partition,
+            bytes,
+            records: 1,
+        }
+    }
+
+    #[test]
+    fn a_later_generation_replaces_the_commit() {
+        let mut st = state_with_workers(1);
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 1, 2).unwrap().unwrap_err();
+        assert_eq!(e.record_commit(0, 3, &[stat(0, 10)]), None);
+        // Same generation (stage attempt 0), other task attempt: rejected.
+        assert_eq!(e.commit_precheck(0, 4), Some((CommitStatus::Rejected, 3)));
+        // Stage attempt 1 replaces it, and its figures replace the old ones.
+        let gen1 = 1 << 16;
+        assert_eq!(e.commit_precheck(0, gen1), None);
+        assert_eq!(e.record_commit(0, gen1, &[stat(1, 7)]), Some(3));
+        let p = e.lock();
+        assert_eq!(p.partition_bytes, vec![0, 7]);
+        assert_eq!(p.committed, 1);
+        drop(p);
+        // An old-generation zombie cannot come back.
+        assert_eq!(
+            e.commit_precheck(0, 5),
+            Some((CommitStatus::Rejected, gen1))
+        );
+    }
+
+    #[test]
+    fn replicas_sit_on_another_worker() {
+        let mut st = State::new(2);
+        for i in 0..3 {
+            st.register_worker(&format!("w{i}"), 1 << 30, 1, Instant::now());
+        }
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 1, 9).unwrap().unwrap_err();
+        let p = e.lock();
+        for i in 0..9 {
+            assert_ne!(p.replica[i], NO_WORKER);
+            assert_ne!(p.replica[i], p.primary[i]);
+        }
+        for w in 0..3 {
+            assert_eq!(p.copies_of(w).len(), 6, "3 primaries and 3 replicas each");
+        }
+    }
+
+    #[test]
+    fn one_worker_means_no_replica() {
+        let mut st = State::new(2);
+        st.register_worker("w0", 1 << 30, 1, Instant::now());
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 1, 2).unwrap().unwrap_err();
+        assert_eq!(e.lock().replica, vec![NO_WORKER, NO_WORKER]);
+    }
+
+    #[test]
+    fn losing_a_primary_promotes_its_replica_and_revokes_nothing() {
+        let mut st = State::new(2);
+        for i in 0..3 {
+            st.register_worker(&format!("w{i}"), 1 << 30, 1, Instant::now());
+        }
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 2, 3).unwrap().unwrap_err();
+        let e = st.record_shuffle("a", 0, e).unwrap();
+        e.record_commit(0, 0, &[stat(0, 5), stat(1, 5), stat(2, 5)]);
+        let (primary, replica) = {
+            let p = e.lock();
+            (p.primary.clone(), p.replica.clone())
+        };
+        let victim = primary[0];
+        st.mark_lost(victim);
+        let r = st.relocate("a", 0, &e, victim);
+        assert!(r.revoked.is_empty());
+        assert_eq!(r.lost_partitions, 0);
+        let p = e.lock();
+        assert_eq!(p.primary[0], replica[0], "the replica took over");
+        assert!(!p.primary.contains(&victim) && !p.replica.contains(&victim));
+        assert_eq!(p.committed, 1);
+    }
+
+    #[test]
+    fn losing_the_only_copy_replaces_the_partition_and_revokes_its_maps() {
+        let mut st = state_with_workers(2);
+        st.register_app("a", 1000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 0, 3, 2).unwrap().unwrap_err();
+        let e = st.record_shuffle("a", 0, e).unwrap();
+        let victim = e.lock().primary[0];
+        let survivor = 1 - victim;
+        e.record_commit(0, 0, &[stat(0, 5)]);
+        e.record_commit(1, 0, &[stat(1, 5)]);
+        e.record_commit(2, 0, &[stat(0, 1), stat(1, 1)]);
+        st.mark_lost(victim);
+        let r = st.relocate("a", 0, &e, victim);
+        assert_eq!(r.revoked, vec![0, 2]);
+        assert_eq!(r.lost_partitions, 1);
+        assert_eq!(
+            r.prepares.len(),
+            1,
+            "the survivor creates the moved partition"
+        );
+        let p = e.lock();
+        assert_eq!(p.primary, vec![survivor, survivor]);
+        assert_eq!(p.map_attempts, vec![NO_ATTEMPT, 0, NO_ATTEMPT]);
+        assert_eq!(p.partition_bytes, vec![0, 5]);
+        assert_eq!(p.committed, 1);
     }
 
     #[test]

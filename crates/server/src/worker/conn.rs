@@ -10,7 +10,7 @@ use crossdock_proto::codec::Reader;
 use crossdock_proto::io::{read_exact_bytes, read_header, skip, write_message};
 use crossdock_proto::{
     checksum, ErrorCode, FetchedBatch, FrameHeader, Message, MessageKind, PushHeader, ResumePoint,
-    MAX_CONTROL_FRAME, PROTOCOL_VERSION,
+    FLAG_REPLICA, MAX_CONTROL_FRAME, PROTOCOL_VERSION,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -29,24 +29,98 @@ enum Next {
     Close,
 }
 
-/// Serves one connection until the peer closes it.
-pub(super) async fn serve(stream: TcpStream, worker: Arc<Worker>) -> io::Result<()> {
-    serve_on(stream, &worker).await
+/// A response, queued in request order for the connection's writer.
+enum Reply {
+    Now(u64, Message),
+    /// A push forwarded to the partition's replica: acknowledged once the replica is.
+    Forwarded(u64, tokio::task::JoinHandle<Message>),
+    /// A fetch, streamed by the writer when its turn comes.
+    Fetch(u64, FetchRequest),
 }
 
-async fn serve_on(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
+/// Replies queued beyond this many make the reader wait (bounds the memory a slow
+/// client can pin through forwarded pushes awaiting acknowledgement).
+const REPLY_QUEUE: usize = 256;
+
+/// Serves one connection until the peer closes it.
+pub(super) async fn serve(stream: TcpStream, worker: Arc<Worker>) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (r, w) = stream.into_split();
     let mut r = BufReader::with_capacity(256 << 10, r);
-    let mut w = BufWriter::with_capacity(64 << 10, w);
+    let w = BufWriter::with_capacity(64 << 10, w);
+    // The reader parses requests and queues their replies in order; the writer sends
+    // them. A forwarded push's reply waits for the replica while the reader goes on
+    // reading the next pushes, so replication does not serialize a connection.
+    let (tx, rx) = tokio::sync::mpsc::channel(REPLY_QUEUE);
+    let writer = tokio::spawn(write_replies(w, rx, worker.clone()));
+    let read = read_requests(&mut r, &tx, &worker).await;
+    drop(tx);
+    let written = writer.await.map_err(io::Error::other)?;
+    read.and(written)
+}
+
+async fn write_replies(
+    mut w: Out,
+    mut rx: tokio::sync::mpsc::Receiver<Reply>,
+    worker: Arc<Worker>,
+) -> io::Result<()> {
+    while let Some(reply) = rx.recv().await {
+        match reply {
+            Reply::Now(id, msg) => write_message(&mut w, id, &msg).await?,
+            Reply::Forwarded(id, ack) => {
+                let msg = ack.await.unwrap_or_else(|e| {
+                    error_reply(
+                        &worker,
+                        ServerError::new(ErrorCode::Internal, format!("forward task failed: {e}")),
+                    )
+                });
+                write_message(&mut w, id, &msg).await?
+            }
+            Reply::Fetch(id, req) => {
+                if let Err(err) = stream_fetch(&mut w, &worker, id, req).await? {
+                    write_message(&mut w, id, &error_reply(&worker, err)).await?;
+                }
+            }
+        }
+        if rx.is_empty() {
+            w.flush().await?;
+        }
+    }
+    w.flush().await
+}
+
+/// Counts and logs a rejection; returns its `Error` message.
+fn error_reply(worker: &Worker, err: ServerError) -> Message {
+    worker.metrics.errors.inc(err.code);
+    tracing::debug!(code = %err.code, message = %err.message, "request rejected");
+    err.to_message()
+}
+
+type Replies = tokio::sync::mpsc::Sender<Reply>;
+
+async fn send(tx: &Replies, reply: Reply) -> io::Result<()> {
+    tx.send(reply)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "connection writer stopped"))
+}
+
+async fn reply_error(
+    tx: &Replies,
+    worker: &Worker,
+    request_id: u64,
+    err: ServerError,
+) -> io::Result<()> {
+    send(tx, Reply::Now(request_id, error_reply(worker, err))).await
+}
+
+async fn read_requests(r: &mut In, tx: &Replies, worker: &Arc<Worker>) -> io::Result<()> {
     loop {
-        let h = match read_header(&mut r).await {
+        let h = match read_header(r).await {
             Ok(Some(h)) => h,
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 let err = ServerError::new(ErrorCode::MalformedFrame, e.to_string());
-                reply_error(&mut w, worker, 0, &err).await?;
-                return Ok(());
+                return reply_error(tx, worker, 0, err).await;
             }
             Err(e) => return Err(e),
         };
@@ -55,10 +129,10 @@ async fn serve_on(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
                 ErrorCode::UnsupportedVersion,
                 format!("protocol version {} is not supported; this worker speaks version {PROTOCOL_VERSION}", h.version),
             );
-            reply_error(&mut w, worker, h.request_id, &err).await?;
+            reply_error(tx, worker, h.request_id, err).await?;
             Next::Close
         } else if h.kind == MessageKind::PushBatch as u8 {
-            handle_push(&mut r, &mut w, worker, h).await?
+            handle_push(r, tx, worker, h).await?
         } else if h.body_len > MAX_CONTROL_FRAME {
             let err = ServerError::new(
                 ErrorCode::FrameTooLarge,
@@ -67,13 +141,13 @@ async fn serve_on(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
                     h.body_len
                 ),
             );
-            reply_error(&mut w, worker, h.request_id, &err).await?;
+            reply_error(tx, worker, h.request_id, err).await?;
             Next::Close
         } else {
-            let body = read_exact_bytes(&mut r, h.body_len as usize).await?;
+            let body = read_exact_bytes(r, h.body_len as usize).await?;
             match Message::decode(h.kind, body) {
                 Err(e) => {
-                    reply_error(&mut w, worker, h.request_id, &e.into()).await?;
+                    reply_error(tx, worker, h.request_id, e.into()).await?;
                     Next::Continue
                 }
                 Ok(Message::Fetch {
@@ -92,44 +166,23 @@ async fn serve_on(stream: TcpStream, worker: &Arc<Worker>) -> io::Result<()> {
                         end_map,
                         resume_after,
                     };
-                    if let Err(err) = stream_fetch(&mut w, worker, h.request_id, req).await? {
-                        reply_error(&mut w, worker, h.request_id, &err).await?;
-                    }
+                    send(tx, Reply::Fetch(h.request_id, req)).await?;
                     Next::Continue
                 }
                 Ok(msg) => {
                     let reply = match handle_control(worker, msg) {
                         Ok(m) => m,
-                        Err(err) => {
-                            worker.metrics.errors.inc(err.code);
-                            err.to_message()
-                        }
+                        Err(err) => error_reply(worker, err),
                     };
-                    write_message(&mut w, h.request_id, &reply).await?;
+                    send(tx, Reply::Now(h.request_id, reply)).await?;
                     Next::Continue
                 }
             }
         };
-        if r.buffer().is_empty() {
-            w.flush().await?;
-        }
         if let Next::Close = next {
-            w.flush().await?;
             return Ok(());
         }
     }
-}
-
-async fn reply_error(
-    w: &mut Out,
-    worker: &Worker,
-    request_id: u64,
-    err: &ServerError,
-) -> io::Result<()> {
-    worker.metrics.errors.inc(err.code);
-    tracing::debug!(code = %err.code, message = %err.message, "request rejected");
-    write_message(w, request_id, &err.to_message()).await?;
-    w.flush().await
 }
 
 fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerError> {
@@ -141,8 +194,16 @@ fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerE
             num_maps,
             num_partitions,
             partitions,
+            forward_to,
         } => {
-            store.prepare(&app_id, shuffle_id, num_maps, num_partitions, &partitions)?;
+            store.prepare(
+                &app_id,
+                shuffle_id,
+                num_maps,
+                num_partitions,
+                &partitions,
+                &forward_to,
+            )?;
             Ok(Message::Ok)
         }
         Message::MapCommitted {
@@ -174,7 +235,7 @@ fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerE
 /// Reads a push: header first, credit second, payload last.
 async fn handle_push(
     r: &mut In,
-    w: &mut Out,
+    tx: &Replies,
     worker: &Arc<Worker>,
     h: FrameHeader,
 ) -> io::Result<Next> {
@@ -186,7 +247,7 @@ async fn handle_push(
             ErrorCode::TruncatedFrame,
             "push frame ends before its app id",
         );
-        reply_error(w, worker, h.request_id, &err).await?;
+        reply_error(tx, worker, h.request_id, err).await?;
         return Ok(Next::Continue);
     }
     // One buffer for the whole routing header: its first two bytes give its length.
@@ -200,7 +261,7 @@ async fn handle_push(
             ErrorCode::TruncatedFrame,
             format!("push frame of {body_len} bytes ends inside its {header_len}-byte header"),
         );
-        reply_error(w, worker, h.request_id, &err).await?;
+        reply_error(tx, worker, h.request_id, err).await?;
         return Ok(Next::Continue);
     }
     raw.resize(header_len as usize, 0);
@@ -209,7 +270,7 @@ async fn handle_push(
         Ok(hdr) => hdr,
         Err(e) => {
             skip(r, body_len - header_len).await?;
-            reply_error(w, worker, h.request_id, &e.into()).await?;
+            reply_error(tx, worker, h.request_id, e.into()).await?;
             return Ok(Next::Continue);
         }
     };
@@ -226,7 +287,7 @@ async fn handle_push(
             } else {
                 Next::Close
             };
-            reply_error(w, worker, h.request_id, &err).await?;
+            reply_error(tx, worker, h.request_id, err).await?;
             return Ok(next);
         }
     };
@@ -247,9 +308,10 @@ async fn handle_push(
                 header.batch_seq, header.map_id, header.attempt_id, header.partition, checksum(&payload), header.crc32c
             ),
         );
-        reply_error(w, worker, h.request_id, &err).await?;
+        reply_error(tx, worker, h.request_id, err).await?;
         return Ok(Next::Continue);
     }
+    let copy = payload.clone();
     match part.insert(
         header.map_id,
         header.attempt_id,
@@ -286,11 +348,25 @@ async fn handle_push(
                     shuffle.shuffle_id, shuffle.app_id
                 ),
             );
-            reply_error(w, worker, h.request_id, &err).await?;
+            reply_error(tx, worker, h.request_id, err).await?;
             return Ok(Next::Continue);
         }
     }
-    write_message(w, h.request_id, &Message::Ok).await?;
+    // A primary acknowledges only once the replica holds the batch too (a retried,
+    // duplicate batch is forwarded again: the replica may be the one that missed it).
+    let forward = if h.flags & FLAG_REPLICA == 0 {
+        part.forward_to()
+    } else {
+        None
+    };
+    let reply = match forward {
+        None => Reply::Now(h.request_id, Message::Ok),
+        Some(addr) => match worker.forward(&addr, &header, &copy).await {
+            Ok(ack) => Reply::Forwarded(h.request_id, ack),
+            Err(err) => Reply::Now(h.request_id, error_reply(worker, err)),
+        },
+    };
+    send(tx, reply).await?;
     Ok(Next::Continue)
 }
 

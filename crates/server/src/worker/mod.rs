@@ -9,16 +9,19 @@ mod conn;
 pub mod partition;
 pub mod store;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use crossdock_client::RpcConnection;
-use crossdock_proto::{ErrorCode, Message};
+use crossdock_proto::{ErrorCode, Message, PushHeader, FLAG_REPLICA};
 use tokio::net::TcpListener;
 
+use crate::error::ServerError;
 use crate::memory::MemoryBudget;
 use crate::metrics::{describe, sample, ErrorCounts, Render};
 use crate::ShutdownSignal;
@@ -82,6 +85,24 @@ pub struct Worker {
     pub fetch_budget: Arc<MemoryBudget>,
     pub metrics: Arc<WorkerMetrics>,
     pub memory: u64,
+    /// Random per process: tells the coordinator when this worker restarted.
+    pub incarnation: u64,
+    coordinator: String,
+    /// Connections to the workers this one forwards replicas to.
+    peers: tokio::sync::Mutex<HashMap<String, Arc<RpcConnection>>>,
+}
+
+/// A random number for this process (not for cryptography).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 impl Worker {
@@ -120,6 +141,9 @@ impl Worker {
             fetch_budget: Arc::new(MemoryBudget::new(fetch)),
             metrics,
             memory: cfg.memory,
+            incarnation: random_u64(),
+            coordinator: cfg.coordinator.clone(),
+            peers: tokio::sync::Mutex::new(HashMap::new()),
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
         let w = worker.clone();
@@ -136,6 +160,98 @@ impl Worker {
             shutdown,
         ));
         Ok(worker)
+    }
+
+    /// Sends a pushed batch on to the partition's replica at `addr`. Returns once the
+    /// frame is written, with a task that resolves to the reply for the pusher: `Ok`
+    /// once the replica acknowledged, an error otherwise.
+    pub(crate) async fn forward(
+        self: &Arc<Self>,
+        addr: &str,
+        header: &PushHeader,
+        payload: &Bytes,
+    ) -> Result<tokio::task::JoinHandle<Message>, ServerError> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            ServerError::new(
+                ErrorCode::WorkerUnavailable,
+                format!("could not replicate the batch to {addr}: {e}"),
+            )
+        };
+        let mut sent = None;
+        for attempt in 0..2 {
+            let cached = self
+                .peers
+                .lock()
+                .await
+                .get(addr)
+                .filter(|c| !c.is_closed())
+                .cloned();
+            let conn = match cached {
+                Some(c) => c,
+                None => match RpcConnection::connect(addr).await {
+                    Ok(c) => {
+                        let c = Arc::new(c);
+                        self.peers.lock().await.insert(addr.to_string(), c.clone());
+                        c
+                    }
+                    Err(e) => {
+                        self.report_failure(addr);
+                        return Err(unavailable(&e));
+                    }
+                },
+            };
+            match conn.start_push_flagged(header, payload, FLAG_REPLICA).await {
+                Ok(rx) => {
+                    sent = Some((conn, rx));
+                    break;
+                }
+                Err(e) if attempt == 0 => {
+                    tracing::debug!(error = %e, %addr, "replica connection broke; reconnecting");
+                }
+                Err(e) => {
+                    self.report_failure(addr);
+                    return Err(unavailable(&e));
+                }
+            }
+        }
+        let (conn, rx) = sent.expect("the loop sends or returns");
+        let worker = self.clone();
+        let addr = addr.to_string();
+        Ok(tokio::spawn(async move {
+            match conn.wait(rx).await {
+                Ok(_) => Message::Ok,
+                Err(e) => {
+                    if e.is_transport() {
+                        worker.report_failure(&addr);
+                    }
+                    let code = match &e {
+                        crossdock_client::ClientError::Remote { code, .. } => {
+                            ErrorCode::from_u16(*code).unwrap_or(ErrorCode::WorkerUnavailable)
+                        }
+                        _ => ErrorCode::WorkerUnavailable,
+                    };
+                    worker.metrics.errors.inc(code);
+                    ServerError::new(code, format!("replica {addr}: {e}")).to_message()
+                }
+            }
+        }))
+    }
+
+    /// Tells the coordinator (in the background) that `addr` did not answer.
+    pub(crate) fn report_failure(&self, addr: &str) {
+        let coordinator = self.coordinator.clone();
+        let addr = addr.to_string();
+        tokio::spawn(async move {
+            let res = async {
+                let c = RpcConnection::connect(&coordinator).await?;
+                c.call(&Message::ReportWorkerFailure { addr: addr.clone() })
+                    .await
+            }
+            .await;
+            if let Err(e) = res {
+                tracing::warn!(error = %e, %addr, "could not report an unreachable worker");
+            }
+        });
     }
 
     /// The worker's `WorkerStats` answer.
@@ -177,6 +293,7 @@ async fn membership(worker: Arc<Worker>, coordinator: String, mut shutdown: Shut
                 .call(&Message::RegisterWorker {
                     addr: worker.advertised.clone(),
                     memory_budget: worker.memory,
+                    incarnation: worker.incarnation,
                 })
                 .await?;
             let Message::WorkerRegistered {

@@ -90,6 +90,9 @@ pub struct Partition {
     pub path: PathBuf,
     /// True while a flush of this partition is scheduled or running.
     pub flushing: AtomicBool,
+    /// The replica's address while this worker is the partition's primary and the
+    /// partition has a replica: pushed batches are forwarded there.
+    forward: std::sync::RwLock<Option<String>>,
     pub state: Mutex<PartitionState>,
 }
 
@@ -148,6 +151,7 @@ impl Partition {
             id,
             path,
             flushing: AtomicBool::new(false),
+            forward: std::sync::RwLock::new(None),
             state: Mutex::new(PartitionState {
                 index: BTreeMap::new(),
                 unflushed: Vec::new(),
@@ -158,6 +162,16 @@ impl Partition {
                 deleted: false,
             }),
         }
+    }
+
+    /// Where pushed batches are forwarded, if anywhere.
+    pub fn forward_to(&self) -> Option<String> {
+        self.forward.read().expect("lock").clone()
+    }
+
+    /// Sets (or clears, with `None` or an empty address) the replica to forward to.
+    pub fn set_forward(&self, addr: Option<&str>) {
+        *self.forward.write().expect("lock") = addr.filter(|a| !a.is_empty()).map(str::to_string);
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, PartitionState> {

@@ -198,7 +198,12 @@ impl Store {
                 ),
             ));
         }
-        if let Some(a) = shuffle.committed(h.map_id) {
+        // A rerun of the stage (a later generation: the attempt id's high 16 bits) may
+        // replace a committed map; anything else arrives too late.
+        if let Some(a) = shuffle
+            .committed(h.map_id)
+            .filter(|&a| h.attempt_id >> 16 <= a >> 16)
+        {
             return Err(ServerError::new(
                 ErrorCode::PushAfterCommit,
                 format!(
@@ -218,7 +223,18 @@ impl Store {
         num_maps: u32,
         num_partitions: u32,
         partitions: &[u32],
+        forward_to: &[String],
     ) -> Result<(), ServerError> {
+        if !forward_to.is_empty() && forward_to.len() != partitions.len() {
+            return Err(ServerError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{} forward addresses for {} partitions",
+                    forward_to.len(),
+                    partitions.len()
+                ),
+            ));
+        }
         if let Some(&p) = partitions.iter().find(|&&p| p >= num_partitions) {
             return Err(ServerError::new(
                 ErrorCode::InvalidArgument,
@@ -258,10 +274,11 @@ impl Store {
             ));
         }
         let mut parts = shuffle.partitions.write().expect("lock");
-        for &p in partitions {
-            parts
+        for (i, &p) in partitions.iter().enumerate() {
+            let part = parts
                 .entry(p)
                 .or_insert_with(|| Arc::new(Partition::new(p, dir.join(format!("{p}.data")))));
+            part.set_forward(forward_to.get(i).map(String::as_str));
         }
         Ok(())
     }

@@ -72,7 +72,7 @@ public final class CoordinatorClient implements Closeable {
         throw CrossdockException.protocol(addr, "placement has " + p.partitionWorkers().length
             + " partitions, expected " + numPartitions, null);
       }
-      return Placement.of(p.workers(), p.partitionWorkers());
+      return Placement.of(p.workers(), p.partitionWorkers(), p.partitionReplicas());
     }
     throw Futures.unexpected(addr, r);
   }
@@ -86,6 +86,15 @@ public final class CoordinatorClient implements Closeable {
       return c;
     }
     throw Futures.unexpected(addr, r);
+  }
+
+  /**
+   * Tells the coordinator that the worker at {@code workerAddr} could not be reached, so that
+   * it checks the worker at once (and moves its partitions if it is gone) instead of waiting
+   * for the worker's heartbeat deadline.
+   */
+  public void reportWorkerFailure(String workerAddr) throws IOException {
+    expectOk(new Message.ReportWorkerFailure(workerAddr));
   }
 
   public void unregisterShuffle(String appId, int shuffleId) throws IOException {

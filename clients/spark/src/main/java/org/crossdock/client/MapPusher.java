@@ -38,6 +38,7 @@ public final class MapPusher implements Closeable {
   private long peakInFlight;
   private long lastProgressNanos = System.nanoTime();
   private IOException failure;
+  private String unreachable;
   private boolean lostRace;
   private boolean closed;
   private Thread sender;
@@ -145,19 +146,23 @@ public final class MapPusher implements Closeable {
             new Message.PushHeader(appId, shuffleId, it.partition, mapId, attemptId, it.seq, crc);
         CompletableFuture<Message> f = pool.get(it.addr).push(h, it.buf, 0, it.len);
         final long len = it.len;
-        f.whenComplete((m, e) -> acked(len, e, m));
+        final String addr = it.addr;
+        f.whenComplete((m, e) -> acked(len, addr, e, m));
       } catch (IOException e) {
-        acked(it.len, e, null);
+        acked(it.len, it.addr, e, null);
       }
     }
   }
 
-  private synchronized void acked(long len, Throwable e, Message m) {
+  private synchronized void acked(long len, String addr, Throwable e, Message m) {
     inFlight -= len;
     lastProgressNanos = System.nanoTime();
     if (e instanceof CrossdockException ce && ce.code() == ErrorCode.PUSH_AFTER_COMMIT) {
       lostRace = true;
     } else if (failure == null) {
+      if (e != null && !(e instanceof CrossdockException ce && !ce.isTransport())) {
+        unreachable = addr;
+      }
       if (e != null) {
         failure = e instanceof IOException io ? io : new IOException(e);
       } else if (!(m instanceof Message.Ok)) {
@@ -185,6 +190,11 @@ public final class MapPusher implements Closeable {
    */
   public synchronized boolean lostRace() {
     return lostRace;
+  }
+
+  /** The worker whose connection failed, if the first failure was one: to report it. */
+  public synchronized String unreachableWorker() {
+    return unreachable;
   }
 
   public synchronized long inFlightBytes() {

@@ -10,8 +10,11 @@ import java.io.OutputStream;
 import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.Codec;
+import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.FrameHeader;
 import org.crossdock.protocol.Message;
 import org.crossdock.protocol.ProtocolException;
@@ -23,7 +26,11 @@ import org.crossdock.protocol.ProtocolException;
  * so no batch is lost or delivered twice. A fetch owns its connection until its end.
  */
 public final class PartitionFetcher implements Closeable {
-  private final String addr;
+  /** The partition's copies in the order to try them: primary first, then its replica. */
+  private final List<String> copies;
+  private int copy;
+  private String addr;
+  private final List<String> unreachable = new ArrayList<>();
   private final String appId;
   private final int shuffleId;
   private final int partition;
@@ -54,7 +61,33 @@ public final class PartitionFetcher implements Closeable {
       int connectTimeoutMs,
       int readTimeoutMs,
       int maxResumes) {
-    this.addr = addr;
+    this(List.of(addr), appId, shuffleId, partition, startMap, endMap, connectTimeoutMs,
+        readTimeoutMs, maxResumes, null);
+  }
+
+  /**
+   * A fetcher that reads from {@code copies} in turn: when a copy fails for good (unreachable
+   * after {@code maxResumes} reconnections, corrupt, or no longer holding the partition), the
+   * stream continues from the next copy after the last batch delivered, so nothing is lost or
+   * repeated. {@code resumeAfter} starts the stream after a given batch (null: from the start).
+   */
+  public PartitionFetcher(
+      List<String> copies,
+      String appId,
+      int shuffleId,
+      int partition,
+      int startMap,
+      int endMap,
+      int connectTimeoutMs,
+      int readTimeoutMs,
+      int maxResumes,
+      Message.ResumePoint resumeAfter) {
+    if (copies.isEmpty()) {
+      throw new IllegalArgumentException("no copy of partition " + partition + " to read from");
+    }
+    this.copies = List.copyOf(copies);
+    this.addr = this.copies.get(0);
+    this.last = resumeAfter;
     this.appId = appId;
     this.shuffleId = shuffleId;
     this.partition = partition;
@@ -65,8 +98,35 @@ public final class PartitionFetcher implements Closeable {
     this.maxResumes = maxResumes;
   }
 
+  /** The copy being read. */
   public String addr() {
     return addr;
+  }
+
+  /** The last batch delivered or queued, where a new stream would resume; null before any. */
+  public Message.ResumePoint resumePoint() {
+    return last;
+  }
+
+  /** Copies given up on because they could not be reached (to report to the coordinator). */
+  public List<String> unreachable() {
+    return List.copyOf(unreachable);
+  }
+
+  /** Times the stream moved to the next copy. */
+  public int failovers() {
+    return copy;
+  }
+
+  /** Whether a failure of one copy may be cured by reading another. */
+  private static boolean anotherCopyMayServe(CrossdockException e) {
+    if (e.kind() != CrossdockException.Kind.REMOTE) {
+      return true; // unreachable, broken stream, corrupt batch
+    }
+    ErrorCode c = e.code();
+    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.UNKNOWN_APP
+        || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
+        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN;
   }
 
   public int resumes() {
@@ -200,9 +260,20 @@ public final class PartitionFetcher implements Closeable {
         readFrame();
       } catch (CrossdockException e) {
         closeSocket();
-        if (!(e.isTransport() && resumes < maxResumes)) {
-          throw e;
+        if (e.isTransport() && resumes < maxResumes) {
+          continue;
         }
+        if (e.isTransport()) {
+          unreachable.add(addr);
+        }
+        if (copy + 1 < copies.size() && anotherCopyMayServe(e)) {
+          copy++;
+          addr = copies.get(copy);
+          opened = false;
+          resumes = 0;
+          continue;
+        }
+        throw e;
       }
     }
   }

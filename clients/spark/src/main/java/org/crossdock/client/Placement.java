@@ -13,19 +13,36 @@ public final class Placement implements Serializable {
 
   private final String[] addrs;
   private final int[] partitionAddr;
+  /** Index into addrs of each partition's replica, -1 where there is none. */
+  private final int[] replicaAddr;
 
-  public Placement(String[] addrs, int[] partitionAddr) {
+  public Placement(String[] addrs, int[] partitionAddr, int[] replicaAddr) {
     this.addrs = addrs;
     this.partitionAddr = partitionAddr;
+    this.replicaAddr = replicaAddr;
   }
 
-  /** Builds a placement from the coordinator's worker list and per-partition worker ids. */
-  public static Placement of(List<Message.WorkerInfo> workers, int[] partitionWorkers) {
+  /**
+   * Builds a placement from the coordinator's worker list and per-partition primary and
+   * replica worker ids ({@link Message#NO_WORKER} for none).
+   */
+  public static Placement of(
+      List<Message.WorkerInfo> workers, int[] partitionWorkers, int[] partitionReplicas) {
     Map<Integer, Integer> index = new HashMap<>();
     List<String> addrs = new ArrayList<>();
     int[] out = new int[partitionWorkers.length];
+    int[] replicas = new int[partitionWorkers.length];
     for (int p = 0; p < partitionWorkers.length; p++) {
-      int id = partitionWorkers[p];
+      out[p] = indexOf(workers, partitionWorkers[p], index, addrs);
+      int r = p < partitionReplicas.length ? partitionReplicas[p] : Message.NO_WORKER;
+      replicas[p] = r == Message.NO_WORKER ? -1 : indexOf(workers, r, index, addrs);
+    }
+    return new Placement(addrs.toArray(new String[0]), out, replicas);
+  }
+
+  private static int indexOf(
+      List<Message.WorkerInfo> workers, int id, Map<Integer, Integer> index, List<String> addrs) {
+    {
       Integer i = index.get(id);
       if (i == null) {
         String addr = null;
@@ -42,9 +59,8 @@ public final class Placement implements Serializable {
         addrs.add(addr);
         index.put(id, i);
       }
-      out[p] = i;
+      return i;
     }
-    return new Placement(addrs.toArray(new String[0]), out);
   }
 
   public int numPartitions() {
@@ -54,6 +70,18 @@ public final class Placement implements Serializable {
   /** The data address ({@code host:port}) of the worker that holds {@code partition}. */
   public String addrOf(int partition) {
     return addrs[partitionAddr[partition]];
+  }
+
+  /** The data address of the worker with {@code partition}'s replica, or null. */
+  public String replicaOf(int partition) {
+    int i = replicaAddr[partition];
+    return i < 0 ? null : addrs[i];
+  }
+
+  /** Where to read {@code partition} from, in order: its primary, then its replica. */
+  public List<String> copiesOf(int partition) {
+    String r = replicaOf(partition);
+    return r == null ? List.of(addrOf(partition)) : List.of(addrOf(partition), r);
   }
 
   /** The distinct worker addresses. */

@@ -91,6 +91,7 @@ public final class Codec {
     } else if (m instanceof ShufflePlacement p) {
       putWorkers(w, p.workers());
       w.u32List(p.partitionWorkers());
+      w.u32List(p.partitionReplicas());
     } else if (m instanceof CommitMap c) {
       w.str(c.appId());
       w.u32(c.shuffleId());
@@ -120,9 +121,13 @@ public final class Codec {
       w.u32List(s.mapAttempts());
       w.u64List(s.partitionBytes());
       w.u64List(s.partitionRecords());
+      w.u32List(s.partitionReplicas());
+    } else if (m instanceof ReportWorkerFailure r) {
+      w.str(r.addr());
     } else if (m instanceof RegisterWorker r) {
       w.str(r.addr());
       w.u64(r.memoryBudget());
+      w.u64(r.incarnation());
     } else if (m instanceof WorkerRegistered r) {
       w.u32(r.workerId());
       w.u32(r.heartbeatMs());
@@ -136,6 +141,10 @@ public final class Codec {
       w.u32(p.numMaps());
       w.u32(p.numPartitions());
       w.u32List(p.partitions());
+      w.u32(p.forwardTo().size());
+      for (String a : p.forwardTo()) {
+        w.str(a);
+      }
     } else if (m instanceof MapCommitted c) {
       w.str(c.appId());
       w.u32(c.shuffleId());
@@ -230,7 +239,7 @@ public final class Codec {
 
   public static boolean isKnownKind(int kind) {
     switch (kind) {
-      case 0x01, 0x02, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x20, 0x21,
+      case 0x01, 0x02, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x20, 0x21,
           0x22, 0x30, 0x31, 0x32, 0x33, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45:
         return true;
       default:
@@ -259,7 +268,8 @@ public final class Codec {
         return new RegisterShuffle(
             r.str("app_id"), r.u32("shuffle_id"), r.u32("num_maps"), r.u32("num_partitions"));
       case Message.KIND_SHUFFLE_PLACEMENT:
-        return new ShufflePlacement(r.workers(), r.u32List("partition_workers"));
+        return new ShufflePlacement(
+            r.workers(), r.u32List("partition_workers"), r.u32List("partition_replicas"));
       case Message.KIND_COMMIT_MAP: {
         String app = r.str("app_id");
         int shuffle = r.u32("shuffle_id");
@@ -293,9 +303,12 @@ public final class Codec {
             r.u32List("partition_workers"),
             r.u32List("map_attempts"),
             r.u64List("partition_bytes"),
-            r.u64List("partition_records"));
+            r.u64List("partition_records"),
+            r.u32List("partition_replicas"));
+      case Message.KIND_REPORT_WORKER_FAILURE:
+        return new ReportWorkerFailure(r.str("addr"));
       case Message.KIND_REGISTER_WORKER:
-        return new RegisterWorker(r.str("addr"), r.u64("memory_budget"));
+        return new RegisterWorker(r.str("addr"), r.u64("memory_budget"), r.u64("incarnation"));
       case Message.KIND_WORKER_REGISTERED:
         return new WorkerRegistered(r.u32("worker_id"), r.u32("heartbeat_ms"));
       case Message.KIND_HEARTBEAT:
@@ -306,7 +319,8 @@ public final class Codec {
             r.u32("shuffle_id"),
             r.u32("num_maps"),
             r.u32("num_partitions"),
-            r.u32List("partitions"));
+            r.u32List("partitions"),
+            r.strList("forward_to"));
       case Message.KIND_MAP_COMMITTED: {
         String app = r.str("app_id");
         int shuffle = r.u32("shuffle_id");
@@ -553,6 +567,15 @@ public final class Codec {
       int[] out = new int[n];
       for (int i = 0; i < n; i++) {
         out[i] = b.getInt();
+      }
+      return out;
+    }
+
+    public List<String> strList(String f) throws ProtocolException {
+      int n = count(2, f);
+      List<String> out = new ArrayList<>(n);
+      for (int i = 0; i < n; i++) {
+        out.add(str(f));
       }
       return out;
     }

@@ -25,6 +25,7 @@ public sealed interface Message {
   int KIND_UNREGISTER_SHUFFLE = 0x17;
   int KIND_GET_SHUFFLE_STATUS = 0x18;
   int KIND_SHUFFLE_STATUS = 0x19;
+  int KIND_REPORT_WORKER_FAILURE = 0x1A;
   int KIND_REGISTER_WORKER = 0x20;
   int KIND_WORKER_REGISTERED = 0x21;
   int KIND_HEARTBEAT = 0x22;
@@ -127,7 +128,11 @@ public sealed interface Message {
     }
   }
 
-  record ShufflePlacement(List<WorkerInfo> workers, int[] partitionWorkers) implements Message {
+  /** Worker id meaning "none" (a partition without a replica). */
+  int NO_WORKER = -1;
+
+  record ShufflePlacement(List<WorkerInfo> workers, int[] partitionWorkers, int[] partitionReplicas)
+      implements Message {
     public int kind() {
       return KIND_SHUFFLE_PLACEMENT;
     }
@@ -167,14 +172,21 @@ public sealed interface Message {
       int[] partitionWorkers,
       int[] mapAttempts,
       long[] partitionBytes,
-      long[] partitionRecords)
+      long[] partitionRecords,
+      int[] partitionReplicas)
       implements Message {
     public int kind() {
       return KIND_SHUFFLE_STATUS;
     }
   }
 
-  record RegisterWorker(String addr, long memoryBudget) implements Message {
+  record ReportWorkerFailure(String addr) implements Message {
+    public int kind() {
+      return KIND_REPORT_WORKER_FAILURE;
+    }
+  }
+
+  record RegisterWorker(String addr, long memoryBudget, long incarnation) implements Message {
     public int kind() {
       return KIND_REGISTER_WORKER;
     }
@@ -193,7 +205,12 @@ public sealed interface Message {
   }
 
   record PrepareShuffle(
-      String appId, int shuffleId, int numMaps, int numPartitions, int[] partitions)
+      String appId,
+      int shuffleId,
+      int numMaps,
+      int numPartitions,
+      int[] partitions,
+      List<String> forwardTo)
       implements Message {
     public int kind() {
       return KIND_PREPARE_SHUFFLE;

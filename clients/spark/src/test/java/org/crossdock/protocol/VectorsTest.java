@@ -69,8 +69,8 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 25, "expected every kind, got " + n + " frames");
-    assertEquals(25, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 26, "expected every kind, got " + n + " frames");
+    assertEquals(26, kinds.size(), "every message kind is covered: " + kinds);
   }
 
   @Test
@@ -154,6 +154,7 @@ class VectorsTest {
     } else if (m instanceof ShufflePlacement p) {
       o.set("workers", workers(p.workers()));
       o.set("partition_workers", u32s(p.partitionWorkers()));
+      o.set("partition_replicas", u32s(p.partitionReplicas()));
     } else if (m instanceof CommitMap c) {
       o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId())).put("map_id", u(c.mapId()))
           .put("attempt_id", u(c.attemptId()));
@@ -176,8 +177,12 @@ class VectorsTest {
       o.set("map_attempts", u32s(s.mapAttempts()));
       o.set("partition_bytes", u64s(s.partitionBytes()));
       o.set("partition_records", u64s(s.partitionRecords()));
+      o.set("partition_replicas", u32s(s.partitionReplicas()));
+    } else if (m instanceof ReportWorkerFailure r) {
+      o.put("addr", r.addr());
     } else if (m instanceof RegisterWorker r) {
-      o.put("addr", r.addr()).put("memory_budget", r.memoryBudget());
+      o.put("addr", r.addr()).put("memory_budget", r.memoryBudget())
+          .put("incarnation", r.incarnation());
     } else if (m instanceof WorkerRegistered r) {
       o.put("worker_id", u(r.workerId())).put("heartbeat_ms", u(r.heartbeatMs()));
     } else if (m instanceof Heartbeat h) {
@@ -187,6 +192,8 @@ class VectorsTest {
       o.put("app_id", p.appId()).put("shuffle_id", u(p.shuffleId())).put("num_maps", u(p.numMaps()))
           .put("num_partitions", u(p.numPartitions()));
       o.set("partitions", u32s(p.partitions()));
+      ArrayNode f = o.putArray("forward_to");
+      p.forwardTo().forEach(f::add);
     } else if (m instanceof MapCommitted c) {
       o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId())).put("map_id", u(c.mapId()))
           .put("attempt_id", u(c.attemptId()));
@@ -255,6 +262,14 @@ class VectorsTest {
     return out;
   }
 
+  static List<String> strings(JsonNode a) {
+    List<String> out = new ArrayList<>();
+    for (JsonNode x : a) {
+      out.add(x.asText());
+    }
+    return out;
+  }
+
   static long[] longs(JsonNode a) {
     long[] out = new long[a.size()];
     for (int k = 0; k < out.length; k++) {
@@ -287,7 +302,8 @@ class VectorsTest {
         return new RegisterShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
             i(n, "num_partitions"));
       case "ShufflePlacement":
-        return new ShufflePlacement(workersOf(n.get("workers")), ints(n.get("partition_workers")));
+        return new ShufflePlacement(workersOf(n.get("workers")), ints(n.get("partition_workers")),
+            ints(n.get("partition_replicas")));
       case "CommitMap": {
         List<PartitionStat> ps = new ArrayList<>();
         for (JsonNode p : n.get("partitions")) {
@@ -310,14 +326,17 @@ class VectorsTest {
       case "ShuffleStatus":
         return new ShuffleStatus(i(n, "num_maps"), i(n, "num_partitions"), i(n, "committed_maps"),
             workersOf(n.get("workers")), ints(n.get("partition_workers")), ints(n.get("map_attempts")),
-            longs(n.get("partition_bytes")), longs(n.get("partition_records")));
-      case "RegisterWorker": return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"));
+            longs(n.get("partition_bytes")), longs(n.get("partition_records")),
+            ints(n.get("partition_replicas")));
+      case "ReportWorkerFailure": return new ReportWorkerFailure(s(n, "addr"));
+      case "RegisterWorker":
+        return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"), l(n, "incarnation"));
       case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));
       case "Heartbeat":
         return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"));
       case "PrepareShuffle":
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
-            i(n, "num_partitions"), ints(n.get("partitions")));
+            i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")));
       case "MapCommitted": {
         List<PartitionBytes> ps = new ArrayList<>();
         for (JsonNode p : n.get("partitions")) {

@@ -15,6 +15,7 @@ import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.storage.ShuffleBlockId;
 import org.crossdock.client.MapPusher;
+import org.crossdock.client.Placement;
 import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
@@ -59,6 +60,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private MapPusher pusher;
   private long[] lengths;
   private MapStatus mapStatus;
+  private Placement placement;
   private boolean stopping;
 
   // Per-partition buffers of serialized, not yet compressed records.
@@ -136,8 +138,22 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
           SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
       return;
     }
+    placement = manager.placement(handle, context);
     pusher = new MapPusher(manager.pool(), handle.appId, dep.shuffleId(), mapIndex, attemptId,
         numPartitions, conf.maxInFlight, conf.networkTimeoutMs);
+    try {
+      pushAll(input, dep, partitioner, numPartitions);
+    } catch (IOException e) {
+      CrossdockShuffleWriter.failed(manager, handle, pusher);
+      throw e;
+    }
+    lengths = bytes.clone();
+    mapStatus = MapStatus$.MODULE$.apply(
+        SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
+  }
+
+  private void pushAll(Iterator<Product2<K, V>> input, ShuffleDependency<K, V, C> dep,
+      Partitioner partitioner, int numPartitions) throws IOException {
     SerializerManager serializerManager = SparkEnv.get().serializerManager();
     Sink scratch = new Sink(64 << 10);
     SerializationStream out = dep.serializer().newInstance().serializeStream(scratch);
@@ -175,9 +191,6 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     pusher.awaitAll();
     CrossdockShuffleWriter.commit(manager, handle, mapIndex, attemptId, pusher, bytes, records);
     metrics.incWriteTime(writeNanos + System.nanoTime() - t0);
-    lengths = bytes.clone();
-    mapStatus = MapStatus$.MODULE$.apply(
-        SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
   }
 
   private void append(int p, byte[] src, int n) {
@@ -219,7 +232,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       w.close();
       bytes[p] += frame.count;
       metrics.incBytesWritten(frame.count);
-      pusher.push(p, handle.placement.addrOf(p), frame.buf, frame.count);
+      pusher.push(p, placement.addrOf(p), frame.buf, frame.count);
     }
     lens[p] = 0;
     buffered -= len;

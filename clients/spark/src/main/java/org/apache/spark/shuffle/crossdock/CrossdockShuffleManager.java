@@ -1,6 +1,8 @@
 package org.apache.spark.shuffle.crossdock;
 
 import java.io.IOException;
+import java.util.Collection;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -21,6 +23,7 @@ import org.crossdock.client.ConnectionPool;
 import org.crossdock.client.CoordinatorClient;
 import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Placement;
+import org.crossdock.protocol.Message;
 import org.crossdock.protocol.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -44,6 +47,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private final ConnectionPool pool;
   private final CrossdockBlockResolver resolver = new CrossdockBlockResolver();
   private final Set<Integer> registered = ConcurrentHashMap.newKeySet();
+  /** Placements refreshed from the coordinator after a failure, by shuffle id. */
+  private final Map<Integer, Placement> refreshed = new ConcurrentHashMap<>();
   private volatile CoordinatorClient coordinator;
   private volatile String appId;
   private ScheduledExecutorService renewer;
@@ -85,6 +90,46 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   ConnectionPool pool() {
     return pool;
+  }
+
+  /**
+   * The placement a task uses: the handle's, unless this executor saw a failure of the shuffle
+   * (then the coordinator's current one), or the task is a retry (which asks the coordinator
+   * first: the worker that failed its previous attempt may have been replaced).
+   */
+  Placement placement(CrossdockShuffleHandle<?, ?, ?> h, TaskContext context) throws IOException {
+    Placement p = refreshed.get(h.shuffleId());
+    if (p == null && context != null
+        && (context.attemptNumber() > 0 || context.stageAttemptNumber() > 0)) {
+      refreshStatus(h);
+      p = refreshed.get(h.shuffleId());
+    }
+    return p != null ? p : h.placement;
+  }
+
+  /** The shuffle's status from the coordinator; its placement is used from now on. */
+  Message.ShuffleStatus refreshStatus(CrossdockShuffleHandle<?, ?, ?> h) throws IOException {
+    Message.ShuffleStatus s = coordinator().shuffleStatus(h.appId, h.shuffleId());
+    refreshed.put(h.shuffleId(),
+        Placement.of(s.workers(), s.partitionWorkers(), s.partitionReplicas()));
+    return s;
+  }
+
+  /**
+   * Reports workers that could not be reached: the coordinator checks them at once and moves
+   * their partitions if they are gone. Then the placement is refreshed. Never throws: the
+   * caller is already handling a failure.
+   */
+  void workersFailed(CrossdockShuffleHandle<?, ?, ?> h, Collection<String> unreachable) {
+    try {
+      for (String addr : unreachable) {
+        LOG.warn("Crossdock worker {} is unreachable; reporting it to the coordinator", addr);
+        coordinator().reportWorkerFailure(addr);
+      }
+      refreshStatus(h);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("could not report a Crossdock worker failure: {}", e.toString());
+    }
   }
 
   /** The coordinator client, connected on first use on executors. */
@@ -191,7 +236,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
       LOG.debug("Crossdock reader: shuffle {} maps [{}, {}) partitions [{}, {})", h.shuffleId(),
           startMapIndex, end, startPartition, endPartition);
     }
-    return new CrossdockShuffleReader<>(h, startMapIndex, end, startPartition, endPartition,
+    return new CrossdockShuffleReader<>(h, this, startMapIndex, end, startPartition, endPartition,
         context, metrics, conf);
   }
 

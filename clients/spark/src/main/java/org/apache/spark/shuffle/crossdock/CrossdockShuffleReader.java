@@ -19,6 +19,7 @@ import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
 import org.crossdock.client.PartitionFetcher;
+import org.crossdock.client.Placement;
 import org.crossdock.protocol.Message;
 import scala.Option;
 import scala.Product2;
@@ -27,6 +28,8 @@ import scala.Tuple3;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.math.Ordering;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Reads partitions {@code [startPartition, endPartition)} of maps {@code [startMap, endMap)}.
@@ -41,7 +44,9 @@ import scala.math.Ordering;
  * Spark's typed {@link FetchFailedException}, so Spark's stage recovery runs.
  */
 final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
+  private static final Logger LOG = LoggerFactory.getLogger(CrossdockShuffleReader.class);
   private final CrossdockShuffleHandle<K, ?, C> handle;
+  private final CrossdockShuffleManager manager;
   private final int startMap;
   private final int endMap;
   private final int startPartition;
@@ -50,10 +55,11 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final ShuffleReadMetricsReporter metrics;
   private final CrossdockConf conf;
 
-  CrossdockShuffleReader(CrossdockShuffleHandle<K, ?, C> handle, int startMap, int endMap,
-      int startPartition, int endPartition, TaskContext context,
+  CrossdockShuffleReader(CrossdockShuffleHandle<K, ?, C> handle, CrossdockShuffleManager manager,
+      int startMap, int endMap, int startPartition, int endPartition, TaskContext context,
       ShuffleReadMetricsReporter metrics, CrossdockConf conf) {
     this.handle = handle;
+    this.manager = manager;
     this.startMap = startMap;
     this.endMap = endMap;
     this.startPartition = startPartition;
@@ -233,6 +239,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     private Iterator<Tuple2<Object, Object>> current;
     private long waitNanos;
     private boolean finished;
+    private boolean refreshedForPartition;
 
     RecordIterator(SerializerInstance serializer) {
       this.serializer = serializer;
@@ -317,20 +324,73 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
           return false;
         }
         lastMap = startMap;
-        fetcher = new PartitionFetcher(handle.placement.addrOf(partition), handle.appId,
-            handle.shuffleId(), partition, startMap, endMap, CrossdockConf.CONNECT_TIMEOUT_MS,
-            (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs),
-            CrossdockConf.FETCH_MAX_RESUMES);
+        refreshedForPartition = false;
+        fetcher = openFetcher(manager.placement(handle, context), null);
       }
+    }
+
+    /** A fetcher of the current partition over its copies, after {@code resume} if given. */
+    private PartitionFetcher openFetcher(Placement placement, Message.ResumePoint resume) {
+      return new PartitionFetcher(placement.copiesOf(partition), handle.appId, handle.shuffleId(),
+          partition, startMap, endMap, CrossdockConf.CONNECT_TIMEOUT_MS,
+          (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs),
+          CrossdockConf.FETCH_MAX_RESUMES, resume);
+    }
+
+    /**
+     * Handles a fetch that failed on every copy it knew. Once per partition it reports the
+     * unreachable workers and asks the coordinator for the shuffle's current state: if a map
+     * of the range lost its output (its only copy was on a lost worker), Spark must recompute
+     * it, so the failure is attributed to that map; otherwise the read continues where it
+     * stopped, from the partition's current copies. A second failure is a fetch failure.
+     */
+    private void recover(IOException e) throws FetchFailedException {
+      Message.ResumePoint at = fetcher.resumePoint();
+      java.util.List<String> unreachable = fetcher.unreachable();
+      fetcher.close();
+      fetcher = null;
+      if (refreshedForPartition) {
+        manager.workersFailed(handle, unreachable);
+        throw fetchFailed(partition, lastMap, e.getMessage(), e);
+      }
+      refreshedForPartition = true;
+      Message.ShuffleStatus status;
+      try {
+        for (String addr : unreachable) {
+          manager.coordinator().reportWorkerFailure(addr);
+        }
+        status = manager.refreshStatus(handle);
+      } catch (IOException ce) {
+        throw fetchFailed(partition, lastMap, e.getMessage() + "; the coordinator could not be"
+            + " asked for the shuffle's state: " + ce.getMessage(), e);
+      }
+      int[] attempts = status.mapAttempts();
+      for (int m = startMap; m < endMap; m++) {
+        if (attempts[m] == Message.NO_ATTEMPT) {
+          throw fetchFailed(partition, m, "map " + m + " has no committed output any more (its"
+              + " only copy was on a lost worker); it must be recomputed. First error: "
+              + e.getMessage(), e);
+        }
+      }
+      LOG.warn("Crossdock fetch of shuffle {} partition {} failed ({}); continuing from its"
+          + " current copies", handle.shuffleId(), partition, e.getMessage());
+      fetcher = openFetcher(
+          Placement.of(status.workers(), status.partitionWorkers(), status.partitionReplicas()),
+          at);
     }
 
     private Message.FetchedBatch peek() throws FetchFailedException {
       if (peeked == null && fetcher != null) {
         long t0 = System.nanoTime();
         try {
-          peeked = fetcher.next();
-        } catch (IOException e) {
-          throw fetchFailed(partition, lastMap, e.getMessage(), e);
+          while (true) {
+            try {
+              peeked = fetcher.next();
+              break;
+            } catch (IOException e) {
+              recover(e);
+            }
+          }
         } finally {
           waitNanos += System.nanoTime() - t0;
           long ms = waitNanos / 1_000_000;

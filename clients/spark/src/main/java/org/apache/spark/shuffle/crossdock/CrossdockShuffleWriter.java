@@ -14,6 +14,7 @@ import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.util.collection.ExternalSorter;
 import org.crossdock.client.CoordinatorClient;
 import org.crossdock.client.MapPusher;
+import org.crossdock.client.Placement;
 import org.crossdock.protocol.Message;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -100,16 +101,22 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     ((ExternalSorter) sorter).insertAll(records);
 
+    Placement placement = manager.placement(handle, context);
     pusher = new MapPusher(manager.pool(), handle.appId, dep.shuffleId(), mapIndex, attemptId,
         numPartitions, conf.maxInFlight, conf.networkTimeoutMs);
     CrossdockMapOutputWriter out =
-        new CrossdockMapOutputWriter(pusher, handle.placement, numPartitions, conf.batchSize);
-    sorter.writePartitionedMapOutput(dep.shuffleId(), mapTaskId, out, out.countingRecords(metrics));
-
-    long t0 = System.nanoTime();
-    pusher.awaitAll();
-    commit(manager, handle, mapIndex, attemptId, pusher, out.bytes, out.records);
-    metrics.incWriteTime(System.nanoTime() - t0);
+        new CrossdockMapOutputWriter(pusher, placement, numPartitions, conf.batchSize);
+    try {
+      sorter.writePartitionedMapOutput(
+          dep.shuffleId(), mapTaskId, out, out.countingRecords(metrics));
+      long t0 = System.nanoTime();
+      pusher.awaitAll();
+      commit(manager, handle, mapIndex, attemptId, pusher, out.bytes, out.records);
+      metrics.incWriteTime(System.nanoTime() - t0);
+    } catch (IOException e) {
+      failed(manager, handle, pusher);
+      throw e;
+    }
     lengths = out.bytes.clone();
     mapStatus = MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths,
         mapTaskId, sorter.getAggregatedChecksumValue());
@@ -142,6 +149,17 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
           shuffleId, mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));
     }
+  }
+
+  /**
+   * After a failed push or commit: reports the worker that could not be reached (the coordinator
+   * moves its partitions) and refreshes the placement, so that Spark's retry of the task pushes
+   * where the data can go.
+   */
+  static void failed(CrossdockShuffleManager manager, CrossdockShuffleHandle<?, ?, ?> handle,
+      MapPusher pusher) {
+    String addr = pusher.unreachableWorker();
+    manager.workersFailed(handle, addr == null ? List.of() : List.of(addr));
   }
 
   @Override

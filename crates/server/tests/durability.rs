@@ -1,0 +1,402 @@
+//! What survives what: replication, losing workers, restarts, reruns and corruption,
+//! with a real coordinator and real workers on loopback. "Killing" a worker stops its
+//! listener and drops every connection it had, as the end of its process would.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossdock_client::{
+    ClientError, CoordinatorClient, FetchRange, PartitionReader, Placement, ShuffleStatus,
+    WorkerClient,
+};
+use crossdock_proto::{checksum, CommitStatus, ErrorCode, PartitionStat, PushHeader, NO_WORKER};
+use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::worker::{Worker, WorkerConfig};
+use std::sync::Arc;
+
+struct Node {
+    worker: Arc<Worker>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+struct Cluster {
+    coord: CoordinatorClient,
+    coord_addr: String,
+    nodes: Vec<Node>,
+    dir: tempfile::TempDir,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) -> Node {
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let worker = Worker::start(
+        WorkerConfig {
+            listen: listen.into(),
+            advertise: None,
+            coordinator: coordinator.into(),
+            memory: 64 << 20,
+            data_dir: dir,
+        },
+        shutdown,
+    )
+    .await
+    .unwrap();
+    Node { worker, stop }
+}
+
+impl Cluster {
+    async fn start(workers: usize, replication: u32) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("coordinator"));
+        cfg.replication = replication;
+        cfg.heartbeat = Duration::from_millis(50);
+        let coordinator = Coordinator::start(cfg, shutdown).await.unwrap();
+        let coord_addr = coordinator.addr.to_string();
+        let mut nodes = Vec::new();
+        for i in 0..workers {
+            nodes.push(
+                start_worker(&coord_addr, "127.0.0.1:0", dir.path().join(format!("w{i}"))).await,
+            );
+        }
+        for _ in 0..500 {
+            if coordinator.state.lock().unwrap().counts().2 == workers as u64 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(coordinator.state.lock().unwrap().counts().2, workers as u64);
+        let coord = CoordinatorClient::connect(&coord_addr).await.unwrap();
+        Cluster {
+            coord,
+            coord_addr,
+            nodes,
+            dir,
+            _stop: stop,
+        }
+    }
+
+    fn node(&self, addr: &str) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.worker.addr.to_string() == addr)
+            .unwrap()
+    }
+
+    /// Stops the worker at `addr` and has the coordinator find out at once.
+    async fn kill(&self, addr: &str) {
+        self.node(addr).stop.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.coord.report_worker_failure(addr).await.unwrap();
+    }
+
+    async fn status(&self, app: &str) -> ShuffleStatus {
+        self.coord.shuffle_status(app, 0).await.unwrap()
+    }
+}
+
+fn payload(map: u32, partition: u32, attempt: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32 ^ map.wrapping_mul(31) ^ partition.wrapping_mul(7) ^ attempt) as u8)
+        .collect()
+}
+
+async fn push_to(
+    addr: &str,
+    app: &str,
+    partition: u32,
+    map: u32,
+    attempt: u32,
+    data: &[u8],
+) -> Result<(), ClientError> {
+    let w = WorkerClient::connect(addr).await?;
+    let h = PushHeader {
+        app_id: app.into(),
+        shuffle_id: 0,
+        partition,
+        map_id: map,
+        attempt_id: attempt,
+        batch_seq: 0,
+        crc32c: checksum(data),
+    };
+    let p = w.push(&h, data).await?;
+    w.finish_push(p).await
+}
+
+/// Pushes one batch of `map` to every partition's primary and commits it.
+async fn run_map(
+    c: &Cluster,
+    placement: &Placement,
+    app: &str,
+    map: u32,
+    attempt: u32,
+    partitions: u32,
+) -> Result<(CommitStatus, u32), ClientError> {
+    let mut stats = Vec::new();
+    for p in 0..partitions {
+        let data = payload(map, p, attempt, 1000 + p as usize);
+        push_to(
+            &placement.worker_of(p).unwrap().addr,
+            app,
+            p,
+            map,
+            attempt,
+            &data,
+        )
+        .await?;
+        stats.push(PartitionStat {
+            partition: p,
+            bytes: data.len() as u64,
+            records: 1,
+        });
+    }
+    c.coord.commit_map(app, 0, map, attempt, stats).await
+}
+
+async fn read_from(
+    addr: &str,
+    app: &str,
+    partition: u32,
+    maps: u32,
+) -> Result<Vec<(u32, Bytes)>, ClientError> {
+    let mut r = PartitionReader::new(
+        addr,
+        FetchRange {
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition,
+            start_map: 0,
+            end_map: maps,
+        },
+    )
+    .with_max_resumes(0);
+    let mut out = Vec::new();
+    while let Some(b) = r.next_batch().await? {
+        out.push((b.map_id, b.payload));
+    }
+    Ok(out)
+}
+
+fn expected(partition: u32, attempts: &[u32]) -> Vec<(u32, Bytes)> {
+    attempts
+        .iter()
+        .enumerate()
+        .map(|(m, &a)| {
+            (
+                m as u32,
+                Bytes::from(payload(m as u32, partition, a, 1000 + partition as usize)),
+            )
+        })
+        .collect()
+}
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_partition_survives_losing_its_primary() {
+    let c = Cluster::start(3, 2).await;
+    c.coord.register_app("r", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("r", 0, 2, 3).await.unwrap();
+    for p in 0..3 {
+        let (primary, replica) = (
+            placement.worker_of(p).unwrap(),
+            placement.replica_of(p).unwrap(),
+        );
+        assert_ne!(
+            primary.id, replica.id,
+            "partition {p}: replica on another worker"
+        );
+    }
+    for m in 0..2 {
+        assert_eq!(
+            run_map(&c, &placement, "r", m, 0, 3).await.unwrap().0,
+            CommitStatus::Committed
+        );
+    }
+    // The replica holds exactly what the primary holds: the push was acknowledged only
+    // once both had it, and the commit checked both.
+    for p in 0..3 {
+        let replica = &placement.replica_of(p).unwrap().addr;
+        assert_eq!(
+            read_from(replica, "r", p, 2).await.unwrap(),
+            expected(p, &[0, 0])
+        );
+    }
+    let victim = placement.worker_of(0).unwrap().addr.clone();
+    c.kill(&victim).await;
+    let status = c.status("r").await;
+    assert_eq!(status.committed_maps, 2, "nothing had to be recomputed");
+    for p in 0..3 {
+        let primary = status.placement.worker_of(p).unwrap();
+        assert_ne!(primary.addr, victim);
+        assert_eq!(
+            read_from(&primary.addr, "r", p, 2).await.unwrap(),
+            expected(p, &[0, 0])
+        );
+    }
+    assert_eq!(
+        status.placement.partition_replicas[0], NO_WORKER,
+        "partition 0 now has one copy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_only_copy_revokes_the_maps_and_their_rerun_is_read() {
+    let c = Cluster::start(2, 1).await;
+    c.coord.register_app("s", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("s", 0, 2, 2).await.unwrap();
+    let victim = placement.worker_of(0).unwrap().addr.clone();
+    let survivor = placement.worker_of(1).unwrap().addr.clone();
+    assert_ne!(
+        victim, survivor,
+        "the two partitions are spread over the two workers"
+    );
+    for m in 0..2 {
+        run_map(&c, &placement, "s", m, 0, 2).await.unwrap();
+    }
+    c.kill(&victim).await;
+    let status = c.status("s").await;
+    assert_eq!(
+        status.map_attempts,
+        vec![None, None],
+        "both maps wrote into the lost partition"
+    );
+    assert_eq!(
+        status.placement.worker_of(0).unwrap().addr,
+        survivor,
+        "partition 0 moved"
+    );
+    // Reading now would mix old and missing outputs: the worker refuses.
+    let err = read_from(&survivor, "s", 1, 2).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::ShuffleNotComplete));
+    // The engine reruns the maps; their new attempts are accepted and are what is read.
+    let fresh = c.coord.register_shuffle("s", 0, 2, 2).await.unwrap();
+    for m in 0..2 {
+        assert_eq!(
+            run_map(&c, &fresh, "s", m, 1, 2).await.unwrap(),
+            (CommitStatus::Committed, 1)
+        );
+    }
+    for p in 0..2 {
+        assert_eq!(
+            read_from(&survivor, "s", p, 2).await.unwrap(),
+            expected(p, &[1, 1])
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_fails_while_its_replica_is_down_and_succeeds_once_it_is_dropped() {
+    let c = Cluster::start(2, 2).await;
+    c.coord.register_app("f", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("f", 0, 1, 1).await.unwrap();
+    let primary = placement.worker_of(0).unwrap().addr.clone();
+    let replica = placement.replica_of(0).unwrap().addr.clone();
+    c.node(&replica).stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let data = payload(0, 0, 0, 500);
+    let err = push_to(&primary, "f", 0, 0, 0, &data).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::WorkerUnavailable), "{err}");
+    // The primary reported its replica; the coordinator drops it from the partition.
+    eventually("the replica is dropped", || async {
+        c.status("f").await.placement.partition_replicas[0] == NO_WORKER
+    })
+    .await;
+    push_to(&primary, "f", 0, 0, 1, &data).await.unwrap();
+    let stats = vec![PartitionStat {
+        partition: 0,
+        bytes: 500,
+        records: 1,
+    }];
+    assert_eq!(
+        c.coord.commit_map("f", 0, 0, 1, stats).await.unwrap().0,
+        CommitStatus::Committed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_restarted_on_the_same_address_is_handled_as_lost() {
+    let c = Cluster::start(2, 1).await;
+    c.coord.register_app("x", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("x", 0, 1, 2).await.unwrap();
+    run_map(&c, &placement, "x", 0, 0, 2).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    c.node(&addr).stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Back within the heartbeat deadline, with nothing of what it held in memory.
+    let _again = start_worker(&c.coord_addr, &addr, c.dir.path().join("restarted")).await;
+    eventually("the restart is noticed and the map revoked", || async {
+        c.status("x").await.map_attempts == vec![None]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_file_is_detected_and_the_replica_serves_the_data() {
+    let c = Cluster::start(2, 2).await;
+    c.coord.register_app("k", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("k", 0, 1, 1).await.unwrap();
+    run_map(&c, &placement, "k", 0, 0, 1).await.unwrap();
+    let primary = placement.worker_of(0).unwrap().addr.clone();
+    let node = c.node(&primary);
+    node.worker.store.flush_all();
+    let file = node.worker.store.root().join("k").join("0").join("0.data");
+    eventually("the partition is on disk", || async {
+        std::fs::metadata(&file)
+            .map(|m| m.len() >= 1000)
+            .unwrap_or(false)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut bytes = std::fs::read(&file).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+    let err = read_from(&primary, "k", 0, 1).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::CorruptData), "{err}");
+    let replica = &placement.replica_of(0).unwrap().addr;
+    assert_eq!(
+        read_from(replica, "k", 0, 1).await.unwrap(),
+        expected(0, &[0])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_stage_replaces_a_map_and_older_attempts_cannot_return() {
+    let c = Cluster::start(1, 1).await;
+    c.coord.register_app("g", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("g", 0, 1, 1).await.unwrap();
+    run_map(&c, &placement, "g", 0, 0, 1).await.unwrap();
+    // Stage attempt 1 (the high 16 bits), task attempt 0: replaces attempt 0.
+    let rerun = 1 << 16;
+    assert_eq!(
+        run_map(&c, &placement, "g", 0, rerun, 1).await.unwrap(),
+        (CommitStatus::Committed, rerun)
+    );
+    let addr = &placement.worker_of(0).unwrap().addr;
+    assert_eq!(
+        read_from(addr, "g", 0, 1).await.unwrap(),
+        expected(0, &[rerun])
+    );
+    let status = c.status("g").await;
+    assert_eq!(
+        status.partition_bytes,
+        vec![1000],
+        "the old attempt's bytes no longer count"
+    );
+    // A straggler of the first stage attempt is refused at the push.
+    let err = push_to(addr, "g", 0, 0, 1, b"late").await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::PushAfterCommit));
+}
