@@ -114,3 +114,87 @@ def spark_session(app_name: str, conf: dict[str, str]):
         yield spark
     finally:
         spark.stop()
+
+
+class _Child:
+    """A crossdock child process whose stdout lines are collected."""
+
+    def __init__(self, args: list[str], ready: str):
+        self.proc = subprocess.Popen([str(BINARY), *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, "CROSSDOCK_LOG": "warn"})
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(l) for l in self.proc.stdout],
+                         daemon=True).start()
+        self.values: dict[str, str] = {}
+        deadline = time.monotonic() + 20
+        while "addr" not in self.values or "metrics" not in self.values:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                raise RuntimeError(f"crossdock {args[0]} did not start within 20 s")
+            m = re.match(ready, line)
+            if m:
+                self.values["addr"] = m.group(1)
+            m = re.match(r"metrics on (\S+)", line)
+            if m:
+                self.values["metrics"] = m.group(1)
+
+    @property
+    def addr(self) -> str:
+        return self.values["addr"]
+
+    def metric(self, name: str) -> float:
+        text = urllib.request.urlopen(self.values["metrics"], timeout=10).read().decode()
+        return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                   if l.startswith(name + " ") or l.startswith(name + "{"))
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no goodbye, as a crashed machine."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class ProcessCluster:
+    """A coordinator and N workers, each its own `crossdock` process, so that one of them
+    can be killed with SIGKILL while a job runs."""
+
+    def __init__(self, workers: int = 3, replication: int = 1, memory: str = "256MiB",
+                 worker_timeout: str = "4s"):
+        if not BINARY.exists():
+            raise RuntimeError(f"{BINARY} is missing: run `make build` first")
+        self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
+        self.coordinator = _Child(
+            ["coordinator", "--listen", "127.0.0.1:0", "--data-dir", f"{self.dir.name}/coordinator",
+             "--worker-timeout", worker_timeout, "--replication", str(replication),
+             "--metrics-listen", "127.0.0.1:0"],
+            r"crossdock coordinator listening on (\S+)")
+        self.workers = [
+            _Child(["worker", "--coordinator", self.coordinator.addr, "--listen", "127.0.0.1:0",
+                    "--memory", memory, "--data-dir", f"{self.dir.name}/worker-{i}",
+                    "--metrics-listen", "127.0.0.1:0"],
+                   r"crossdock worker listening on (\S+)")
+            for i in range(workers)]
+        deadline = time.monotonic() + 20
+        while self.coordinator.metric("crossdock_coordinator_workers_alive") < workers:
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("workers did not register within 20 s")
+            time.sleep(0.05)
+
+    @property
+    def address(self) -> str:
+        return self.coordinator.addr
+
+    def stop(self) -> None:
+        for c in [*self.workers, self.coordinator]:
+            c.kill()
+        self.dir.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,101 @@
+"""One Spark application that runs a shuffle job with a fault injected by the parent
+process, and writes its result and task counts as JSON.
+
+    python failure_job.py OUT.json GATE_DIR --coordinator HOST:PORT --block maps|reducers
+
+The job has MAPS map tasks and a reduce stage. With `--block maps`, map tasks from index
+MAPS/2 on wait for the file GATE_DIR/go before producing anything; with `--block
+reducers`, every reduce task waits for it before reading. The parent kills what it wants
+to kill in between (it watches the coordinator's commit counter), then creates the file.
+Waiting on a file, not on time, keeps the test deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import base_conf, crossdock_conf, spark_session  # noqa: E402
+
+MAPS = 8
+ROWS_PER_MAP = 40_000
+KEYS = 997
+
+
+def expected() -> list[tuple[int, int]]:
+    """The job's answer, computed without Spark."""
+    sums = [0] * KEYS
+    for m in range(MAPS):
+        for i in range(ROWS_PER_MAP):
+            x = m * ROWS_PER_MAP + i
+            sums[x % KEYS] += x * 3 + 1
+    return [(k, v) for k, v in enumerate(sums)]
+
+
+def wait_for(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.05)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("gate")
+    ap.add_argument("--coordinator", required=True)
+    ap.add_argument("--block", choices=["maps", "reducers"], required=True)
+    args = ap.parse_args()
+    go = os.path.join(args.gate, "go")
+    conf = {**base_conf(), **crossdock_conf(args.coordinator),
+            "spark.ui.enabled": "true", "spark.ui.port": "0",
+            # A lost shuffle output makes Spark rerun the map stage; allow the reruns.
+            "spark.stage.maxConsecutiveAttempts": "8"}
+    block = args.block
+
+    def produce(m, rows):
+        if block == "maps" and m >= MAPS // 2:
+            wait_for(go)
+        for i in range(ROWS_PER_MAP):
+            x = m * ROWS_PER_MAP + i
+            yield (x % KEYS, x * 3 + 1)
+
+    def gated(rows):
+        if block == "reducers":
+            wait_for(go)
+        return rows
+
+    with spark_session("crossdock-failure", conf) as spark:
+        sc = spark.sparkContext
+        t0 = time.monotonic()
+        rdd = sc.parallelize(range(MAPS), MAPS).mapPartitionsWithIndex(produce)
+        result = sorted(rdd.reduceByKey(lambda a, b: a + b, 4).mapPartitions(gated).collect())
+        seconds = time.monotonic() - t0
+        url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+        stages = json.loads(urllib.request.urlopen(url, timeout=30).read())
+    # The job's first stage is the map stage; a rerun of it (after a fetch failure) is
+    # another attempt of the same stage id, with only the missing tasks.
+    map_stage = min(s["stageId"] for s in stages)
+    map_attempts = [s for s in stages if s["stageId"] == map_stage]
+    reduce_attempts = [s for s in stages if s["stageId"] != map_stage]
+    report = {
+        "equal": result == expected(),
+        "rows": len(result),
+        "seconds": round(seconds, 2),
+        "map_stage_attempts": len(map_attempts),
+        "map_tasks_completed": sum(s["numCompleteTasks"] for s in map_attempts),
+        "map_tasks_failed": sum(s["numFailedTasks"] for s in map_attempts),
+        "reduce_tasks_failed": sum(s["numFailedTasks"] for s in reduce_attempts),
+        "reduce_stage_attempts": len(reduce_attempts),
+    }
+    # Map tasks that ran to completion beyond the MAPS a clean run needs.
+    report["map_tasks_recomputed"] = report["map_tasks_completed"] - MAPS
+    with open(args.out, "w") as f:
+        json.dump(report, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Failures during real Spark jobs: Crossdock workers killed with SIGKILL during the map
+stage and after it, with one copy of each partition and with two. Every run must give
+exactly the clean answer; the tests also pin down how many map tasks had to be rerun.
+
+Each scenario is one Spark application (local-cluster, 2 executors) against a
+coordinator and three workers, each a separate `crossdock` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ProcessCluster  # noqa: E402
+
+JOB = pathlib.Path(__file__).with_name("failure_job.py")
+MAPS = 8
+REPORTS: dict[str, dict] = {}
+
+
+def run_with_fault(replication: int, block: str, commits_before_kill: int) -> dict:
+    """Runs the job; once `commits_before_kill` maps committed, kills the worker holding
+    the most partitions, then lets the blocked tasks go on."""
+    with ProcessCluster(workers=3, replication=replication) as cluster, \
+            tempfile.TemporaryDirectory() as gate:
+        out = os.path.join(gate, "report.json")
+        job = subprocess.Popen([sys.executable, str(JOB), out, gate, "--coordinator",
+                                cluster.address, "--block", block],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while cluster.coordinator.metric("crossdock_coordinator_commits_total") < commits_before_kill:
+                assert job.poll() is None, f"job ended early: {job.stderr.read()[-3000:]}"
+                assert time.monotonic() < deadline, "maps did not commit in time"
+                time.sleep(0.1)
+            # Every worker holds partitions of this shuffle (4 partitions over 3 workers
+            # with load-aware placement); kill the first, which holds at least one.
+            victim = max(cluster.workers, key=lambda w: w.metric("crossdock_worker_partitions"))
+            victim.kill()
+            pathlib.Path(gate, "go").touch()
+            _, err = job.communicate(timeout=300)
+        finally:
+            if job.poll() is None:
+                job.kill()
+        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
+        with open(out) as f:
+            report = json.load(f)
+        report["lost_partitions"] = cluster.coordinator.metric("crossdock_coordinator_lost_partitions_total")
+        report["revoked_maps"] = cluster.coordinator.metric("crossdock_coordinator_revoked_maps_total")
+        return report
+
+
+def show(name: str, r: dict) -> None:
+    REPORTS[name] = r
+    print(f"\n{name}: {json.dumps(r)}")
+
+
+def test_worker_killed_during_map_stage_with_one_copy():
+    r = run_with_fault(replication=1, block="maps", commits_before_kill=MAPS // 2)
+    show("kill during maps, replication 1", r)
+    assert r["equal"], r
+    assert r["lost_partitions"] >= 1, "the victim held partitions"
+
+
+def test_worker_killed_during_map_stage_with_two_copies_recomputes_no_committed_map():
+    r = run_with_fault(replication=2, block="maps", commits_before_kill=MAPS // 2)
+    show("kill during maps, replication 2", r)
+    assert r["equal"], r
+    assert r["lost_partitions"] == 0 and r["revoked_maps"] == 0, r
+    assert r["map_stage_attempts"] == 1, "no fetch failure, no stage rerun"
+
+
+def test_worker_killed_after_map_stage_with_one_copy_reruns_the_lost_maps():
+    r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS)
+    show("kill after maps, replication 1", r)
+    assert r["equal"], r
+    assert r["revoked_maps"] >= 1, r
+    assert r["map_tasks_recomputed"] >= 1, "lost outputs were recomputed"
+
+
+def test_worker_killed_after_map_stage_with_two_copies_recomputes_nothing():
+    r = run_with_fault(replication=2, block="reducers", commits_before_kill=MAPS)
+    show("kill after maps, replication 2", r)
+    assert r["equal"], r
+    assert r["map_tasks_recomputed"] == 0, r
+    assert r["map_stage_attempts"] == 1, r
