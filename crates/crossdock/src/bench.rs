@@ -66,6 +66,9 @@ pub struct PushFetchArgs {
     /// Memory budget of each embedded worker.
     #[arg(long, default_value = "1GiB")]
     pub memory: String,
+    /// Copies of each partition in the embedded cluster (1 or 2).
+    #[arg(long, default_value_t = 1)]
+    pub replication: u32,
     /// Also measure raw loopback TCP bandwidth and memcpy rate.
     #[arg(long)]
     pub baseline: bool,
@@ -156,7 +159,7 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
     let coordinator = match &a.coordinator {
         Some(c) => c.clone(),
         None => {
-            let e = Embedded::start(a.workers, &a.memory)?;
+            let e = Embedded::start(a.workers, &a.memory, a.replication)?;
             let addr = e.addr.clone();
             embedded = Some(e);
             addr
@@ -607,7 +610,7 @@ struct Embedded {
 }
 
 impl Embedded {
-    fn start(workers: u32, memory: &str) -> Result<Embedded> {
+    fn start(workers: u32, memory: &str, replication: u32) -> Result<Embedded> {
         let dir = tempfile::Builder::new()
             .prefix("crossdock-bench-")
             .tempdir()?;
@@ -621,6 +624,7 @@ impl Embedded {
                 "off",
             ])
             .args(["--workers", &workers.to_string(), "--memory", memory])
+            .args(["--replication", &replication.to_string()])
             .arg("--data-dir")
             .arg(dir.path())
             .stdout(Stdio::piped())
