@@ -22,6 +22,7 @@ it (bench/plots.py) and prints a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -487,7 +488,8 @@ def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build:
     return conf
 
 
-def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_dir: pathlib.Path) -> dict:
+def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_dir: pathlib.Path,
+            app_timeout: float = 1200) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     service = None
     env = backend.peer_env()
@@ -502,14 +504,28 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
                                         "--scale", str(scale), "--conf-file", str(conf_path)]
         c0 = backend.counters()
         busy0, t0 = _cpu_jiffies(), time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        # Its own process group, so that the driver JVM and (local-cluster) its executors
+        # go with it when the run times out or the suite is interrupted.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYSPARK_PYTHON": sys.executable}, start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=app_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            stderr += f"\nkilled after --app-timeout {app_timeout:.0f} s"
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         busy1, t1 = _cpu_jiffies(), time.monotonic()
         c1 = backend.counters()
-        (run_dir / "driver.log").write_text(proc.stderr)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        (run_dir / "driver.log").write_text(stderr)
+        line = next((ln for ln in stdout.splitlines() if ln.startswith("RESULT ")), None)
         if proc.returncode != 0 or line is None:
             raise RuntimeError(f"{workload}/{mode.name} failed (exit {proc.returncode}); log {run_dir / 'driver.log'}:\n"
-                               + "\n".join(proc.stderr.splitlines()[-25:]))
+                               + "\n".join(stderr.splitlines()[-25:]))
         r = json.loads(line[len("RESULT "):])
         # Whole machine, for the whole application including its start and stop (the same in every mode).
         r["machine_cpu_s"] = (busy1 - busy0) / os.sysconf("SC_CLK_TCK")
@@ -566,7 +582,7 @@ def report(results: dict, modes: list[str], failures: list[dict]) -> dict:
                 rs = _paired_wall_ratios(by_mode, mode)
                 summary[wl][mode]["wall_ratio_runs"] = rs
         digests = {tuple(r["digest"]) for mode in modes for r in by_mode.get(mode, [])}
-        summary[wl]["results_equal"] = len(digests) == 1
+        summary[wl]["results_equal"] = len(digests) == 1 if digests else None
         summary[wl]["failed_runs"] = sum(1 for f in failures if f["workload"] == wl)
     print()
     others = [m for m in modes if m != "vanilla"]
@@ -678,7 +694,8 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
                     backend.check()
                     a0 = time.monotonic()
                     try:
-                        r = one_run(backend, build, wl, mode, args.scale, workdir / "runs" / f"{wl}-{mode.name}-{run + 1}")
+                        r = one_run(backend, build, wl, mode, args.scale, workdir / "runs" / f"{wl}-{mode.name}-{run + 1}",
+                                    args.app_timeout)
                         r["round"] = run
                         results[wl][mode.name].append(r)
                         msg = f"{r['wall_s']:.1f} s, {r['shuffle_write_bytes'] / 1e6:.0f} MB shuffled"
@@ -726,6 +743,7 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                          "or a .toml/.json file (see bench/peers/); repeatable")
     ap.add_argument("--out", default=None, help="JSON file [bench-results/<kind>-<timestamp>.json]; plots go next to it")
     ap.add_argument("--plot-only", metavar="FILE", help="draw the plots of an existing result JSON and exit")
+    ap.add_argument("--app-timeout", type=float, default=1200, help="seconds before one application is killed and counted failed [1200]")
     ap.add_argument("--keep-logs", action="store_true", help="keep every run's driver and service logs (printed path)")
 
 
