@@ -166,11 +166,11 @@ class ProcessCluster:
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
-        self.coordinator = _Child(
-            ["coordinator", "--listen", "127.0.0.1:0", "--data-dir", f"{self.dir.name}/coordinator",
-             "--worker-timeout", worker_timeout, "--replication", str(replication),
-             "--metrics-listen", "127.0.0.1:0"],
-            r"crossdock coordinator listening on (\S+)")
+        self._coordinator_args = ["--data-dir", f"{self.dir.name}/coordinator",
+                                  "--worker-timeout", worker_timeout,
+                                  "--replication", str(replication),
+                                  "--metrics-listen", "127.0.0.1:0"]
+        self.coordinator = self._start_coordinator("127.0.0.1:0")
         self.workers = [
             _Child(["worker", "--coordinator", self.coordinator.addr, "--listen", "127.0.0.1:0",
                     "--memory", memory, "--data-dir", f"{self.dir.name}/worker-{i}",
@@ -183,6 +183,17 @@ class ProcessCluster:
                 self.stop()
                 raise RuntimeError("workers did not register within 20 s")
             time.sleep(0.05)
+
+    def _start_coordinator(self, listen: str) -> _Child:
+        return _Child(["coordinator", "--listen", listen, *self._coordinator_args],
+                      r"crossdock coordinator listening on (\S+)")
+
+    def restart_coordinator(self) -> None:
+        """SIGKILLs the coordinator and starts a new one on the same address and state
+        directory."""
+        addr = self.coordinator.addr
+        self.coordinator.kill()
+        self.coordinator = self._start_coordinator(addr)
 
     @property
     def address(self) -> str:

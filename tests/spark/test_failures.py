@@ -26,9 +26,11 @@ MAPS = 8
 REPORTS: dict[str, dict] = {}
 
 
-def run_with_fault(replication: int, block: str, commits_before_kill: int) -> dict:
-    """Runs the job; once `commits_before_kill` maps committed, kills the worker holding
-    the most partitions, then lets the blocked tasks go on."""
+def run_with_fault(replication: int, block: str, commits_before_kill: int,
+                   fault: str = "kill-worker") -> dict:
+    """Runs the job; once `commits_before_kill` maps committed, injects the fault (kills
+    the worker holding the most partitions, or restarts the coordinator), then lets the
+    blocked tasks go on."""
     with ProcessCluster(workers=3, replication=replication) as cluster, \
             tempfile.TemporaryDirectory() as gate:
         out = os.path.join(gate, "report.json")
@@ -43,8 +45,13 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int) -> di
                 time.sleep(0.1)
             # Every worker holds partitions of this shuffle (4 partitions over 3 workers
             # with load-aware placement); kill the first, which holds at least one.
-            victim = max(cluster.workers, key=lambda w: w.metric("crossdock_worker_partitions"))
-            victim.kill()
+            commits_before = cluster.coordinator.metric("crossdock_coordinator_commits_total")
+            if fault == "kill-worker":
+                victim = max(cluster.workers,
+                             key=lambda w: w.metric("crossdock_worker_partitions"))
+                victim.kill()
+            else:
+                cluster.restart_coordinator()
             pathlib.Path(gate, "go").touch()
             _, err = job.communicate(timeout=300)
         finally:
@@ -53,6 +60,7 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int) -> di
         assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
         with open(out) as f:
             report = json.load(f)
+        report["commits_before_fault"] = commits_before
         report["lost_partitions"] = cluster.coordinator.metric("crossdock_coordinator_lost_partitions_total")
         report["revoked_maps"] = cluster.coordinator.metric("crossdock_coordinator_revoked_maps_total")
         return report
@@ -92,3 +100,20 @@ def test_worker_killed_after_map_stage_with_two_copies_recomputes_nothing():
     assert r["equal"], r
     assert r["map_tasks_recomputed"] == 0, r
     assert r["map_stage_attempts"] == 1, r
+
+
+def test_coordinator_restarted_in_the_middle_of_the_map_stage():
+    r = run_with_fault(replication=1, block="maps", commits_before_kill=MAPS // 2,
+                       fault="restart-coordinator")
+    show("coordinator restart during maps", r)
+    assert r["equal"], r
+    assert r["map_tasks_recomputed"] == 0, r
+    assert r["map_stage_attempts"] == 1, r
+
+
+def test_coordinator_restarted_before_the_reducers_read():
+    r = run_with_fault(replication=2, block="reducers", commits_before_kill=MAPS,
+                       fault="restart-coordinator")
+    show("coordinator restart after maps", r)
+    assert r["equal"], r
+    assert r["map_tasks_recomputed"] == 0, r

@@ -37,6 +37,7 @@ pub enum MessageKind {
     MapCommitted = 0x31,
     DeleteShuffle = 0x32,
     DeleteApp = 0x33,
+    SyncCommits = 0x34,
     PushBatch = 0x40,
     Fetch = 0x41,
     FetchChunk = 0x42,
@@ -70,6 +71,7 @@ impl MessageKind {
             0x31 => MapCommitted,
             0x32 => DeleteShuffle,
             0x33 => DeleteApp,
+            0x34 => SyncCommits,
             0x40 => PushBatch,
             0x41 => Fetch,
             0x42 => FetchChunk,
@@ -305,6 +307,13 @@ pub enum Message {
     DeleteApp {
         app_id: String,
     },
+    /// The coordinator's committed attempt of every map of a shuffle, sent to a worker
+    /// that (re-)registers: it replaces the worker's own view.
+    SyncCommits {
+        app_id: String,
+        shuffle_id: u32,
+        map_attempts: Vec<u32>,
+    },
 
     // Data plane (client to worker).
     PushBatch {
@@ -388,6 +397,7 @@ impl Message {
             Message::MapCommitted { .. } => K::MapCommitted,
             Message::DeleteShuffle { .. } => K::DeleteShuffle,
             Message::DeleteApp { .. } => K::DeleteApp,
+            Message::SyncCommits { .. } => K::SyncCommits,
             Message::PushBatch { .. } => K::PushBatch,
             Message::Fetch { .. } => K::Fetch,
             Message::FetchChunk { .. } => K::FetchChunk,
@@ -431,6 +441,15 @@ impl Message {
             | Message::UnregisterApp { app_id }
             | Message::DeleteApp { app_id } => put_str(b, app_id),
             Message::ReportWorkerFailure { addr } => put_str(b, addr),
+            Message::SyncCommits {
+                app_id,
+                shuffle_id,
+                map_attempts,
+            } => {
+                put_str(b, app_id);
+                b.put_u32(*shuffle_id);
+                put_u32_list(b, map_attempts);
+            }
             Message::RegisterShuffle {
                 app_id,
                 shuffle_id,
@@ -715,6 +734,11 @@ impl Message {
                 partition_bytes: r.u64_list("partition_bytes")?,
                 partition_records: r.u64_list("partition_records")?,
                 partition_replicas: r.u32_list("partition_replicas")?,
+            },
+            K::SyncCommits => Message::SyncCommits {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+                map_attempts: r.u32_list("map_attempts")?,
             },
             K::ReportWorkerFailure => Message::ReportWorkerFailure {
                 addr: r.string("addr")?,

@@ -175,6 +175,15 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             },
         ),
         (
+            "sync_commits",
+            31,
+            Message::SyncCommits {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                map_attempts: vec![0, u32::MAX, 65536],
+            },
+        ),
+        (
             "report_worker_failure",
             30,
             Message::ReportWorkerFailure {

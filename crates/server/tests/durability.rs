@@ -309,12 +309,16 @@ async fn a_push_fails_while_its_replica_is_down_and_succeeds_once_it_is_dropped(
     let data = payload(0, 0, 0, 500);
     let err = push_to(&primary, "f", 0, 0, 0, &data).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::WorkerUnavailable), "{err}");
-    // The primary reported its replica; the coordinator drops it from the partition.
+    // The primary reported its replica; the coordinator drops it from the partition and
+    // tells the primary to stop forwarding.
     eventually("the replica is dropped", || async {
         c.status("f").await.placement.partition_replicas[0] == NO_WORKER
     })
     .await;
-    push_to(&primary, "f", 0, 0, 1, &data).await.unwrap();
+    eventually("the primary accepts pushes alone", || async {
+        push_to(&primary, "f", 0, 0, 1, &data).await.is_ok()
+    })
+    .await;
     let stats = vec![PartitionStat {
         partition: 0,
         bytes: 500,
@@ -399,4 +403,79 @@ async fn a_rerun_stage_replaces_a_map_and_older_attempts_cannot_return() {
     // A straggler of the first stage attempt is refused at the push.
     let err = push_to(addr, "g", 0, 0, 1, b"late").await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::PushAfterCommit));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("coordinator");
+    let start = |listen: String| {
+        let state_dir = state_dir.clone();
+        async move {
+            let (stop, shutdown) = tokio::sync::watch::channel(false);
+            let mut cfg = CoordinatorConfig::new(listen, state_dir);
+            cfg.heartbeat = Duration::from_millis(50);
+            cfg.replication = 2;
+            (Coordinator::start(cfg, shutdown).await.unwrap(), stop)
+        }
+    };
+    let (coord, stop) = start("127.0.0.1:0".into()).await;
+    let addr = coord.addr.to_string();
+    let nodes = [
+        start_worker(&addr, "127.0.0.1:0", dir.path().join("w0")).await,
+        start_worker(&addr, "127.0.0.1:0", dir.path().join("w1")).await,
+    ];
+    let client = CoordinatorClient::connect(&addr).await.unwrap();
+    eventually("both workers registered", || async {
+        coord.state.lock().unwrap().counts().2 == 2
+    })
+    .await;
+    client.register_app("c", 60_000).await.unwrap();
+    let placement = client.register_shuffle("c", 0, 2, 2).await.unwrap();
+    let c = Cluster {
+        coord: client,
+        coord_addr: addr.clone(),
+        nodes: Vec::new(),
+        dir: tempfile::tempdir().unwrap(),
+        _stop: tokio::sync::watch::channel(false).0,
+    };
+    run_map(&c, &placement, "c", 0, 0, 2).await.unwrap();
+    // The coordinator goes away (its connections with it) and comes back on the same
+    // address with the same state directory.
+    stop.send(true).unwrap();
+    drop(coord);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (coord, _stop2) = start(addr.clone()).await;
+    let status = c.status("c").await;
+    assert_eq!(
+        status.map_attempts,
+        vec![Some(0), None],
+        "the commit survived"
+    );
+    assert_eq!(status.placement, placement, "so did the placement");
+    eventually("the workers registered again", || async {
+        coord.state.lock().unwrap().counts().2 == 2
+    })
+    .await;
+    // The job goes on: the second map commits (checked on both copies) and reads are whole.
+    assert_eq!(
+        run_map(&c, &placement, "c", 1, 0, 2).await.unwrap().0,
+        CommitStatus::Committed
+    );
+    for p in 0..2 {
+        let primary = &placement.worker_of(p).unwrap().addr;
+        assert_eq!(
+            read_from(primary, "c", p, 2).await.unwrap(),
+            expected(p, &[0, 0])
+        );
+    }
+    assert_eq!(
+        run_map(&c, &placement, "c", 0, 1, 2)
+            .await
+            .unwrap_err()
+            .code(),
+        Some(ErrorCode::PushAfterCommit),
+        "the workers still know map 0 committed"
+    );
+    drop(nodes);
 }

@@ -14,6 +14,7 @@ use futures_util::future::join_all;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
+use super::journal::Record;
 use super::state::NO_ATTEMPT;
 use super::Coordinator;
 use crate::error::ServerError;
@@ -132,6 +133,15 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                     .lock()
                     .register_worker(&addr, memory_budget, incarnation, now);
             }
+            coord.log(&[Record::Worker {
+                id: worker_id,
+                addr: addr.clone(),
+                incarnation,
+            }])?;
+            // The worker may have missed commits or revocations (or the coordinator may
+            // have restarted): give it the coordinator's view of its shuffles.
+            let c = coord.clone();
+            tokio::spawn(async move { sync_worker(&c, worker_id).await });
             tracing::info!(worker_id, %addr, memory_budget, "worker registered");
             Ok(Message::WorkerRegistered {
                 worker_id,
@@ -153,6 +163,7 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
         }
         Message::RegisterApp { app_id, lease_ms } => {
             coord.lock().register_app(&app_id, lease_ms, now)?;
+            coord.log(&[Record::App { app_id, lease_ms }])?;
             Ok(Message::Ok)
         }
         Message::RenewLease { app_id } => {
@@ -165,6 +176,9 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                 (st.apps.remove(&app_id).is_some(), st.live_worker_addrs())
             };
             if existed {
+                coord.log(&[Record::AppGone {
+                    app_id: app_id.clone(),
+                }])?;
                 delete_app_on(coord, &app_id, &workers).await;
             }
             Ok(Message::Ok)
@@ -197,6 +211,10 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                 (removed, st.live_worker_addrs())
             };
             if removed.is_some() {
+                coord.log(&[Record::ShuffleGone {
+                    app_id: app_id.clone(),
+                    shuffle_id,
+                }])?;
                 let msg = Message::DeleteShuffle {
                     app_id: app_id.clone(),
                     shuffle_id,
@@ -222,6 +240,36 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                 other.kind()
             ),
         )),
+    }
+}
+
+/// Sends a (re-)registered worker the current layout and commits of every shuffle it
+/// holds copies of, so it serves exactly what the coordinator counts.
+async fn sync_worker(coord: &Arc<Coordinator>, worker_id: u32) {
+    let shuffles = coord.lock().shuffles_on(worker_id);
+    for (app_id, shuffle_id, s) in shuffles {
+        let _serial = s.commit_lock.lock().await;
+        let (addr, prepare, attempts) = {
+            let st = coord.lock();
+            let Some(addr) = st.workers.get(&worker_id).map(|w| w.addr.clone()) else {
+                return;
+            };
+            let p = s.lock();
+            let parts = p.copies_of(worker_id);
+            let prepare = st.prepare_message(&app_id, shuffle_id, &s, &p, worker_id, parts);
+            (addr, prepare, p.map_attempts.clone())
+        };
+        let sync = Message::SyncCommits {
+            app_id: app_id.clone(),
+            shuffle_id,
+            map_attempts: attempts,
+        };
+        for msg in [prepare, sync] {
+            if let Err(e) = coord.call_worker(&addr, &msg).await {
+                tracing::warn!(error = %e, worker = worker_id, app = %app_id, shuffle_id, "could not bring a worker up to date");
+                return;
+            }
+        }
     }
 }
 
@@ -318,10 +366,21 @@ async fn register_shuffle(
         .metrics
         .registered_shuffles
         .fetch_add(1, Ordering::Relaxed);
-    let mut st = coord.lock();
-    let recorded = st.record_shuffle(app_id, shuffle_id, entry)?;
+    let recorded = coord.lock().record_shuffle(app_id, shuffle_id, entry)?;
+    let record = {
+        let p = recorded.lock();
+        Record::Shuffle {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            num_maps,
+            num_partitions,
+            primary: p.primary.clone(),
+            replica: p.replica.clone(),
+        }
+    };
+    coord.log(&[record])?;
     tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = prepares.len(), "shuffle registered");
-    Ok(st.placement(&recorded))
+    Ok(coord.lock().placement(&recorded))
 }
 
 async fn commit_map(
@@ -417,6 +476,17 @@ async fn commit_map(
     if let Some(old) = shuffle.record_commit(map_id, attempt_id, &stats) {
         tracing::info!(app = %app_id, shuffle_id, map_id, attempt_id, replaced = old, "a rerun of the stage replaced the map's output");
     }
+    // Durable before it is acknowledged. If the journal cannot be written the commit
+    // still holds in memory; the client sees an error and retries, and a restart of the
+    // coordinator before that would make the map look uncommitted (recomputed, never
+    // read wrong).
+    coord.log(&[Record::Commit {
+        app_id: app_id.to_string(),
+        shuffle_id,
+        map_id,
+        attempt_id,
+        stats,
+    }])?;
     coord.metrics.commits.fetch_add(1, Ordering::Relaxed);
     Ok(Message::CommitResult {
         status: CommitStatus::Committed,

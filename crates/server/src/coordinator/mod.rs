@@ -4,6 +4,7 @@
 //! endpoints (`PrepareShuffle`, `MapCommitted`, `DeleteShuffle`, `DeleteApp`).
 
 mod conn;
+pub mod journal;
 mod state;
 
 use std::collections::HashMap;
@@ -33,7 +34,13 @@ pub struct CoordinatorConfig {
     pub heartbeat: Duration,
     /// Copies of every partition: 1, or 2 (a primary and a replica on another worker).
     pub replication: u32,
+    /// Sync the state journal to the device on every change (survives a machine crash;
+    /// without it, only a crash of the coordinator process).
+    pub fsync: bool,
 }
+
+/// The log is compacted into a new snapshot once it holds this many bytes.
+const COMPACT_AFTER: u64 = 64 << 20;
 
 impl CoordinatorConfig {
     /// Defaults: heartbeats every second, a worker is lost after 10 s of silence.
@@ -44,6 +51,7 @@ impl CoordinatorConfig {
             worker_timeout: Duration::from_secs(10),
             heartbeat: Duration::from_secs(1),
             replication: 1,
+            fsync: true,
         }
     }
 }
@@ -54,6 +62,7 @@ pub struct Coordinator {
     pub cfg: CoordinatorConfig,
     pub state: Mutex<State>,
     pub metrics: CoordinatorMetrics,
+    journal: journal::Journal,
     worker_conns: tokio::sync::Mutex<HashMap<String, Arc<RpcConnection>>>,
 }
 
@@ -64,6 +73,18 @@ impl Coordinator {
         shutdown: ShutdownSignal,
     ) -> std::io::Result<Arc<Coordinator>> {
         std::fs::create_dir_all(&cfg.data_dir)?;
+        let (journal, replay) = journal::Journal::open(&cfg.data_dir, cfg.fsync)?;
+        let mut state = State::new(cfg.replication);
+        let restored = replay.len();
+        let now = std::time::Instant::now();
+        for r in replay {
+            state.apply(r, now);
+        }
+        journal.compact(&state.snapshot())?;
+        if restored > 0 {
+            let (apps, shuffles, workers, _) = state.counts();
+            tracing::info!(apps, shuffles, workers, records = restored, dir = %cfg.data_dir.display(), "coordinator state restored");
+        }
         let listener = TcpListener::bind(&cfg.listen).await?;
         let addr = listener.local_addr()?;
         if !(1..=2).contains(&cfg.replication) {
@@ -74,7 +95,8 @@ impl Coordinator {
         }
         let coord = Arc::new(Coordinator {
             addr,
-            state: Mutex::new(State::new(cfg.replication)),
+            state: Mutex::new(state),
+            journal,
             cfg,
             metrics: CoordinatorMetrics::default(),
             worker_conns: tokio::sync::Mutex::new(HashMap::new()),
@@ -93,6 +115,25 @@ impl Coordinator {
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("coordinator state lock poisoned")
+    }
+
+    /// Makes changes already applied in memory durable, before they are acknowledged.
+    /// Never call it holding the state lock (compaction takes it under the journal's).
+    pub(crate) fn log(&self, records: &[journal::Record]) -> Result<(), crate::ServerError> {
+        self.journal.append(records).map_err(|e| {
+            tracing::error!(error = %e, "could not write the coordinator's journal");
+            crate::ServerError::io("writing the coordinator's state journal", e)
+        })
+    }
+
+    /// Replaces the journal's log with a snapshot once it grew large.
+    fn maybe_compact(&self) {
+        if self.journal.wal_bytes() < COMPACT_AFTER {
+            return;
+        }
+        if let Err(e) = self.journal.compact_with(|| self.lock().snapshot()) {
+            tracing::error!(error = %e, "could not compact the coordinator's journal");
+        }
     }
 
     /// Calls a worker's data endpoint, reconnecting once if the cached connection broke.
@@ -149,6 +190,21 @@ pub(crate) async fn handle_loss(coord: &Arc<Coordinator>, lost: u32) {
     for (app_id, shuffle_id, s) in shuffles {
         let _serial = s.commit_lock.lock().await;
         let r = coord.lock().relocate(&app_id, shuffle_id, &s, lost);
+        let layout = {
+            let p = s.lock();
+            journal::Record::Layout {
+                app_id: app_id.clone(),
+                shuffle_id,
+                primary: p.primary.clone(),
+                replica: p.replica.clone(),
+            }
+        };
+        let revoke = journal::Record::Revoke {
+            app_id: app_id.clone(),
+            shuffle_id,
+            maps: r.revoked.clone(),
+        };
+        let _ = coord.log(&[layout, revoke]);
         coord.metrics.lost_partitions.fetch_add(
             r.lost_partitions as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -227,7 +283,11 @@ async fn sweeper(coord: Arc<Coordinator>, mut shutdown: ShutdownSignal) {
             let coord = coord.clone();
             tokio::spawn(async move { handle_loss(&coord, id).await });
         }
+        coord.maybe_compact();
         for app in expired {
+            let _ = coord.log(&[journal::Record::AppGone {
+                app_id: app.clone(),
+            }]);
             tracing::warn!(app = %app, "app lease expired; deleting its shuffles");
             coord
                 .metrics

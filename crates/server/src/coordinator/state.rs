@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossdock_policy::load_aware::{place_partitions, WorkerLoad};
 use crossdock_proto::{CommitStatus, ErrorCode, Message, PartitionStat, WorkerInfo, NO_WORKER};
 
+use super::journal::Record;
 use crate::error::ServerError;
 use crate::metrics::ErrorCounts;
 
@@ -92,6 +93,21 @@ impl Progress {
         for s in std::mem::take(&mut self.map_stats[map as usize]) {
             self.partition_bytes[s.partition as usize] -= s.bytes;
             self.partition_records[s.partition as usize] -= s.records;
+        }
+    }
+
+    /// Revokes the commits of `maps` (those still committed).
+    pub fn revoke(&mut self, maps: &[u32]) {
+        for &m in maps {
+            if self
+                .map_attempts
+                .get(m as usize)
+                .is_some_and(|&a| a != NO_ATTEMPT)
+            {
+                self.subtract(m);
+                self.map_attempts[m as usize] = NO_ATTEMPT;
+                self.committed -= 1;
+            }
         }
     }
 
@@ -225,6 +241,154 @@ fn unknown_app(app_id: &str) -> ServerError {
 }
 
 impl State {
+    /// The whole durable state as journal records (a snapshot).
+    pub fn snapshot(&self) -> Vec<Record> {
+        let mut out: Vec<Record> = self
+            .workers
+            .values()
+            .map(|w| Record::Worker {
+                id: w.id,
+                addr: w.addr.clone(),
+                incarnation: w.incarnation,
+            })
+            .collect();
+        for (app_id, app) in &self.apps {
+            out.push(Record::App {
+                app_id: app_id.clone(),
+                lease_ms: app.lease.as_millis().min(u32::MAX as u128) as u32,
+            });
+            for (&shuffle_id, s) in &app.shuffles {
+                let p = s.lock();
+                out.push(Record::Shuffle {
+                    app_id: app_id.clone(),
+                    shuffle_id,
+                    num_maps: s.num_maps,
+                    num_partitions: s.num_partitions,
+                    primary: p.primary.clone(),
+                    replica: p.replica.clone(),
+                });
+                for (m, &a) in p.map_attempts.iter().enumerate() {
+                    if a != NO_ATTEMPT {
+                        out.push(Record::Commit {
+                            app_id: app_id.clone(),
+                            shuffle_id,
+                            map_id: m as u32,
+                            attempt_id: a,
+                            stats: p.map_stats[m].clone(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Replays one journal record. Records naming an app or shuffle that no longer
+    /// exists are skipped (the journal is written in the order changes happened, but a
+    /// deletion may overtake a registration on another connection).
+    pub fn apply(&mut self, r: Record, now: Instant) {
+        match r {
+            Record::Worker {
+                id,
+                addr,
+                incarnation,
+            } => {
+                self.next_worker_id = self.next_worker_id.max(id + 1);
+                // Counted alive for a heartbeat deadline after a restart of the
+                // coordinator: the workers re-register meanwhile.
+                let w = self.workers.entry(id).or_insert_with(|| WorkerEntry {
+                    id,
+                    addr: addr.clone(),
+                    memory_budget: 0,
+                    last_seen: now,
+                    alive: true,
+                    buffered_bytes: 0,
+                    stored_bytes: 0,
+                    incarnation,
+                });
+                w.addr = addr;
+                w.incarnation = incarnation;
+            }
+            Record::App { app_id, lease_ms } => {
+                let _ = self.register_app(&app_id, lease_ms.max(1), now);
+            }
+            Record::AppGone { app_id } => {
+                self.apps.remove(&app_id);
+            }
+            Record::Shuffle {
+                app_id,
+                shuffle_id,
+                num_maps,
+                num_partitions,
+                primary,
+                replica,
+            } => {
+                if let Some(app) = self.apps.get_mut(&app_id) {
+                    app.shuffles.insert(
+                        shuffle_id,
+                        Arc::new(ShuffleEntry {
+                            num_maps,
+                            num_partitions,
+                            commit_lock: tokio::sync::Mutex::new(()),
+                            progress: Mutex::new(Progress {
+                                map_attempts: vec![NO_ATTEMPT; num_maps as usize],
+                                map_stats: vec![Vec::new(); num_maps as usize],
+                                committed: 0,
+                                partition_bytes: vec![0; num_partitions as usize],
+                                partition_records: vec![0; num_partitions as usize],
+                                primary,
+                                replica,
+                            }),
+                        }),
+                    );
+                }
+            }
+            Record::Layout {
+                app_id,
+                shuffle_id,
+                primary,
+                replica,
+            } => {
+                if let Ok(s) = self.shuffle(&app_id, shuffle_id) {
+                    let mut p = s.lock();
+                    if primary.len() == p.primary.len() && replica.len() == p.replica.len() {
+                        p.primary = primary;
+                        p.replica = replica;
+                    }
+                }
+            }
+            Record::Commit {
+                app_id,
+                shuffle_id,
+                map_id,
+                attempt_id,
+                stats,
+            } => {
+                if let Ok(s) = self.shuffle(&app_id, shuffle_id) {
+                    let valid =
+                        map_id < s.num_maps && stats.iter().all(|x| x.partition < s.num_partitions);
+                    if valid {
+                        s.record_commit(map_id, attempt_id, &stats);
+                    }
+                }
+            }
+            Record::Revoke {
+                app_id,
+                shuffle_id,
+                maps,
+            } => {
+                if let Ok(s) = self.shuffle(&app_id, shuffle_id) {
+                    s.lock().revoke(&maps);
+                }
+            }
+            Record::ShuffleGone { app_id, shuffle_id } => {
+                if let Some(app) = self.apps.get_mut(&app_id) {
+                    app.shuffles.remove(&shuffle_id);
+                }
+            }
+        }
+    }
+
     pub fn new(replication: u32) -> State {
         State {
             apps: HashMap::new(),
@@ -939,6 +1103,43 @@ mod tests {
         assert_eq!(p.map_attempts, vec![NO_ATTEMPT, 0, NO_ATTEMPT]);
         assert_eq!(p.partition_bytes, vec![0, 5]);
         assert_eq!(p.committed, 1);
+    }
+
+    #[test]
+    fn a_snapshot_replays_to_the_same_state() {
+        let mut st = State::new(2);
+        for i in 0..3 {
+            st.register_worker(&format!("w{i}"), 1 << 30, 10 + i as u64, Instant::now());
+        }
+        st.register_app("a", 5000, Instant::now()).unwrap();
+        let e = st.plan_shuffle("a", 4, 3, 5).unwrap().unwrap_err();
+        let e = st.record_shuffle("a", 4, e).unwrap();
+        e.record_commit(0, 2, &[stat(1, 10), stat(4, 3)]);
+        e.record_commit(2, 0, &[stat(0, 1)]);
+        let mut restored = State::new(2);
+        for r in st.snapshot() {
+            restored.apply(r, Instant::now());
+        }
+        assert_eq!(restored.snapshot(), st.snapshot());
+        let (a, b) = (
+            st.status(&e),
+            restored.status(&restored.shuffle("a", 4).unwrap()),
+        );
+        assert_eq!(a, b);
+        assert_eq!(restored.workers[&2].incarnation, 12);
+        // Replaying a revocation and a later registration of a worker id.
+        restored.apply(
+            Record::Revoke {
+                app_id: "a".into(),
+                shuffle_id: 4,
+                maps: vec![0],
+            },
+            Instant::now(),
+        );
+        let p = restored.shuffle("a", 4).unwrap();
+        assert_eq!(p.lock().committed, 1);
+        assert_eq!(p.lock().partition_bytes, vec![1, 0, 0, 0, 0]);
+        assert_eq!(restored.register_worker("new", 1, 1, Instant::now()).0, 3);
     }
 
     #[test]

@@ -224,6 +224,14 @@ fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerE
             store.delete_app(&app_id);
             Ok(Message::Ok)
         }
+        Message::SyncCommits {
+            app_id,
+            shuffle_id,
+            map_attempts,
+        } => {
+            store.sync_commits(&app_id, shuffle_id, &map_attempts)?;
+            Ok(Message::Ok)
+        }
         Message::GetWorkerStats => Ok(worker.stats()),
         other => Err(ServerError::new(
             ErrorCode::UnknownMessageKind,

@@ -326,6 +326,31 @@ impl Store {
         Ok(())
     }
 
+    /// Takes the coordinator's view of which attempt counts for every map (after either
+    /// of them restarted).
+    pub fn sync_commits(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map_attempts: &[u32],
+    ) -> Result<(), ServerError> {
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        if map_attempts.len() != shuffle.committed.len() {
+            return Err(ServerError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{} map attempts for a shuffle of {} maps",
+                    map_attempts.len(),
+                    shuffle.num_maps
+                ),
+            ));
+        }
+        for (slot, &a) in shuffle.committed.iter().zip(map_attempts) {
+            slot.store(a, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Deletes a shuffle's data. Unknown shuffles are fine (deletion is idempotent).
     pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32) {
         let removed = {

@@ -37,10 +37,34 @@ public final class CoordinatorClient implements Closeable {
     return conn;
   }
 
-  /** Sends any request and waits for its answer. */
+  /** How long calls keep retrying while the coordinator cannot be reached (a restart). */
+  public static final long RETRY_WINDOW_MS = 60_000;
+
+  /**
+   * Sends any request and waits for its answer. While the coordinator cannot be reached (it
+   * restarts, say), the call is retried with backoff for up to {@link #RETRY_WINDOW_MS}: every
+   * coordinator request is idempotent (a repeated commit answers "already committed").
+   */
   public Message call(Message m) throws IOException {
     String what = m.getClass().getSimpleName();
-    return Futures.await(conn().call(m), requestTimeoutMs, addr, what);
+    long deadline = System.nanoTime() + RETRY_WINDOW_MS * 1_000_000L;
+    long backoffMs = 100;
+    while (true) {
+      try {
+        return Futures.await(conn().call(m), requestTimeoutMs, addr, what);
+      } catch (CrossdockException e) {
+        if (!e.isTransport() || System.nanoTime() + backoffMs * 1_000_000L > deadline) {
+          throw e;
+        }
+        try {
+          Thread.sleep(backoffMs);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw e;
+        }
+        backoffMs = Math.min(2_000, backoffMs * 2);
+      }
+    }
   }
 
   private void expectOk(Message m) throws IOException {

@@ -124,6 +124,10 @@ public final class Codec {
       w.u32List(s.partitionReplicas());
     } else if (m instanceof ReportWorkerFailure r) {
       w.str(r.addr());
+    } else if (m instanceof SyncCommits c) {
+      w.str(c.appId());
+      w.u32(c.shuffleId());
+      w.u32List(c.mapAttempts());
     } else if (m instanceof RegisterWorker r) {
       w.str(r.addr());
       w.u64(r.memoryBudget());
@@ -240,7 +244,7 @@ public final class Codec {
   public static boolean isKnownKind(int kind) {
     switch (kind) {
       case 0x01, 0x02, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x20, 0x21,
-          0x22, 0x30, 0x31, 0x32, 0x33, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45:
+          0x22, 0x30, 0x31, 0x32, 0x33, 0x34, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45:
         return true;
       default:
         return false;
@@ -305,6 +309,8 @@ public final class Codec {
             r.u64List("partition_bytes"),
             r.u64List("partition_records"),
             r.u32List("partition_replicas"));
+      case Message.KIND_SYNC_COMMITS:
+        return new SyncCommits(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"));
       case Message.KIND_REPORT_WORKER_FAILURE:
         return new ReportWorkerFailure(r.str("addr"));
       case Message.KIND_REGISTER_WORKER:

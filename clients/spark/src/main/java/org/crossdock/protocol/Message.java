@@ -33,6 +33,7 @@ public sealed interface Message {
   int KIND_MAP_COMMITTED = 0x31;
   int KIND_DELETE_SHUFFLE = 0x32;
   int KIND_DELETE_APP = 0x33;
+  int KIND_SYNC_COMMITS = 0x34;
   int KIND_PUSH_BATCH = 0x40;
   int KIND_FETCH = 0x41;
   int KIND_FETCH_CHUNK = 0x42;
@@ -177,6 +178,12 @@ public sealed interface Message {
       implements Message {
     public int kind() {
       return KIND_SHUFFLE_STATUS;
+    }
+  }
+
+  record SyncCommits(String appId, int shuffleId, int[] mapAttempts) implements Message {
+    public int kind() {
+      return KIND_SYNC_COMMITS;
     }
   }
 

@@ -69,8 +69,8 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 26, "expected every kind, got " + n + " frames");
-    assertEquals(26, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 27, "expected every kind, got " + n + " frames");
+    assertEquals(27, kinds.size(), "every message kind is covered: " + kinds);
   }
 
   @Test
@@ -180,6 +180,9 @@ class VectorsTest {
       o.set("partition_replicas", u32s(s.partitionReplicas()));
     } else if (m instanceof ReportWorkerFailure r) {
       o.put("addr", r.addr());
+    } else if (m instanceof SyncCommits c) {
+      o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId()));
+      o.set("map_attempts", u32s(c.mapAttempts()));
     } else if (m instanceof RegisterWorker r) {
       o.put("addr", r.addr()).put("memory_budget", r.memoryBudget())
           .put("incarnation", r.incarnation());
@@ -329,6 +332,8 @@ class VectorsTest {
             longs(n.get("partition_bytes")), longs(n.get("partition_records")),
             ints(n.get("partition_replicas")));
       case "ReportWorkerFailure": return new ReportWorkerFailure(s(n, "addr"));
+      case "SyncCommits":
+        return new SyncCommits(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")));
       case "RegisterWorker":
         return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"), l(n, "incarnation"));
       case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));

@@ -1,0 +1,473 @@
+//! The coordinator's durable state: a snapshot and a write-ahead log in its data
+//! directory, so that a restarted coordinator knows every app, shuffle, placement and
+//! commit it had acknowledged.
+//!
+//! Both files are sequences of records:
+//!
+//! ```text
+//! u32 length (of tag + body) | u32 crc32c (of tag + body) | u8 tag | body
+//! ```
+//!
+//! with bodies encoded like protocol messages (big-endian integers, `u16`-prefixed
+//! strings, `u32`-counted lists). A record is appended before the coordinator answers
+//! the request that caused it. Reading stops at the first record that is torn or fails
+//! its CRC (a crash in the middle of an append), and the log is cut there.
+//!
+//! `state.snapshot` holds the whole state as records; `state.wal` holds what happened
+//! since. Compaction writes a new snapshot (to a temporary file, synced, then renamed)
+//! and starts an empty log.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use bytes::{BufMut, Bytes};
+use crossdock_proto::codec::{put_str, put_u32_list, Reader};
+use crossdock_proto::{checksum, DecodeError, PartitionStat};
+
+/// One change of the coordinator's durable state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Worker {
+        id: u32,
+        addr: String,
+        incarnation: u64,
+    },
+    App {
+        app_id: String,
+        lease_ms: u32,
+    },
+    AppGone {
+        app_id: String,
+    },
+    Shuffle {
+        app_id: String,
+        shuffle_id: u32,
+        num_maps: u32,
+        num_partitions: u32,
+        primary: Vec<u32>,
+        replica: Vec<u32>,
+    },
+    Layout {
+        app_id: String,
+        shuffle_id: u32,
+        primary: Vec<u32>,
+        replica: Vec<u32>,
+    },
+    Commit {
+        app_id: String,
+        shuffle_id: u32,
+        map_id: u32,
+        attempt_id: u32,
+        stats: Vec<PartitionStat>,
+    },
+    Revoke {
+        app_id: String,
+        shuffle_id: u32,
+        maps: Vec<u32>,
+    },
+    ShuffleGone {
+        app_id: String,
+        shuffle_id: u32,
+    },
+}
+
+impl Record {
+    fn tag(&self) -> u8 {
+        match self {
+            Record::Worker { .. } => 1,
+            Record::App { .. } => 2,
+            Record::AppGone { .. } => 3,
+            Record::Shuffle { .. } => 4,
+            Record::Layout { .. } => 5,
+            Record::Commit { .. } => 6,
+            Record::Revoke { .. } => 7,
+            Record::ShuffleGone { .. } => 8,
+        }
+    }
+
+    /// Appends the framed record to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; 8]);
+        out.put_u8(self.tag());
+        match self {
+            Record::Worker {
+                id,
+                addr,
+                incarnation,
+            } => {
+                out.put_u32(*id);
+                put_str(out, addr);
+                out.put_u64(*incarnation);
+            }
+            Record::App { app_id, lease_ms } => {
+                put_str(out, app_id);
+                out.put_u32(*lease_ms);
+            }
+            Record::AppGone { app_id } => put_str(out, app_id),
+            Record::Shuffle {
+                app_id,
+                shuffle_id,
+                num_maps,
+                num_partitions,
+                primary,
+                replica,
+            } => {
+                put_str(out, app_id);
+                out.put_u32(*shuffle_id);
+                out.put_u32(*num_maps);
+                out.put_u32(*num_partitions);
+                put_u32_list(out, primary);
+                put_u32_list(out, replica);
+            }
+            Record::Layout {
+                app_id,
+                shuffle_id,
+                primary,
+                replica,
+            } => {
+                put_str(out, app_id);
+                out.put_u32(*shuffle_id);
+                put_u32_list(out, primary);
+                put_u32_list(out, replica);
+            }
+            Record::Commit {
+                app_id,
+                shuffle_id,
+                map_id,
+                attempt_id,
+                stats,
+            } => {
+                put_str(out, app_id);
+                out.put_u32(*shuffle_id);
+                out.put_u32(*map_id);
+                out.put_u32(*attempt_id);
+                out.put_u32(stats.len() as u32);
+                for s in stats {
+                    out.put_u32(s.partition);
+                    out.put_u64(s.bytes);
+                    out.put_u64(s.records);
+                }
+            }
+            Record::Revoke {
+                app_id,
+                shuffle_id,
+                maps,
+            } => {
+                put_str(out, app_id);
+                out.put_u32(*shuffle_id);
+                put_u32_list(out, maps);
+            }
+            Record::ShuffleGone { app_id, shuffle_id } => {
+                put_str(out, app_id);
+                out.put_u32(*shuffle_id);
+            }
+        }
+        let body = &out[start + 8..];
+        let (len, crc) = (body.len() as u32, checksum(body));
+        out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+        out[start + 4..start + 8].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    /// Decodes a record from its tag and body (CRC already checked).
+    pub fn decode(raw: Bytes) -> Result<Record, DecodeError> {
+        let mut r = Reader::new(raw);
+        let r = &mut r;
+        Ok(match r.u8("tag")? {
+            1 => Record::Worker {
+                id: r.u32("id")?,
+                addr: r.string("addr")?,
+                incarnation: r.u64("incarnation")?,
+            },
+            2 => Record::App {
+                app_id: r.string("app_id")?,
+                lease_ms: r.u32("lease_ms")?,
+            },
+            3 => Record::AppGone {
+                app_id: r.string("app_id")?,
+            },
+            4 => Record::Shuffle {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+                num_maps: r.u32("num_maps")?,
+                num_partitions: r.u32("num_partitions")?,
+                primary: r.u32_list("primary")?,
+                replica: r.u32_list("replica")?,
+            },
+            5 => Record::Layout {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+                primary: r.u32_list("primary")?,
+                replica: r.u32_list("replica")?,
+            },
+            6 => {
+                let app_id = r.string("app_id")?;
+                let shuffle_id = r.u32("shuffle_id")?;
+                let map_id = r.u32("map_id")?;
+                let attempt_id = r.u32("attempt_id")?;
+                let n = r.count(20, "stats")?;
+                let stats = (0..n)
+                    .map(|_| {
+                        Ok(PartitionStat {
+                            partition: r.u32("partition")?,
+                            bytes: r.u64("bytes")?,
+                            records: r.u64("records")?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Record::Commit {
+                    app_id,
+                    shuffle_id,
+                    map_id,
+                    attempt_id,
+                    stats,
+                }
+            }
+            7 => Record::Revoke {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+                maps: r.u32_list("maps")?,
+            },
+            8 => Record::ShuffleGone {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+            },
+            t => return Err(DecodeError::Malformed(format!("unknown record tag {t}"))),
+        })
+    }
+}
+
+/// Reads the records of a file, up to the first torn or corrupt one. Returns them and
+/// the length of the good prefix.
+fn read_records(path: &Path) -> io::Result<(Vec<Record>, u64)> {
+    let mut raw = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut raw)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    }
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos + 8 <= raw.len() {
+        let len = u32::from_be_bytes(raw[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_be_bytes(raw[pos + 4..pos + 8].try_into().expect("4 bytes"));
+        let Some(body) = raw.get(pos + 8..pos + 8 + len) else {
+            break;
+        };
+        if checksum(body) != crc {
+            break;
+        }
+        match Record::decode(Bytes::copy_from_slice(body)) {
+            Ok(r) => out.push(r),
+            Err(_) => break,
+        }
+        pos += 8 + len;
+    }
+    if pos < raw.len() {
+        tracing::warn!(path = %path.display(), good = pos, total = raw.len(), "state file ends in a torn or corrupt record; ignoring the rest");
+    }
+    Ok((out, pos as u64))
+}
+
+/// The snapshot and write-ahead log of one coordinator.
+pub struct Journal {
+    dir: PathBuf,
+    wal: Mutex<File>,
+    /// Sync each append to the device (survives a machine crash, not only a process
+    /// crash).
+    fsync: bool,
+    wal_bytes: AtomicU64,
+}
+
+impl Journal {
+    /// Opens the journal in `dir`, returning the records to replay: the snapshot's, then
+    /// the log's. A torn tail of the log is cut off.
+    pub fn open(dir: &Path, fsync: bool) -> io::Result<(Journal, Vec<Record>)> {
+        std::fs::create_dir_all(dir)?;
+        let (mut records, _) = read_records(&dir.join("state.snapshot"))?;
+        let wal_path = dir.join("state.wal");
+        let (logged, good) = read_records(&wal_path)?;
+        records.extend(logged);
+        let wal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&wal_path)?;
+        wal.set_len(good)?;
+        Ok((
+            Journal {
+                dir: dir.to_path_buf(),
+                wal: Mutex::new(wal),
+                fsync,
+                wal_bytes: AtomicU64::new(good),
+            },
+            records,
+        ))
+    }
+
+    /// Appends records (one write) before the change they describe is acknowledged.
+    pub fn append(&self, records: &[Record]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for r in records {
+            r.encode(&mut buf);
+        }
+        let mut wal = self.wal.lock().expect("journal lock poisoned");
+        wal.write_all(&buf)?;
+        if self.fsync {
+            wal.sync_data()?;
+        }
+        self.wal_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Bytes in the log since the last snapshot.
+    pub fn wal_bytes(&self) -> u64 {
+        self.wal_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Replaces snapshot and log with `state` (the whole current state).
+    pub fn compact(&self, state: &[Record]) -> io::Result<()> {
+        self.compact_with(|| state.to_vec())
+    }
+
+    /// Replaces snapshot and log with the state `snapshot` returns, taken while appends
+    /// wait: a change applied in memory before the snapshot is in it, one applied after
+    /// is appended to the new log, so none is lost.
+    pub fn compact_with(&self, snapshot: impl FnOnce() -> Vec<Record>) -> io::Result<()> {
+        let wal = self.wal.lock().expect("journal lock poisoned");
+        let state = snapshot();
+        let mut buf = Vec::new();
+        for r in &state {
+            r.encode(&mut buf);
+        }
+        let tmp = self.dir.join("state.snapshot.tmp");
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&buf)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, self.dir.join("state.snapshot"))?;
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        wal.set_len(0)?;
+        wal.sync_all()?;
+        self.wal_bytes.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Record> {
+        vec![
+            Record::Worker {
+                id: 3,
+                addr: "10.0.0.1:7001".into(),
+                incarnation: 99,
+            },
+            Record::App {
+                app_id: "a".into(),
+                lease_ms: 5000,
+            },
+            Record::Shuffle {
+                app_id: "a".into(),
+                shuffle_id: 1,
+                num_maps: 2,
+                num_partitions: 2,
+                primary: vec![3, 3],
+                replica: vec![u32::MAX, u32::MAX],
+            },
+            Record::Commit {
+                app_id: "a".into(),
+                shuffle_id: 1,
+                map_id: 0,
+                attempt_id: 7,
+                stats: vec![PartitionStat {
+                    partition: 1,
+                    bytes: 10,
+                    records: 2,
+                }],
+            },
+            Record::Revoke {
+                app_id: "a".into(),
+                shuffle_id: 1,
+                maps: vec![0],
+            },
+            Record::Layout {
+                app_id: "a".into(),
+                shuffle_id: 1,
+                primary: vec![4, 4],
+                replica: vec![u32::MAX, u32::MAX],
+            },
+            Record::ShuffleGone {
+                app_id: "a".into(),
+                shuffle_id: 1,
+            },
+            Record::AppGone { app_id: "a".into() },
+        ]
+    }
+
+    #[test]
+    fn records_survive_a_reopen_and_a_torn_tail_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, replay) = Journal::open(dir.path(), true).unwrap();
+        assert!(replay.is_empty());
+        j.append(&samples()).unwrap();
+        drop(j);
+        // A crash in the middle of an append leaves half a record.
+        let wal = dir.path().join("state.wal");
+        let mut f = OpenOptions::new().append(true).open(&wal).unwrap();
+        f.write_all(&[0, 0, 0, 40, 1, 2]).unwrap();
+        drop(f);
+        let (j, replay) = Journal::open(dir.path(), true).unwrap();
+        assert_eq!(replay, samples());
+        j.append(&[Record::AppGone { app_id: "b".into() }]).unwrap();
+        drop(j);
+        let (_, replay) = Journal::open(dir.path(), false).unwrap();
+        assert_eq!(
+            replay.len(),
+            samples().len() + 1,
+            "appends go after the cut"
+        );
+    }
+
+    #[test]
+    fn compaction_replaces_log_with_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), false).unwrap();
+        j.append(&samples()).unwrap();
+        let state = vec![samples()[0].clone()];
+        j.compact(&state).unwrap();
+        assert_eq!(j.wal_bytes(), 0);
+        j.append(&[samples()[1].clone()]).unwrap();
+        drop(j);
+        let (_, replay) = Journal::open(dir.path(), false).unwrap();
+        assert_eq!(replay, vec![samples()[0].clone(), samples()[1].clone()]);
+    }
+
+    #[test]
+    fn a_flipped_bit_stops_the_replay_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), false).unwrap();
+        j.append(&samples()[..2]).unwrap();
+        drop(j);
+        let wal = dir.path().join("state.wal");
+        let mut raw = std::fs::read(&wal).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 1;
+        std::fs::write(&wal, raw).unwrap();
+        let (_, replay) = Journal::open(dir.path(), false).unwrap();
+        assert_eq!(replay, samples()[..1].to_vec());
+    }
+}
