@@ -1,13 +1,19 @@
 """One Spark application that runs a shuffle job with a fault injected by the parent
 process, and writes its result and task counts as JSON.
 
-    python failure_job.py OUT.json GATE_DIR --coordinator HOST:PORT --block maps|reducers
+    python failure_job.py OUT.json GATE_DIR [--coordinator HOST:PORT] --block maps|reducers
+    python failure_job.py OUT.json GATE_DIR --coordinator HOST:PORT --dynamic
 
 The job has MAPS map tasks and a reduce stage. With `--block maps`, map tasks from index
 MAPS/2 on wait for the file GATE_DIR/go before producing anything; with `--block
 reducers`, every reduce task waits for it before reading. The parent kills what it wants
-to kill in between (it watches the coordinator's commit counter), then creates the file.
-Waiting on a file, not on time, keeps the test deterministic.
+to kill in between (it watches the coordinator's commit counter, or the files reduce
+tasks create when they start), then creates the file. Waiting on a file, not on time,
+keeps the test deterministic. Without `--coordinator` the job runs on vanilla Spark.
+
+With `--dynamic`, dynamic allocation is on (no external shuffle service, no shuffle
+tracking): the job runs once, waits until every executor was released as idle, then
+reads the same shuffle again with new executors.
 """
 
 from __future__ import annotations
@@ -46,15 +52,27 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("gate")
-    ap.add_argument("--coordinator", required=True)
-    ap.add_argument("--block", choices=["maps", "reducers"], required=True)
+    ap.add_argument("--coordinator")
+    ap.add_argument("--block", choices=["maps", "reducers", "none"], default="none")
+    ap.add_argument("--dynamic", action="store_true")
     args = ap.parse_args()
     go = os.path.join(args.gate, "go")
-    conf = {**base_conf(), **crossdock_conf(args.coordinator),
+    conf = {**base_conf(),
             "spark.ui.enabled": "true", "spark.ui.port": "0",
             # A lost shuffle output makes Spark rerun the map stage; allow the reruns.
             "spark.stage.maxConsecutiveAttempts": "8"}
+    if args.coordinator:
+        conf.update(crossdock_conf(args.coordinator))
+    if args.dynamic:
+        conf.update({"spark.dynamicAllocation.enabled": "true",
+                     "spark.dynamicAllocation.shuffleTracking.enabled": "false",
+                     "spark.shuffle.service.enabled": "false",
+                     "spark.dynamicAllocation.minExecutors": "0",
+                     "spark.dynamicAllocation.initialExecutors": "2",
+                     "spark.dynamicAllocation.maxExecutors": "2",
+                     "spark.dynamicAllocation.executorIdleTimeout": "2s"})
     block = args.block
+    gate = args.gate
 
     def produce(m, rows):
         if block == "maps" and m >= MAPS // 2:
@@ -65,14 +83,30 @@ def main() -> None:
 
     def gated(rows):
         if block == "reducers":
+            open(os.path.join(gate, f"reducer-started-{os.getpid()}"), "w").close()
             wait_for(go)
         return rows
 
     with spark_session("crossdock-failure", conf) as spark:
         sc = spark.sparkContext
+        with open(os.path.join(gate, "app_id"), "w") as f:
+            f.write(sc.applicationId)
         t0 = time.monotonic()
         rdd = sc.parallelize(range(MAPS), MAPS).mapPartitionsWithIndex(produce)
-        result = sorted(rdd.reduceByKey(lambda a, b: a + b, 4).mapPartitions(gated).collect())
+        shuffled = rdd.reduceByKey(lambda a, b: a + b, 4).mapPartitions(gated)
+        result = sorted(shuffled.collect())
+        released = None
+        again = None
+        if args.dynamic:
+            # Wait until dynamic allocation released every executor (all idle, and all
+            # of them wrote shuffle data), then read the shuffle again.
+            status = sc._jsc.sc().getExecutorMemoryStatus()
+            deadline = time.monotonic() + 60
+            while sc._jsc.sc().getExecutorMemoryStatus().size() > 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            released = sc._jsc.sc().getExecutorMemoryStatus().size() == 1
+            del status
+            again = sorted(shuffled.collect())
         seconds = time.monotonic() - t0
         url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
         stages = json.loads(urllib.request.urlopen(url, timeout=30).read())
@@ -82,7 +116,8 @@ def main() -> None:
     map_attempts = [s for s in stages if s["stageId"] == map_stage]
     reduce_attempts = [s for s in stages if s["stageId"] != map_stage]
     report = {
-        "equal": result == expected(),
+        "equal": result == expected() and (again is None or again == expected()),
+        "executors_released": released,
         "rows": len(result),
         "seconds": round(seconds, 2),
         "map_stage_attempts": len(map_attempts),

@@ -66,6 +66,51 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
         return report
 
 
+def executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs of a Spark application (local-cluster runs them as processes)."""
+    pids = []
+    for d in pathlib.Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id.encode() in cmd:
+            pids.append(int(d.name))
+    return sorted(pids)
+
+
+def run_executor_kill(coordinator: str | None) -> dict:
+    """Runs the job with its reducers held back, SIGKILLs one executor once a reducer
+    started (the map stage is complete), then lets the reducers go on."""
+    with tempfile.TemporaryDirectory() as gate:
+        out = os.path.join(gate, "report.json")
+        cmd = [sys.executable, str(JOB), out, gate, "--block", "reducers"]
+        if coordinator:
+            cmd += ["--coordinator", coordinator]
+        job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while not any(n.startswith("reducer-started") for n in os.listdir(gate)):
+                assert job.poll() is None, f"job ended early: {job.stderr.read()[-3000:]}"
+                assert time.monotonic() < deadline, "no reducer started in time"
+                time.sleep(0.1)
+            app_id = pathlib.Path(gate, "app_id").read_text()
+            pids = executor_pids(app_id)
+            assert len(pids) == 2, f"expected 2 executors of {app_id}, found {pids}"
+            os.kill(pids[0], 9)
+            time.sleep(1)
+            pathlib.Path(gate, "go").touch()
+            _, err = job.communicate(timeout=300)
+        finally:
+            if job.poll() is None:
+                job.kill()
+        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
+        with open(out) as f:
+            return json.load(f)
+
+
 def show(name: str, r: dict) -> None:
     REPORTS[name] = r
     print(f"\n{name}: {json.dumps(r)}")
@@ -117,3 +162,31 @@ def test_coordinator_restarted_before_the_reducers_read():
     show("coordinator restart after maps", r)
     assert r["equal"], r
     assert r["map_tasks_recomputed"] == 0, r
+
+
+def test_executor_killed_during_reduce_stage_recomputes_no_map():
+    with ProcessCluster(workers=2, replication=1) as cluster:
+        crossdock = run_executor_kill(cluster.address)
+    vanilla = run_executor_kill(None)
+    show("executor killed during reduce, crossdock", crossdock)
+    show("executor killed during reduce, vanilla", vanilla)
+    assert crossdock["equal"] and vanilla["equal"], (crossdock, vanilla)
+    assert crossdock["map_tasks_recomputed"] == 0, crossdock
+    assert crossdock["map_stage_attempts"] == 1, crossdock
+
+
+def test_dynamic_allocation_releases_executors_that_wrote_shuffle_data():
+    with ProcessCluster(workers=2, replication=1) as cluster, \
+            tempfile.TemporaryDirectory() as gate:
+        out = os.path.join(gate, "report.json")
+        job = subprocess.run([sys.executable, str(JOB), out, gate, "--coordinator",
+                              cluster.address, "--dynamic"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             timeout=300)
+        assert job.returncode == 0, f"job failed:\n{job.stderr[-5000:]}"
+        with open(out) as f:
+            r = json.load(f)
+    show("dynamic allocation, executors released between jobs", r)
+    assert r["equal"], r
+    assert r["executors_released"], "every executor was released while idle"
+    assert r["map_tasks_recomputed"] == 0, "the second read found the map outputs"

@@ -29,6 +29,7 @@ pub struct FileConfig {
     pub metrics_listen: Option<String>,
     pub worker_timeout: Option<String>,
     pub replication: Option<u32>,
+    pub fsync: Option<bool>,
 }
 
 impl FileConfig {

@@ -121,6 +121,10 @@ struct CoordinatorArgs {
     /// acknowledged once both hold it) [default: 1].
     #[arg(long, env = "CROSSDOCK_REPLICATION")]
     replication: Option<u32>,
+    /// Sync the coordinator's state journal to the device on every change, true or
+    /// false (false survives a coordinator crash, not a machine crash) [default: true].
+    #[arg(long, env = "CROSSDOCK_FSYNC")]
+    fsync: Option<bool>,
     #[command(flatten)]
     common: Common,
 }
@@ -275,6 +279,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
         DEFAULT_WORKER_TIMEOUT.into()
     }))?;
     cfg.replication = check_replication(pick(a.replication, file.replication, || 1))?;
+    cfg.fsync = pick(a.fsync, file.fsync, || true);
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await
@@ -347,6 +352,8 @@ fn flush_stdout() {
 
 /// The class Spark loads as `spark.shuffle.manager`.
 const SPARK_SHUFFLE_MANAGER: &str = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager";
+/// The plug-in that tells Spark shuffle data outlives executors.
+const SPARK_SHUFFLE_IO: &str = "org.apache.spark.shuffle.crossdock.CrossdockShuffleDataIO";
 
 fn spark_conf(a: SparkConfArgs) -> Result<()> {
     let jar = match a.jar {
@@ -361,6 +368,7 @@ fn spark_conf(a: SparkConfArgs) -> Result<()> {
     }
     let jar = jar.canonicalize()?;
     println!("spark.shuffle.manager={SPARK_SHUFFLE_MANAGER}");
+    println!("spark.shuffle.sort.io.plugin.class={SPARK_SHUFFLE_IO}");
     println!("spark.crossdock.coordinator={}", a.coordinator);
     println!("spark.jars={}", jar.display());
     Ok(())

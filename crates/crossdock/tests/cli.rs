@@ -380,14 +380,18 @@ fn spark_conf_prints_the_three_properties() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
     assert_eq!(
         lines[0],
         "spark.shuffle.manager=org.apache.spark.shuffle.crossdock.CrossdockShuffleManager"
     );
-    assert_eq!(lines[1], "spark.crossdock.coordinator=10.1.2.3:7337");
     assert_eq!(
-        lines[2],
+        lines[1],
+        "spark.shuffle.sort.io.plugin.class=org.apache.spark.shuffle.crossdock.CrossdockShuffleDataIO"
+    );
+    assert_eq!(lines[2], "spark.crossdock.coordinator=10.1.2.3:7337");
+    assert_eq!(
+        lines[3],
         format!("spark.jars={}", jar.canonicalize().unwrap().display())
     );
     let missing = run(&[
