@@ -30,6 +30,7 @@ pub struct FileConfig {
     pub worker_timeout: Option<String>,
     pub replication: Option<u32>,
     pub fsync: Option<bool>,
+    pub durability: Option<String>,
 }
 
 impl FileConfig {

@@ -125,6 +125,11 @@ struct CoordinatorArgs {
     /// false (false survives a coordinator crash, not a machine crash) [default: true].
     #[arg(long, env = "CROSSDOCK_FSYNC")]
     fsync: Option<bool>,
+    /// When a map counts as committed: `memory` (held by the workers, in memory on each
+    /// copy) or `disk` (written and synced to the workers' disks, so a restarted worker
+    /// still serves it) [default: memory].
+    #[arg(long, env = "CROSSDOCK_DURABILITY")]
+    durability: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -280,6 +285,11 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     }))?;
     cfg.replication = check_replication(pick(a.replication, file.replication, || 1))?;
     cfg.fsync = pick(a.fsync, file.fsync, || true);
+    cfg.commit_to_disk = match pick(a.durability, file.durability, || "memory".into()).as_str() {
+        "memory" => false,
+        "disk" => true,
+        other => anyhow::bail!("durability must be memory or disk, not '{other}'"),
+    };
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await

@@ -38,6 +38,8 @@ pub enum MessageKind {
     DeleteShuffle = 0x32,
     DeleteApp = 0x33,
     SyncCommits = 0x34,
+    CheckCopies = 0x35,
+    CopiesHeld = 0x36,
     PushBatch = 0x40,
     Fetch = 0x41,
     FetchChunk = 0x42,
@@ -72,6 +74,8 @@ impl MessageKind {
             0x32 => DeleteShuffle,
             0x33 => DeleteApp,
             0x34 => SyncCommits,
+            0x35 => CheckCopies,
+            0x36 => CopiesHeld,
             0x40 => PushBatch,
             0x41 => Fetch,
             0x42 => FetchChunk,
@@ -299,6 +303,9 @@ pub enum Message {
         map_id: u32,
         attempt_id: u32,
         partitions: Vec<PartitionBytes>,
+        /// 1: the worker answers only once the map's data is written and synced to its
+        /// disk; 0: held in memory is enough.
+        to_disk: bool,
     },
     DeleteShuffle {
         app_id: String,
@@ -306,6 +313,19 @@ pub enum Message {
     },
     DeleteApp {
         app_id: String,
+    },
+    /// Sent to a restarted worker: which of `partitions` it still holds whole, i.e. the
+    /// committed attempts' bytes (`map_attempts`) add up to `expected_bytes`. The worker
+    /// answers `CopiesHeld` and takes `map_attempts` as its commits.
+    CheckCopies {
+        app_id: String,
+        shuffle_id: u32,
+        map_attempts: Vec<u32>,
+        partitions: Vec<u32>,
+        expected_bytes: Vec<u64>,
+    },
+    CopiesHeld {
+        partitions: Vec<u32>,
     },
     /// The coordinator's committed attempt of every map of a shuffle, sent to a worker
     /// that (re-)registers: it replaces the worker's own view.
@@ -398,6 +418,8 @@ impl Message {
             Message::DeleteShuffle { .. } => K::DeleteShuffle,
             Message::DeleteApp { .. } => K::DeleteApp,
             Message::SyncCommits { .. } => K::SyncCommits,
+            Message::CheckCopies { .. } => K::CheckCopies,
+            Message::CopiesHeld { .. } => K::CopiesHeld,
             Message::PushBatch { .. } => K::PushBatch,
             Message::Fetch { .. } => K::Fetch,
             Message::FetchChunk { .. } => K::FetchChunk,
@@ -450,6 +472,20 @@ impl Message {
                 b.put_u32(*shuffle_id);
                 put_u32_list(b, map_attempts);
             }
+            Message::CheckCopies {
+                app_id,
+                shuffle_id,
+                map_attempts,
+                partitions,
+                expected_bytes,
+            } => {
+                put_str(b, app_id);
+                b.put_u32(*shuffle_id);
+                put_u32_list(b, map_attempts);
+                put_u32_list(b, partitions);
+                put_u64_list(b, expected_bytes);
+            }
+            Message::CopiesHeld { partitions } => put_u32_list(b, partitions),
             Message::RegisterShuffle {
                 app_id,
                 shuffle_id,
@@ -568,6 +604,7 @@ impl Message {
                 map_id,
                 attempt_id,
                 partitions,
+                to_disk,
             } => {
                 put_str(b, app_id);
                 b.put_u32(*shuffle_id);
@@ -578,6 +615,7 @@ impl Message {
                     b.put_u32(p.partition);
                     b.put_u64(p.bytes);
                 }
+                b.put_u8(*to_disk as u8);
             }
             Message::PushBatch { header, payload } => {
                 header.encode(b);
@@ -735,6 +773,16 @@ impl Message {
                 partition_records: r.u64_list("partition_records")?,
                 partition_replicas: r.u32_list("partition_replicas")?,
             },
+            K::CheckCopies => Message::CheckCopies {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+                map_attempts: r.u32_list("map_attempts")?,
+                partitions: r.u32_list("partitions")?,
+                expected_bytes: r.u64_list("expected_bytes")?,
+            },
+            K::CopiesHeld => Message::CopiesHeld {
+                partitions: r.u32_list("partitions")?,
+            },
             K::SyncCommits => Message::SyncCommits {
                 app_id: r.string("app_id")?,
                 shuffle_id: r.u32("shuffle_id")?,
@@ -785,6 +833,7 @@ impl Message {
                     map_id,
                     attempt_id,
                     partitions,
+                    to_disk: r.bool("to_disk")?,
                 }
             }
             K::PushBatch => Message::PushBatch {

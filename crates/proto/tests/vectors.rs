@@ -175,6 +175,24 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             },
         ),
         (
+            "check_copies",
+            32,
+            Message::CheckCopies {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                map_attempts: vec![0, u32::MAX],
+                partitions: vec![1, 3],
+                expected_bytes: vec![4096, 0],
+            },
+        ),
+        (
+            "copies_held",
+            32,
+            Message::CopiesHeld {
+                partitions: vec![3],
+            },
+        ),
+        (
             "sync_commits",
             31,
             Message::SyncCommits {
@@ -240,6 +258,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     partition: 3,
                     bytes: 1 << 33,
                 }],
+                to_disk: true,
             },
         ),
         (

@@ -46,10 +46,15 @@ async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) 
 
 impl Cluster {
     async fn start(workers: usize, replication: u32) -> Cluster {
+        Cluster::start_with(workers, replication, false).await
+    }
+
+    async fn start_with(workers: usize, replication: u32, commit_to_disk: bool) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("coordinator"));
         cfg.replication = replication;
+        cfg.commit_to_disk = commit_to_disk;
         cfg.heartbeat = Duration::from_millis(50);
         let coordinator = Coordinator::start(cfg, shutdown).await.unwrap();
         let coord_addr = coordinator.addr.to_string();
@@ -478,4 +483,71 @@ async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits()
         "the workers still know map 0 committed"
     );
     drop(nodes);
+}
+
+/// Stops the worker at `addr` and starts a new process of it on the same address with
+/// the same data directory, within the heartbeat deadline.
+async fn restart_in_place(c: &Cluster, addr: &str) -> Node {
+    let i = c
+        .nodes
+        .iter()
+        .position(|n| n.worker.addr.to_string() == addr)
+        .unwrap();
+    c.nodes[i].stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    start_worker(&c.coord_addr, addr, c.dir.path().join(format!("w{i}"))).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_restarted_on_its_data_dir_serves_what_it_had_written_to_disk() {
+    let c = Cluster::start_with(2, 1, true).await;
+    c.coord.register_app("d", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("d", 0, 2, 2).await.unwrap();
+    for m in 0..2 {
+        // The commit answers only once both maps' batches are on disk and synced.
+        run_map(&c, &placement, "d", m, 0, 2).await.unwrap();
+    }
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let _again = restart_in_place(&c, &addr).await;
+    // Until the coordinator checked its copies the restarted worker counts nothing as
+    // committed, so a successful read means the check happened.
+    eventually(
+        "the restarted worker was checked and registered",
+        || async {
+            read_from(&addr, "d", 0, 2).await.is_ok()
+                && c.status("d")
+                    .await
+                    .placement
+                    .workers
+                    .iter()
+                    .all(|w| w.alive)
+        },
+    )
+    .await;
+    let status = c.status("d").await;
+    assert_eq!(
+        status.map_attempts,
+        vec![Some(0), Some(0)],
+        "nothing was revoked"
+    );
+    assert_eq!(status.placement, placement, "nothing moved");
+    assert_eq!(
+        read_from(&addr, "d", 0, 2).await.unwrap(),
+        expected(0, &[0, 0])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_restarted_after_losing_data_held_in_memory_reports_it_lost() {
+    let c = Cluster::start_with(2, 1, false).await;
+    c.coord.register_app("e", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("e", 0, 1, 2).await.unwrap();
+    run_map(&c, &placement, "e", 0, 0, 2).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let _again = restart_in_place(&c, &addr).await;
+    // The batches were only in memory: the copy is incomplete and never served.
+    eventually("the lost copy is handled", || async {
+        c.status("e").await.map_attempts == vec![None]
+    })
+    .await;
 }

@@ -112,8 +112,9 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             let (worker_id, restarted) = {
                 let mut st = coord.lock();
                 match st.worker_by_addr(&addr) {
-                    // A restarted worker lost what it held in memory: handle it as lost
-                    // before it takes part in placement again.
+                    // A restarted worker lost what it held in memory: what it still
+                    // holds is checked, the rest handled as lost, before it takes part
+                    // in placement again.
                     Some(id)
                         if st.workers[&id].alive && st.workers[&id].incarnation != incarnation =>
                     {
@@ -127,8 +128,8 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                 }
             };
             if restarted {
-                tracing::warn!(worker_id, %addr, "worker restarted; its partitions are handled as lost");
-                super::handle_loss(coord, worker_id).await;
+                tracing::warn!(worker_id, %addr, "worker restarted; checking which of its copies survived");
+                super::handle_restart(coord, worker_id, &addr).await;
                 coord
                     .lock()
                     .register_worker(&addr, memory_budget, incarnation, now);
@@ -509,6 +510,7 @@ pub(super) async fn notify_commit(
             map_id,
             attempt_id,
             partitions: partitions.clone(),
+            to_disk: coord.cfg.commit_to_disk && attempt_id != NO_ATTEMPT,
         };
         async move {
             coord

@@ -37,6 +37,9 @@ pub struct CoordinatorConfig {
     /// Sync the state journal to the device on every change (survives a machine crash;
     /// without it, only a crash of the coordinator process).
     pub fsync: bool,
+    /// The commit rule: a map counts once its data is held in the workers' memory
+    /// (false), or once it is written and synced to their disks (true).
+    pub commit_to_disk: bool,
 }
 
 /// The log is compacted into a new snapshot once it holds this many bytes.
@@ -52,6 +55,7 @@ impl CoordinatorConfig {
             heartbeat: Duration::from_secs(1),
             replication: 1,
             fsync: true,
+            commit_to_disk: false,
         }
     }
 }
@@ -186,10 +190,46 @@ impl Coordinator {
 /// stops, and the commits of maps whose only copy was lost are revoked everywhere so
 /// that a rerun of them is accepted.
 pub(crate) async fn handle_loss(coord: &Arc<Coordinator>, lost: u32) {
+    relocate_all(coord, lost, None).await
+}
+
+/// A worker restarted (new incarnation) before anyone declared it lost: it recovered
+/// its partition files, so it is asked which copies it still holds whole (committed
+/// bytes all there); those stay where they are, the rest is handled as lost.
+pub(crate) async fn handle_restart(coord: &Arc<Coordinator>, worker: u32, addr: &str) {
+    relocate_all(coord, worker, Some(addr)).await
+}
+
+async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<&str>) {
     let shuffles = coord.lock().shuffles_on(lost);
     for (app_id, shuffle_id, s) in shuffles {
         let _serial = s.commit_lock.lock().await;
-        let r = coord.lock().relocate(&app_id, shuffle_id, &s, lost);
+        let mut keep = std::collections::BTreeSet::new();
+        if let Some(addr) = restarted_at {
+            let check = {
+                let p = s.lock();
+                let parts = p.copies_of(lost);
+                Message::CheckCopies {
+                    app_id: app_id.clone(),
+                    shuffle_id,
+                    map_attempts: p.map_attempts.clone(),
+                    expected_bytes: parts
+                        .iter()
+                        .map(|&q| p.partition_bytes[q as usize])
+                        .collect(),
+                    partitions: parts,
+                }
+            };
+            match coord.call_worker(addr, &check).await {
+                Ok(Message::CopiesHeld { partitions }) => keep.extend(partitions),
+                Ok(other) => tracing::warn!(reply = ?other, "unexpected answer to CheckCopies"),
+                Err(e) => {
+                    tracing::warn!(error = %e, %addr, "a restarted worker could not be asked what it holds")
+                }
+            }
+            tracing::info!(app = %app_id, shuffle_id, worker = lost, kept = keep.len(), "a restarted worker still holds these copies whole");
+        }
+        let r = coord.lock().relocate(&app_id, shuffle_id, &s, lost, &keep);
         let layout = {
             let p = s.lock();
             journal::Record::Layout {

@@ -530,13 +530,15 @@ impl State {
     /// Moves a shuffle's partitions off the lost worker `lost`. A partition that kept a
     /// copy is served by it (the replica is promoted). A partition that lost every copy
     /// is placed anew, and the maps that had written into it are revoked, so that the
-    /// engine recomputes them. The caller holds the shuffle's commit lock.
+    /// engine recomputes them. Copies in `keep` stay (a restarted worker found them
+    /// whole). The caller holds the shuffle's commit lock.
     pub fn relocate(
         &self,
         app_id: &str,
         shuffle_id: u32,
         s: &ShuffleEntry,
         lost: u32,
+        keep: &BTreeSet<u32>,
     ) -> Relocation {
         let mut loads = self.live_loads();
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
@@ -546,6 +548,9 @@ impl State {
         let mut degraded = 0;
         for part in 0..s.num_partitions {
             let i = part as usize;
+            if keep.contains(&part) {
+                continue; // a restarted worker that still holds this copy whole
+            }
             if p.primary[i] == lost {
                 let r = p.replica[i];
                 if r != NO_WORKER && self.is_alive(r) {
@@ -1069,7 +1074,7 @@ mod tests {
         };
         let victim = primary[0];
         st.mark_lost(victim);
-        let r = st.relocate("a", 0, &e, victim);
+        let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
         assert!(r.revoked.is_empty());
         assert_eq!(r.lost_partitions, 0);
         let p = e.lock();
@@ -1090,7 +1095,7 @@ mod tests {
         e.record_commit(1, 0, &[stat(1, 5)]);
         e.record_commit(2, 0, &[stat(0, 1), stat(1, 1)]);
         st.mark_lost(victim);
-        let r = st.relocate("a", 0, &e, victim);
+        let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
         assert_eq!(r.revoked, vec![0, 2]);
         assert_eq!(r.lost_partitions, 1);
         assert_eq!(

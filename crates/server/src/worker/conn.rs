@@ -169,6 +169,45 @@ async fn read_requests(r: &mut In, tx: &Replies, worker: &Arc<Worker>) -> io::Re
                     send(tx, Reply::Fetch(h.request_id, req)).await?;
                     Next::Continue
                 }
+                Ok(Message::MapCommitted {
+                    app_id,
+                    shuffle_id,
+                    map_id,
+                    attempt_id,
+                    partitions,
+                    to_disk,
+                }) => {
+                    let store = &worker.store;
+                    let reply = match store.map_committed(
+                        &app_id,
+                        shuffle_id,
+                        map_id,
+                        attempt_id,
+                        &partitions,
+                    ) {
+                        Err(err) => Reply::Now(h.request_id, error_reply(worker, err)),
+                        Ok(()) if !to_disk => Reply::Now(h.request_id, Message::Ok),
+                        // Answer once the map's batches are written and synced; other
+                        // requests on the connection go on meanwhile.
+                        Ok(()) => {
+                            let (store, worker) = (store.clone(), worker.clone());
+                            Reply::Forwarded(
+                                h.request_id,
+                                tokio::spawn(async move {
+                                    match store
+                                        .persist_map(&app_id, shuffle_id, map_id, attempt_id)
+                                        .await
+                                    {
+                                        Ok(()) => Message::Ok,
+                                        Err(err) => error_reply(&worker, err),
+                                    }
+                                }),
+                            )
+                        }
+                    };
+                    send(tx, reply).await?;
+                    Next::Continue
+                }
                 Ok(msg) => {
                     let reply = match handle_control(worker, msg) {
                         Ok(m) => m,
@@ -206,16 +245,21 @@ fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerE
             )?;
             Ok(Message::Ok)
         }
-        Message::MapCommitted {
+        Message::CheckCopies {
             app_id,
             shuffle_id,
-            map_id,
-            attempt_id,
+            map_attempts,
             partitions,
-        } => {
-            store.map_committed(&app_id, shuffle_id, map_id, attempt_id, &partitions)?;
-            Ok(Message::Ok)
-        }
+            expected_bytes,
+        } => Ok(Message::CopiesHeld {
+            partitions: store.check_copies(
+                &app_id,
+                shuffle_id,
+                &map_attempts,
+                &partitions,
+                &expected_bytes,
+            )?,
+        }),
         Message::DeleteShuffle { app_id, shuffle_id } => {
             store.delete_shuffle(&app_id, shuffle_id);
             Ok(Message::Ok)

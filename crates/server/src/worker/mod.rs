@@ -134,6 +134,13 @@ impl Worker {
             max_batch,
             metrics.clone(),
         );
+        match store.recover() {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(partitions = n, data_dir = %cfg.data_dir.display(), "found partition files of a previous run; the coordinator decides what still counts")
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the data left by a previous run"),
+        }
         let worker = Arc::new(Worker {
             addr,
             advertised,

@@ -214,6 +214,74 @@ impl Partition {
             .map_or(0, |v| v.iter().map(|e| e.len as u64).sum())
     }
 
+    /// True while a batch of this map attempt is only in memory.
+    pub fn attempt_in_memory(&self, map: u32, attempt: u32) -> bool {
+        self.lock()
+            .index
+            .get(&(map, attempt))
+            .is_some_and(|v| v.iter().any(|e| e.file_offset.is_none()))
+    }
+
+    /// Rebuilds a partition from its data file after a restart: every whole record
+    /// whose CRC matches is indexed. The file is cut after the last good record (a crash
+    /// in the middle of a flush leaves a torn one). Returns the partition and the bytes
+    /// it holds on disk.
+    pub fn recover(id: u32, path: PathBuf) -> std::io::Result<(Partition, u64)> {
+        use std::io::Read;
+        let part = Partition::new(id, path.clone());
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        let total = file.metadata()?.len();
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, &mut file);
+        let mut offset = 0u64;
+        let mut header = [0u8; RECORD_HEADER];
+        let mut payload = Vec::new();
+        {
+            let mut st = part.lock();
+            loop {
+                if offset + RECORD_HEADER as u64 > total {
+                    break;
+                }
+                reader.read_exact(&mut header)?;
+                let f =
+                    |i: usize| u32::from_be_bytes(header[i * 4..i * 4 + 4].try_into().expect("4"));
+                let (magic, map, attempt, seq, len, crc) = (f(0), f(1), f(2), f(3), f(4), f(5));
+                if magic != RECORD_MAGIC || offset + (RECORD_HEADER as u64) + len as u64 > total {
+                    break;
+                }
+                payload.resize(len as usize, 0);
+                reader.read_exact(&mut payload)?;
+                if crossdock_proto::checksum(&payload) != crc {
+                    break;
+                }
+                let extents = st.index.entry((map, attempt)).or_default();
+                if let Err(pos) = extents.binary_search_by_key(&seq, |e| e.seq) {
+                    extents.insert(
+                        pos,
+                        Extent {
+                            seq,
+                            len,
+                            crc,
+                            data: None,
+                            file_offset: Some(offset),
+                        },
+                    );
+                }
+                offset += RECORD_HEADER as u64 + len as u64;
+            }
+            st.file_end = offset;
+            st.file_written = offset;
+        }
+        drop(reader);
+        if offset < total {
+            tracing::warn!(path = %path.display(), good = offset, total, "partition file ends in a torn or corrupt record; cut there");
+            file.set_len(offset)?;
+        }
+        Ok((part, offset))
+    }
+
     /// Payload bytes in memory.
     pub fn mem_bytes(&self) -> u64 {
         self.lock().mem_bytes

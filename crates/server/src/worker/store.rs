@@ -247,6 +247,16 @@ impl Store {
             .join(shuffle_id.to_string());
         std::fs::create_dir_all(&dir)
             .map_err(|e| ServerError::io(&format!("creating {}", dir.display()), e))?;
+        // What a restarted worker needs to find the shuffle again (the directory names
+        // are sanitized app ids).
+        let meta = dir.join("shuffle.meta");
+        if !meta.exists() {
+            std::fs::write(
+                &meta,
+                format!("{app_id}\n{shuffle_id}\n{num_maps}\n{num_partitions}\n"),
+            )
+            .map_err(|e| ServerError::io(&format!("writing {}", meta.display()), e))?;
+        }
         let mut apps = self.apps.write().expect("lock");
         let shuffles = apps.entry(app_id.to_string()).or_default();
         let shuffle = shuffles
@@ -324,6 +334,150 @@ impl Store {
         }
         slot.store(attempt, Ordering::Release);
         Ok(())
+    }
+
+    /// Finds the shuffles a previous run of this worker left in its data directory and
+    /// indexes their partition files. Nothing counts as committed until the coordinator
+    /// says so (`CheckCopies`, `SyncCommits`). Returns the number of partitions found.
+    pub fn recover(&self) -> std::io::Result<usize> {
+        let mut found = 0;
+        let Ok(app_dirs) = std::fs::read_dir(&self.root) else {
+            return Ok(0);
+        };
+        for app_dir in app_dirs.flatten() {
+            let Ok(shuffle_dirs) = std::fs::read_dir(app_dir.path()) else {
+                continue;
+            };
+            for shuffle_dir in shuffle_dirs.flatten() {
+                let dir = shuffle_dir.path();
+                let Ok(meta) = std::fs::read_to_string(dir.join("shuffle.meta")) else {
+                    continue;
+                };
+                let fields: Vec<&str> = meta.lines().collect();
+                let [app_id, shuffle_id, num_maps, num_partitions] = fields[..] else {
+                    tracing::warn!(dir = %dir.display(), "unreadable shuffle.meta; skipped");
+                    continue;
+                };
+                let (Ok(shuffle_id), Ok(num_maps), Ok(num_partitions)) = (
+                    shuffle_id.parse::<u32>(),
+                    num_maps.parse::<u32>(),
+                    num_partitions.parse::<u32>(),
+                ) else {
+                    tracing::warn!(dir = %dir.display(), "unreadable shuffle.meta; skipped");
+                    continue;
+                };
+                let mut partitions = HashMap::new();
+                for f in std::fs::read_dir(&dir)?.flatten() {
+                    let name = f.file_name().to_string_lossy().to_string();
+                    let Some(p) = name
+                        .strip_suffix(".data")
+                        .and_then(|p| p.parse::<u32>().ok())
+                    else {
+                        continue;
+                    };
+                    if p >= num_partitions {
+                        continue;
+                    }
+                    let (part, bytes) = Partition::recover(p, f.path())?;
+                    self.stored_bytes.fetch_add(bytes, Ordering::Relaxed);
+                    partitions.insert(p, Arc::new(part));
+                }
+                found += partitions.len();
+                let shuffle = Arc::new(Shuffle {
+                    app_id: app_id.to_string(),
+                    shuffle_id,
+                    num_maps,
+                    num_partitions,
+                    dir: dir.clone(),
+                    partitions: RwLock::new(partitions),
+                    committed: (0..num_maps).map(|_| AtomicU32::new(NO_ATTEMPT)).collect(),
+                });
+                self.apps
+                    .write()
+                    .expect("lock")
+                    .entry(app_id.to_string())
+                    .or_default()
+                    .insert(shuffle_id, shuffle);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Which of `partitions` this worker holds whole: the bytes of the committed
+    /// attempts (`map_attempts`) add up to `expected`. Takes `map_attempts` as the
+    /// commits either way.
+    pub fn check_copies(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map_attempts: &[u32],
+        partitions: &[u32],
+        expected: &[u64],
+    ) -> Result<Vec<u32>, ServerError> {
+        let Ok(shuffle) = self.shuffle(app_id, shuffle_id) else {
+            return Ok(Vec::new()); // nothing of it survived
+        };
+        self.sync_commits(app_id, shuffle_id, map_attempts)?;
+        let mut held = Vec::new();
+        for (i, &p) in partitions.iter().enumerate() {
+            let want = expected.get(i).copied().unwrap_or(u64::MAX);
+            let have: u64 = match shuffle.partition(p) {
+                Some(part) => map_attempts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &a)| a != NO_ATTEMPT)
+                    .map(|(m, &a)| part.attempt_bytes(m as u32, a))
+                    .sum(),
+                None if want == 0 => 0,
+                None => continue,
+            };
+            if have == want {
+                held.push(p);
+            }
+        }
+        Ok(held)
+    }
+
+    /// Waits until every batch of `map`'s `attempt` is written to its partition file,
+    /// and syncs those files: the `to_disk` commit rule.
+    pub async fn persist_map(
+        self: &Arc<Self>,
+        app_id: &str,
+        shuffle_id: u32,
+        map: u32,
+        attempt: u32,
+    ) -> Result<(), ServerError> {
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        let parts: Vec<Arc<Partition>> = shuffle
+            .all_partitions()
+            .into_iter()
+            .filter(|p| p.attempt_bytes(map, attempt) > 0)
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        for part in &parts {
+            while part.attempt_in_memory(map, attempt) {
+                if tokio::time::Instant::now() > deadline {
+                    return Err(ServerError::new(
+                        ErrorCode::Io,
+                        format!(
+                            "map {map} attempt {attempt} could not be written to disk within 60 s (see flush errors)"
+                        ),
+                    ));
+                }
+                self.schedule_flush(part.clone());
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        let paths: Vec<PathBuf> = parts.iter().map(|p| p.path.clone()).collect();
+        tokio::task::spawn_blocking(move || {
+            for path in paths {
+                std::fs::File::open(&path)?.sync_data()?;
+            }
+            Ok::<(), std::io::Error>(())
+        })
+        .await
+        .map_err(|e| ServerError::new(ErrorCode::Internal, format!("sync task failed: {e}")))?
+        .map_err(|e| ServerError::io("syncing partition files", e))
     }
 
     /// Takes the coordinator's view of which attempt counts for every map (after either

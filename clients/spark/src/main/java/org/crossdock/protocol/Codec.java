@@ -124,6 +124,14 @@ public final class Codec {
       w.u32List(s.partitionReplicas());
     } else if (m instanceof ReportWorkerFailure r) {
       w.str(r.addr());
+    } else if (m instanceof CheckCopies c) {
+      w.str(c.appId());
+      w.u32(c.shuffleId());
+      w.u32List(c.mapAttempts());
+      w.u32List(c.partitions());
+      w.u64List(c.expectedBytes());
+    } else if (m instanceof CopiesHeld c) {
+      w.u32List(c.partitions());
     } else if (m instanceof SyncCommits c) {
       w.str(c.appId());
       w.u32(c.shuffleId());
@@ -159,6 +167,7 @@ public final class Codec {
         w.u32(s.partition());
         w.u64(s.bytes());
       }
+      w.u8(c.toDisk() ? 1 : 0);
     } else if (m instanceof DeleteShuffle d) {
       w.str(d.appId());
       w.u32(d.shuffleId());
@@ -244,7 +253,7 @@ public final class Codec {
   public static boolean isKnownKind(int kind) {
     switch (kind) {
       case 0x01, 0x02, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x20, 0x21,
-          0x22, 0x30, 0x31, 0x32, 0x33, 0x34, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45:
+          0x22, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45:
         return true;
       default:
         return false;
@@ -309,6 +318,11 @@ public final class Codec {
             r.u64List("partition_bytes"),
             r.u64List("partition_records"),
             r.u32List("partition_replicas"));
+      case Message.KIND_CHECK_COPIES:
+        return new CheckCopies(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"),
+            r.u32List("partitions"), r.u64List("expected_bytes"));
+      case Message.KIND_COPIES_HELD:
+        return new CopiesHeld(r.u32List("partitions"));
       case Message.KIND_SYNC_COMMITS:
         return new SyncCommits(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"));
       case Message.KIND_REPORT_WORKER_FAILURE:
@@ -337,7 +351,7 @@ public final class Codec {
         for (int i = 0; i < n; i++) {
           ps.add(new PartitionBytes(r.u32("partition"), r.u64("bytes")));
         }
-        return new MapCommitted(app, shuffle, map, attempt, ps);
+        return new MapCommitted(app, shuffle, map, attempt, ps, r.bool("to_disk"));
       }
       case Message.KIND_DELETE_SHUFFLE:
         return new DeleteShuffle(r.str("app_id"), r.u32("shuffle_id"));

@@ -34,6 +34,8 @@ public sealed interface Message {
   int KIND_DELETE_SHUFFLE = 0x32;
   int KIND_DELETE_APP = 0x33;
   int KIND_SYNC_COMMITS = 0x34;
+  int KIND_CHECK_COPIES = 0x35;
+  int KIND_COPIES_HELD = 0x36;
   int KIND_PUSH_BATCH = 0x40;
   int KIND_FETCH = 0x41;
   int KIND_FETCH_CHUNK = 0x42;
@@ -181,6 +183,20 @@ public sealed interface Message {
     }
   }
 
+  record CheckCopies(
+      String appId, int shuffleId, int[] mapAttempts, int[] partitions, long[] expectedBytes)
+      implements Message {
+    public int kind() {
+      return KIND_CHECK_COPIES;
+    }
+  }
+
+  record CopiesHeld(int[] partitions) implements Message {
+    public int kind() {
+      return KIND_COPIES_HELD;
+    }
+  }
+
   record SyncCommits(String appId, int shuffleId, int[] mapAttempts) implements Message {
     public int kind() {
       return KIND_SYNC_COMMITS;
@@ -225,7 +241,12 @@ public sealed interface Message {
   }
 
   record MapCommitted(
-      String appId, int shuffleId, int mapId, int attemptId, List<PartitionBytes> partitions)
+      String appId,
+      int shuffleId,
+      int mapId,
+      int attemptId,
+      List<PartitionBytes> partitions,
+      boolean toDisk)
       implements Message {
     public int kind() {
       return KIND_MAP_COMMITTED;

@@ -69,8 +69,8 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 27, "expected every kind, got " + n + " frames");
-    assertEquals(27, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 29, "expected every kind, got " + n + " frames");
+    assertEquals(29, kinds.size(), "every message kind is covered: " + kinds);
   }
 
   @Test
@@ -180,6 +180,13 @@ class VectorsTest {
       o.set("partition_replicas", u32s(s.partitionReplicas()));
     } else if (m instanceof ReportWorkerFailure r) {
       o.put("addr", r.addr());
+    } else if (m instanceof CheckCopies c) {
+      o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId()));
+      o.set("map_attempts", u32s(c.mapAttempts()));
+      o.set("partitions", u32s(c.partitions()));
+      o.set("expected_bytes", u64s(c.expectedBytes()));
+    } else if (m instanceof CopiesHeld c) {
+      o.set("partitions", u32s(c.partitions()));
     } else if (m instanceof SyncCommits c) {
       o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId()));
       o.set("map_attempts", u32s(c.mapAttempts()));
@@ -204,6 +211,7 @@ class VectorsTest {
       for (PartitionBytes s : c.partitions()) {
         a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes());
       }
+      o.put("to_disk", c.toDisk());
     } else if (m instanceof DeleteShuffle d) {
       o.put("app_id", d.appId()).put("shuffle_id", u(d.shuffleId()));
     } else if (m instanceof DeleteApp d) {
@@ -332,6 +340,10 @@ class VectorsTest {
             longs(n.get("partition_bytes")), longs(n.get("partition_records")),
             ints(n.get("partition_replicas")));
       case "ReportWorkerFailure": return new ReportWorkerFailure(s(n, "addr"));
+      case "CheckCopies":
+        return new CheckCopies(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")),
+            ints(n.get("partitions")), longs(n.get("expected_bytes")));
+      case "CopiesHeld": return new CopiesHeld(ints(n.get("partitions")));
       case "SyncCommits":
         return new SyncCommits(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")));
       case "RegisterWorker":
@@ -347,7 +359,8 @@ class VectorsTest {
         for (JsonNode p : n.get("partitions")) {
           ps.add(new PartitionBytes(i(p, "partition"), l(p, "bytes")));
         }
-        return new MapCommitted(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps);
+        return new MapCommitted(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
+            n.get("to_disk").asBoolean());
       }
       case "DeleteShuffle": return new DeleteShuffle(s(n, "app_id"), i(n, "shuffle_id"));
       case "DeleteApp": return new DeleteApp(s(n, "app_id"));
