@@ -162,27 +162,37 @@ class ProcessCluster:
     can be killed with SIGKILL while a job runs."""
 
     def __init__(self, workers: int = 3, replication: int = 1, memory: str = "256MiB",
-                 worker_timeout: str = "4s"):
+                 worker_timeout: str = "4s", durability: str = "memory"):
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
         self._coordinator_args = ["--data-dir", f"{self.dir.name}/coordinator",
                                   "--worker-timeout", worker_timeout,
                                   "--replication", str(replication),
+                                  "--durability", durability,
                                   "--metrics-listen", "127.0.0.1:0"]
         self.coordinator = self._start_coordinator("127.0.0.1:0")
-        self.workers = [
-            _Child(["worker", "--coordinator", self.coordinator.addr, "--listen", "127.0.0.1:0",
-                    "--memory", memory, "--data-dir", f"{self.dir.name}/worker-{i}",
-                    "--metrics-listen", "127.0.0.1:0"],
-                   r"crossdock worker listening on (\S+)")
-            for i in range(workers)]
+        self._memory = memory
+        self.workers = [self._start_worker(i, "127.0.0.1:0") for i in range(workers)]
         deadline = time.monotonic() + 20
         while self.coordinator.metric("crossdock_coordinator_workers_alive") < workers:
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("workers did not register within 20 s")
             time.sleep(0.05)
+
+    def _start_worker(self, i: int, listen: str) -> _Child:
+        return _Child(["worker", "--coordinator", self.coordinator.addr, "--listen", listen,
+                       "--memory", self._memory, "--data-dir", f"{self.dir.name}/worker-{i}",
+                       "--metrics-listen", "127.0.0.1:0"],
+                      r"crossdock worker listening on (\S+)")
+
+    def restart_worker(self, i: int) -> None:
+        """SIGKILLs worker `i` and starts it again on the same address and data
+        directory."""
+        addr = self.workers[i].addr
+        self.workers[i].kill()
+        self.workers[i] = self._start_worker(i, addr)
 
     def _start_coordinator(self, listen: str) -> _Child:
         return _Child(["coordinator", "--listen", listen, *self._coordinator_args],

@@ -27,11 +27,11 @@ REPORTS: dict[str, dict] = {}
 
 
 def run_with_fault(replication: int, block: str, commits_before_kill: int,
-                   fault: str = "kill-worker") -> dict:
+                   fault: str = "kill-worker", durability: str = "memory") -> dict:
     """Runs the job; once `commits_before_kill` maps committed, injects the fault (kills
     the worker holding the most partitions, or restarts the coordinator), then lets the
     blocked tasks go on."""
-    with ProcessCluster(workers=3, replication=replication) as cluster, \
+    with ProcessCluster(workers=3, replication=replication, durability=durability) as cluster, \
             tempfile.TemporaryDirectory() as gate:
         out = os.path.join(gate, "report.json")
         job = subprocess.Popen([sys.executable, str(JOB), out, gate, "--coordinator",
@@ -46,10 +46,12 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
             # Every worker holds partitions of this shuffle (4 partitions over 3 workers
             # with load-aware placement); kill the first, which holds at least one.
             commits_before = cluster.coordinator.metric("crossdock_coordinator_commits_total")
+            busiest = max(range(len(cluster.workers)),
+                          key=lambda i: cluster.workers[i].metric("crossdock_worker_partitions"))
             if fault == "kill-worker":
-                victim = max(cluster.workers,
-                             key=lambda w: w.metric("crossdock_worker_partitions"))
-                victim.kill()
+                cluster.workers[busiest].kill()
+            elif fault == "restart-worker":
+                cluster.restart_worker(busiest)
             else:
                 cluster.restart_coordinator()
             pathlib.Path(gate, "go").touch()
@@ -145,6 +147,15 @@ def test_worker_killed_after_map_stage_with_two_copies_recomputes_nothing():
     assert r["equal"], r
     assert r["map_tasks_recomputed"] == 0, r
     assert r["map_stage_attempts"] == 1, r
+
+
+def test_worker_restarted_on_its_disk_after_map_stage_recomputes_nothing():
+    r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS,
+                       fault="restart-worker", durability="disk")
+    show("worker SIGKILLed and restarted after maps, durability disk", r)
+    assert r["equal"], r
+    assert r["revoked_maps"] == 0 and r["lost_partitions"] == 0, r
+    assert r["map_tasks_recomputed"] == 0, r
 
 
 def test_coordinator_restarted_in_the_middle_of_the_map_stage():
