@@ -284,6 +284,8 @@ pub enum Message {
         worker_id: u32,
         buffered_bytes: u64,
         stored_bytes: u64,
+        /// The worker's disk is full: place nothing new on it.
+        disk_full: bool,
     },
 
     // Control plane: coordinator to worker.
@@ -578,10 +580,12 @@ impl Message {
                 worker_id,
                 buffered_bytes,
                 stored_bytes,
+                disk_full,
             } => {
                 b.put_u32(*worker_id);
                 b.put_u64(*buffered_bytes);
                 b.put_u64(*stored_bytes);
+                b.put_u8(*disk_full as u8);
             }
             Message::PrepareShuffle {
                 app_id,
@@ -804,6 +808,7 @@ impl Message {
                 worker_id: r.u32("worker_id")?,
                 buffered_bytes: r.u64("buffered_bytes")?,
                 stored_bytes: r.u64("stored_bytes")?,
+                disk_full: r.bool("disk_full")?,
             },
             K::PrepareShuffle => Message::PrepareShuffle {
                 app_id: r.string("app_id")?,

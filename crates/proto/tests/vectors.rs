@@ -232,6 +232,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 worker_id: 3,
                 buffered_bytes: 4096,
                 stored_bytes: 1 << 40,
+                disk_full: false,
             },
         ),
         (

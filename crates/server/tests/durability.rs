@@ -551,3 +551,80 @@ async fn a_worker_restarted_after_losing_data_held_in_memory_reports_it_lost() {
     })
     .await;
 }
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("running mount");
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs needs root (CI runs as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_a_full_disk_fails_commits_clearly_and_gets_no_new_partitions() {
+    let disk = SmallDisk::mount("256k");
+    let c = Cluster::start_with(1, 1, true).await;
+    let full = start_worker(&c.coord_addr, "127.0.0.1:0", disk.dir.path().join("w")).await;
+    let full_addr = full.worker.addr.to_string();
+    eventually("the second worker registered", || async {
+        c.coord.register_app("probe", 60_000).await.unwrap();
+        let p = c.coord.register_shuffle("probe", 0, 1, 2).await.unwrap();
+        p.workers.len() == 2
+    })
+    .await;
+    c.coord.register_app("z", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("z", 0, 1, 2).await.unwrap();
+    let p = (0..2)
+        .find(|&p| placement.worker_of(p).unwrap().addr == full_addr)
+        .expect("one partition on the small disk");
+    // 1 MiB does not fit in 256 KiB: the commit (durability disk) fails, saying why.
+    let data = vec![7u8; 1 << 20];
+    push_to(&full_addr, "z", p, 0, 0, &data).await.unwrap();
+    let stats = vec![PartitionStat {
+        partition: p,
+        bytes: data.len() as u64,
+        records: 1,
+    }];
+    let err = c.coord.commit_map("z", 0, 0, 0, stats).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::Io), "{err}");
+    assert!(err.to_string().contains("disk full"), "{err}");
+    // The worker says so in its heartbeats, and new shuffles avoid it.
+    eventually("new placements avoid the full disk", || async {
+        let q = c
+            .coord
+            .register_shuffle("z", 1 + rand_id(), 1, 4)
+            .await
+            .unwrap();
+        q.workers.iter().all(|w| w.addr != full_addr)
+    })
+    .await;
+    drop(full);
+}
+
+fn rand_id() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

@@ -153,10 +153,14 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             worker_id,
             buffered_bytes,
             stored_bytes,
+            disk_full,
         } => {
-            let revived = coord
-                .lock()
-                .heartbeat(worker_id, buffered_bytes, stored_bytes, now)?;
+            let revived = {
+                let mut st = coord.lock();
+                let revived = st.heartbeat(worker_id, buffered_bytes, stored_bytes, now)?;
+                st.set_disk_full(worker_id, disk_full);
+                revived
+            };
             if revived {
                 wipe_revived_worker(coord, worker_id);
             }

@@ -48,6 +48,8 @@ pub struct WorkerEntry {
     pub stored_bytes: u64,
     /// Chosen by the worker process at start: a new value means it restarted.
     pub incarnation: u64,
+    /// The worker reported a full disk: nothing new is placed on it.
+    pub disk_full: bool,
 }
 
 /// Where a shuffle's partitions live and which map attempts count.
@@ -305,6 +307,7 @@ impl State {
                     buffered_bytes: 0,
                     stored_bytes: 0,
                     incarnation,
+                    disk_full: false,
                 });
                 w.addr = addr;
                 w.incarnation = incarnation;
@@ -442,6 +445,7 @@ impl State {
                 buffered_bytes: 0,
                 stored_bytes: 0,
                 incarnation,
+                disk_full: false,
             },
         );
         (id, false)
@@ -489,6 +493,20 @@ impl State {
             }
         }
         lost
+    }
+
+    /// Records whether a worker's disk is full.
+    pub fn set_disk_full(&mut self, id: u32, full: bool) {
+        if let Some(w) = self.workers.get_mut(&id) {
+            if w.disk_full != full {
+                if full {
+                    tracing::warn!(worker = id, addr = %w.addr, "worker reports a full disk; no new partitions go there");
+                } else {
+                    tracing::info!(worker = id, addr = %w.addr, "worker's disk has room again");
+                }
+            }
+            w.disk_full = full;
+        }
     }
 
     /// Marks a worker lost now. False if it was not alive.
@@ -664,7 +682,7 @@ impl State {
         }
         self.workers
             .values()
-            .filter(|w| w.alive)
+            .filter(|w| w.alive && !w.disk_full)
             .map(|w| {
                 let partitions = assigned.get(&w.id).copied().unwrap_or(0);
                 let reported = w.stored_bytes + w.buffered_bytes;
@@ -789,9 +807,18 @@ impl State {
         }
         let loads = self.live_loads();
         if loads.is_empty() {
+            let full = self
+                .workers
+                .values()
+                .filter(|w| w.alive && w.disk_full)
+                .count();
             return Err(ServerError::new(
                 ErrorCode::NoWorkers,
-                "no live worker is registered with the coordinator; start a worker or check its heartbeats",
+                if full > 0 {
+                    format!("every live worker ({full}) reports a full disk; free space on them or add workers")
+                } else {
+                    "no live worker is registered with the coordinator; start a worker or check its heartbeats".to_string()
+                },
             ));
         }
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();

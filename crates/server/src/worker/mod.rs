@@ -321,6 +321,7 @@ async fn membership(worker: Arc<Worker>, coordinator: String, mut shutdown: Shut
                     worker_id,
                     buffered_bytes: worker.store.budget.used(),
                     stored_bytes: worker.store.stored_bytes.load(Ordering::Relaxed),
+                    disk_full: worker.store.disk_full.load(Ordering::Relaxed),
                 };
                 match conn.call(&hb).await {
                     Ok(_) => {}

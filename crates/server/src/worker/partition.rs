@@ -354,12 +354,16 @@ impl Partition {
         Some(job.payload_bytes)
     }
 
-    /// Puts a failed flush job's batches back in the queue (they are still in memory).
+    /// Puts a failed flush job's batches back in the queue (they are still in memory)
+    /// and gives its place in the file back: flushes of a partition run one at a time,
+    /// so nothing was reserved after it. The caller cuts the file at `job.offset`, so a
+    /// half-written job leaves no garbage between records.
     pub fn abort_flush(&self, job: &FlushJob) {
         let mut st = self.lock();
         if !st.deleted {
             st.unflushed
                 .extend(job.records.iter().map(|&(m, a, s, _)| (m, a, s)));
+            st.file_end = job.offset;
         }
     }
 

@@ -76,6 +76,8 @@ pub struct Store {
     flush_slots: Arc<Semaphore>,
     pub metrics: Arc<WorkerMetrics>,
     pub stored_bytes: AtomicU64,
+    /// Set when a flush failed for lack of space, cleared by the next one that worked.
+    pub disk_full: std::sync::atomic::AtomicBool,
 }
 
 fn safe_component(s: &str) -> String {
@@ -111,6 +113,7 @@ impl Store {
             flush_slots: Arc::new(Semaphore::new(2)),
             metrics,
             stored_bytes: AtomicU64::new(0),
+            disk_full: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -189,6 +192,13 @@ impl Store {
             ));
         }
         let (shuffle, part) = self.partition(&h.app_id, h.shuffle_id, h.partition)?;
+        // With the disk full, memory is all there is: refuse instead of waiting for a
+        // spill that cannot happen.
+        if self.disk_full.load(Ordering::Acquire)
+            && self.budget.used() + payload_len > self.high_water
+        {
+            return Err(self.disk_full_error());
+        }
         if h.map_id >= shuffle.num_maps {
             return Err(ServerError::new(
                 ErrorCode::UnknownMap,
@@ -438,6 +448,16 @@ impl Store {
         Ok(held)
     }
 
+    fn disk_full_error(&self) -> ServerError {
+        ServerError::new(
+            ErrorCode::Io,
+            format!(
+                "disk full: this worker cannot write to {} and its memory is used up; it takes no more data until space is freed",
+                self.root.display()
+            ),
+        )
+    }
+
     /// Waits until every batch of `map`'s `attempt` is written to its partition file,
     /// and syncs those files: the `to_disk` commit rule.
     pub async fn persist_map(
@@ -456,6 +476,9 @@ impl Store {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         for part in &parts {
             while part.attempt_in_memory(map, attempt) {
+                if self.disk_full.load(Ordering::Acquire) {
+                    return Err(self.disk_full_error());
+                }
                 if tokio::time::Instant::now() > deadline {
                     return Err(ServerError::new(
                         ErrorCode::Io,
@@ -564,6 +587,7 @@ impl Store {
                 let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
                 match written {
                     Ok((job, Ok(()))) => {
+                        store.disk_full.store(false, Ordering::Release);
                         if let Some(freed) = part.complete_flush(&job) {
                             store.budget.give_back(freed);
                             store
@@ -579,7 +603,18 @@ impl Store {
                         if !part.lock().deleted {
                             tracing::error!(path = %part.path.display(), error = %e, "flush failed; batches stay in memory and will be retried");
                             store.metrics.flush_errors.fetch_add(1, Ordering::Relaxed);
+                            if e.kind() == std::io::ErrorKind::StorageFull
+                                || e.kind() == std::io::ErrorKind::QuotaExceeded
+                            {
+                                if !store.disk_full.swap(true, Ordering::AcqRel) {
+                                    tracing::error!(dir = %store.root.display(), "disk full: this worker takes no data beyond its memory until space is freed");
+                                }
+                            }
                             part.abort_flush(&job);
+                            let _ = std::fs::OpenOptions::new()
+                                .write(true)
+                                .open(&part.path)
+                                .and_then(|f| f.set_len(job.offset));
                             tokio::time::sleep(Duration::from_millis(200)).await;
                         }
                         break;

@@ -147,6 +147,7 @@ public final class Codec {
       w.u32(h.workerId());
       w.u64(h.bufferedBytes());
       w.u64(h.storedBytes());
+      w.u8(h.diskFull() ? 1 : 0);
     } else if (m instanceof PrepareShuffle p) {
       w.str(p.appId());
       w.u32(p.shuffleId());
@@ -332,7 +333,8 @@ public final class Codec {
       case Message.KIND_WORKER_REGISTERED:
         return new WorkerRegistered(r.u32("worker_id"), r.u32("heartbeat_ms"));
       case Message.KIND_HEARTBEAT:
-        return new Heartbeat(r.u32("worker_id"), r.u64("buffered_bytes"), r.u64("stored_bytes"));
+        return new Heartbeat(r.u32("worker_id"), r.u64("buffered_bytes"), r.u64("stored_bytes"),
+            r.bool("disk_full"));
       case Message.KIND_PREPARE_SHUFFLE:
         return new PrepareShuffle(
             r.str("app_id"),

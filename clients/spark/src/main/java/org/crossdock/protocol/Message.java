@@ -221,7 +221,8 @@ public sealed interface Message {
     }
   }
 
-  record Heartbeat(int workerId, long bufferedBytes, long storedBytes) implements Message {
+  record Heartbeat(int workerId, long bufferedBytes, long storedBytes, boolean diskFull)
+      implements Message {
     public int kind() {
       return KIND_HEARTBEAT;
     }

@@ -197,7 +197,7 @@ class VectorsTest {
       o.put("worker_id", u(r.workerId())).put("heartbeat_ms", u(r.heartbeatMs()));
     } else if (m instanceof Heartbeat h) {
       o.put("worker_id", u(h.workerId())).put("buffered_bytes", h.bufferedBytes())
-          .put("stored_bytes", h.storedBytes());
+          .put("stored_bytes", h.storedBytes()).put("disk_full", h.diskFull());
     } else if (m instanceof PrepareShuffle p) {
       o.put("app_id", p.appId()).put("shuffle_id", u(p.shuffleId())).put("num_maps", u(p.numMaps()))
           .put("num_partitions", u(p.numPartitions()));
@@ -350,7 +350,8 @@ class VectorsTest {
         return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"), l(n, "incarnation"));
       case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));
       case "Heartbeat":
-        return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"));
+        return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"),
+            n.get("disk_full").asBoolean());
       case "PrepareShuffle":
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
             i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")));
