@@ -603,12 +603,10 @@ impl Store {
                         if !part.lock().deleted {
                             tracing::error!(path = %part.path.display(), error = %e, "flush failed; batches stay in memory and will be retried");
                             store.metrics.flush_errors.fetch_add(1, Ordering::Relaxed);
-                            if e.kind() == std::io::ErrorKind::StorageFull
-                                || e.kind() == std::io::ErrorKind::QuotaExceeded
-                            {
-                                if !store.disk_full.swap(true, Ordering::AcqRel) {
-                                    tracing::error!(dir = %store.root.display(), "disk full: this worker takes no data beyond its memory until space is freed");
-                                }
+                            let no_space = e.kind() == std::io::ErrorKind::StorageFull
+                                || e.kind() == std::io::ErrorKind::QuotaExceeded;
+                            if no_space && !store.disk_full.swap(true, Ordering::AcqRel) {
+                                tracing::error!(dir = %store.root.display(), "disk full: this worker takes no data beyond its memory until space is freed");
                             }
                             part.abort_flush(&job);
                             let _ = std::fs::OpenOptions::new()
