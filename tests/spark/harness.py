@@ -119,8 +119,9 @@ def spark_session(app_name: str, conf: dict[str, str]):
 class _Child:
     """A crossdock child process whose stdout lines are collected."""
 
-    def __init__(self, args: list[str], ready: str):
-        self.proc = subprocess.Popen([str(BINARY), *args], stdout=subprocess.PIPE,
+    def __init__(self, args: list[str], ready: str, netns: str | None = None):
+        prefix = ["ip", "netns", "exec", netns] if netns else []
+        self.proc = subprocess.Popen([*prefix, str(BINARY), *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True,
                                      env={**os.environ, "CROSSDOCK_LOG": "warn"})
         self.lines: queue.Queue[str] = queue.Queue()
@@ -128,7 +129,8 @@ class _Child:
                          daemon=True).start()
         self.values: dict[str, str] = {}
         deadline = time.monotonic() + 20
-        while "addr" not in self.values or "metrics" not in self.values:
+        wants_metrics = "--metrics-listen" in args and args[args.index("--metrics-listen") + 1] != "off"
+        while "addr" not in self.values or (wants_metrics and "metrics" not in self.values):
             try:
                 line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
             except queue.Empty:
@@ -212,6 +214,95 @@ class ProcessCluster:
     def stop(self) -> None:
         for c in [*self.workers, self.coordinator]:
             c.kill()
+        self.dir.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+class NamespacedCluster:
+    """A coordinator in this network namespace and N workers, each in a network namespace
+    of its own attached by a veth pair to a bridge here (10.78.0.1 here, 10.78.0.<i+1>
+    for worker i), so that one worker can be cut off the network while its process keeps
+    running. Needs root; everything it creates is removed on exit, also after a failure."""
+
+    PREFIX = "cdt"
+    bridge = "cdt-br"
+
+    def __init__(self, workers: int = 3, replication: int = 2, memory: str = "256MiB",
+                 worker_timeout: str = "4s"):
+        if not BINARY.exists():
+            raise RuntimeError(f"{BINARY} is missing: run `make build` first")
+        self.n = workers
+        self.dir = tempfile.TemporaryDirectory(prefix="crossdock-netns-")
+        self.workers: list[_Child] = []
+        self.coordinator = None
+        self.cleanup_network()
+        try:
+            # One bridge here; each worker's namespace hangs off it by a veth pair, so
+            # workers reach each other (replication) and this namespace directly.
+            _run("ip", "link", "add", self.bridge, "type", "bridge")
+            _run("ip", "addr", "add", "10.78.0.1/24", "dev", self.bridge)
+            _run("ip", "link", "set", self.bridge, "up")
+            for i in range(1, workers + 1):
+                ns, host, peer = self.names(i)
+                _run("ip", "netns", "add", ns)
+                _run("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+                _run("ip", "link", "set", peer, "netns", ns)
+                _run("ip", "link", "set", host, "master", self.bridge)
+                _run("ip", "link", "set", host, "up")
+                _run("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.78.0.{i + 1}/24", "dev", peer)
+                _run("ip", "netns", "exec", ns, "ip", "link", "set", peer, "up")
+                _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            self.coordinator = _Child(
+                ["coordinator", "--listen", "0.0.0.0:0", "--data-dir", f"{self.dir.name}/coordinator",
+                 "--worker-timeout", worker_timeout, "--replication", str(replication),
+                 "--metrics-listen", "127.0.0.1:0"],
+                r"crossdock coordinator listening on (\S+)")
+            port = self.coordinator.addr.rsplit(":", 1)[1]
+            for i in range(1, workers + 1):
+                ns, _, _ = self.names(i)
+                # `ip netns exec` keeps the command's own pid, so SIGKILL reaches it.
+                self.workers.append(_Child(
+                    ["worker", "--coordinator", f"10.78.0.1:{port}", "--listen", f"10.78.0.{i + 1}:0",
+                     "--memory", memory, "--data-dir", f"{self.dir.name}/worker-{i}",
+                     "--metrics-listen", "off"],
+                    r"crossdock worker listening on (\S+)", netns=ns))
+            self.address = f"127.0.0.1:{port}"
+            deadline = time.monotonic() + 20
+            while self.coordinator.metric("crossdock_coordinator_workers_alive") < workers:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("workers in namespaces did not register within 20 s")
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
+
+    def names(self, i: int) -> tuple[str, str, str]:
+        return f"{self.PREFIX}-w{i}", f"{self.PREFIX}-h{i}", f"{self.PREFIX}-p{i}"
+
+    def cut(self, i: int) -> None:
+        """Takes worker i (1-based) off the network; its process keeps running."""
+        _run("ip", "link", "set", self.names(i)[1], "down")
+
+    def cleanup_network(self) -> None:
+        for i in range(1, 17):
+            ns, host, _ = self.names(i)
+            subprocess.run(["ip", "link", "del", host], capture_output=True)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+    def stop(self) -> None:
+        for c in self.workers + ([self.coordinator] if self.coordinator else []):
+            c.kill()
+        self.cleanup_network()
         self.dir.cleanup()
 
     def __enter__(self):

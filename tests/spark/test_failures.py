@@ -19,7 +19,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ProcessCluster  # noqa: E402
+from harness import NamespacedCluster, ProcessCluster  # noqa: E402
 
 JOB = pathlib.Path(__file__).with_name("failure_job.py")
 MAPS = 8
@@ -201,3 +201,34 @@ def test_dynamic_allocation_releases_executors_that_wrote_shuffle_data():
     assert r["equal"], r
     assert r["executors_released"], "every executor was released while idle"
     assert r["map_tasks_recomputed"] == 0, "the second read found the map outputs"
+
+
+def test_worker_cut_off_the_network_after_map_stage_with_two_copies():
+    """Workers in network namespaces; one is cut off (its link goes down, its process
+    keeps running) after the map stage. Reducers fall back to the replicas."""
+    with NamespacedCluster(workers=3, replication=2) as cluster, \
+            tempfile.TemporaryDirectory() as gate:
+        out = os.path.join(gate, "report.json")
+        job = subprocess.Popen([sys.executable, str(JOB), out, gate, "--coordinator",
+                                cluster.address, "--block", "reducers"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while cluster.coordinator.metric("crossdock_coordinator_commits_total") < MAPS:
+                assert job.poll() is None, f"job ended early: {job.stderr.read()[-3000:]}"
+                assert time.monotonic() < deadline, "maps did not commit in time"
+                time.sleep(0.1)
+            cluster.cut(1)
+            pathlib.Path(gate, "go").touch()
+            _, err = job.communicate(timeout=300)
+        finally:
+            if job.poll() is None:
+                job.kill()
+        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
+        with open(out) as f:
+            r = json.load(f)
+        lost = cluster.coordinator.metric("crossdock_coordinator_workers_lost")
+    show("worker cut off the network after maps, replication 2", r)
+    assert r["equal"], r
+    assert r["map_tasks_recomputed"] == 0, r
+    assert lost == 1, "the cut-off worker was found out"

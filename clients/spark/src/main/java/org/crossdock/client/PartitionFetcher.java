@@ -253,14 +253,19 @@ public final class PartitionFetcher implements Closeable {
       if (done) {
         return null;
       }
+      boolean connecting = socket == null;
       try {
         if (socket == null) {
           open();
         }
+        connecting = false;
         readFrame();
       } catch (CrossdockException e) {
         closeSocket();
-        if (e.isTransport() && resumes < maxResumes) {
+        // A copy that cannot even be connected to is not retried while another exists:
+        // each attempt would wait for the connect timeout.
+        boolean unreachableCopy = connecting && copy + 1 < copies.size();
+        if (e.isTransport() && resumes < maxResumes && !unreachableCopy) {
           continue;
         }
         if (e.isTransport()) {
