@@ -149,9 +149,10 @@ struct WorkerArgs {
     /// Memory budget for buffered shuffle data, e.g. 4GiB [default: 1GiB].
     #[arg(long, env = "CROSSDOCK_MEMORY")]
     memory: Option<String>,
-    /// Directory for partition files.
+    /// Directory for partition files; several, comma-separated (one per disk), spread
+    /// the partitions over them.
     #[arg(long, env = "CROSSDOCK_DATA_DIR")]
-    data_dir: Option<PathBuf>,
+    data_dir: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -311,14 +312,27 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         .coordinator
         .or(file.coordinator)
         .context("a worker needs --coordinator HOST:PORT (or CROSSDOCK_COORDINATOR)")?;
+    let dirs: Vec<PathBuf> = match a.data_dir {
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+        None => vec![file
+            .data_dir
+            .unwrap_or_else(|| default_data_dir().join("worker"))],
+    };
+    if dirs.is_empty() {
+        anyhow::bail!("--data-dir names no directory");
+    }
     let cfg = WorkerConfig {
         listen: pick(a.listen, file.listen, || DEFAULT_WORKER_LISTEN.into()),
         advertise: a.advertise_addr.or(file.advertise_addr),
         coordinator,
         memory: parse_size(&pick(a.memory, file.memory, || DEFAULT_MEMORY.into()))?,
-        data_dir: pick(a.data_dir, file.data_dir, || {
-            default_data_dir().join("worker")
-        }),
+        data_dir: dirs[0].clone(),
+        extra_data_dirs: dirs[1..].to_vec(),
     };
     if cfg.memory < (16 << 20) {
         anyhow::bail!(

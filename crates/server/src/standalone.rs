@@ -63,6 +63,7 @@ impl Standalone {
                 coordinator: coordinator.addr.to_string(),
                 memory: cfg.memory,
                 data_dir: own_dir.join(format!("worker-{i}")),
+                extra_data_dirs: Vec::new(),
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

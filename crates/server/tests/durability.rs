@@ -28,7 +28,12 @@ struct Cluster {
 }
 
 async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) -> Node {
+    start_worker_on(coordinator, listen, vec![dir]).await
+}
+
+async fn start_worker_on(coordinator: &str, listen: &str, dirs: Vec<std::path::PathBuf>) -> Node {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
     let worker = Worker::start(
         WorkerConfig {
             listen: listen.into(),
@@ -36,6 +41,7 @@ async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) 
             coordinator: coordinator.into(),
             memory: 64 << 20,
             data_dir: dir,
+            extra_data_dirs: extra,
         },
         shutdown,
     )
@@ -627,4 +633,48 @@ fn rand_id() -> u32 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
+    let c = Cluster::start_with(0, 1, true).await;
+    let dirs = vec![c.dir.path().join("disk-a"), c.dir.path().join("disk-b")];
+    let w = start_worker_on(&c.coord_addr, "127.0.0.1:0", dirs.clone()).await;
+    let addr = w.worker.addr.to_string();
+    c.coord.register_app("m", 60_000).await.unwrap();
+    let mut placement = None;
+    for _ in 0..200 {
+        if let Ok(p) = c.coord.register_shuffle("m", 0, 1, 4).await {
+            placement = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let placement = placement.expect("the worker registered");
+    run_map(&c, &placement, "m", 0, 0, 4).await.unwrap();
+    for p in 0..4u32 {
+        let file = dirs[p as usize % 2]
+            .join("m")
+            .join("0")
+            .join(format!("{p}.data"));
+        assert!(
+            std::fs::metadata(&file)
+                .map(|m| m.len() > 0)
+                .unwrap_or(false),
+            "{}",
+            file.display()
+        );
+    }
+    w.stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _again = start_worker_on(&c.coord_addr, &addr, dirs).await;
+    eventually("recovered from both directories", || async {
+        let mut all = true;
+        for p in 0..4 {
+            all &= read_from(&addr, "m", p, 1).await.ok() == Some(expected(p, &[0]));
+        }
+        all
+    })
+    .await;
+    assert_eq!(c.status("m").await.map_attempts, vec![Some(0)]);
 }

@@ -768,6 +768,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             coordinator: coord.addr.to_string(),
             memory: 32 << 20,
             data_dir: dir.path().join("w"),
+            extra_data_dirs: Vec::new(),
         },
         worker_shutdown,
     )

@@ -51,6 +51,8 @@ pub struct WorkerConfig {
     pub memory: u64,
     /// Directory for partition files.
     pub data_dir: PathBuf,
+    /// More directories (other disks): partitions are spread over all of them.
+    pub extra_data_dirs: Vec<PathBuf>,
 }
 
 impl WorkerConfig {
@@ -114,6 +116,9 @@ impl Worker {
     ) -> std::io::Result<Arc<Worker>> {
         let (push, fetch, max_batch) = cfg.derived();
         std::fs::create_dir_all(&cfg.data_dir)?;
+        for d in &cfg.extra_data_dirs {
+            std::fs::create_dir_all(d)?;
+        }
         let listener = TcpListener::bind(&cfg.listen).await?;
         let addr = listener.local_addr()?;
         let advertised = match &cfg.advertise {
@@ -128,8 +133,11 @@ impl Worker {
         };
         PROCESS_BUDGET.fetch_add(cfg.memory, Ordering::Relaxed);
         let metrics = Arc::new(WorkerMetrics::default());
+        let roots: Vec<PathBuf> = std::iter::once(cfg.data_dir.clone())
+            .chain(cfg.extra_data_dirs.iter().cloned())
+            .collect();
         let store = Store::new(
-            cfg.data_dir.clone(),
+            roots,
             Arc::new(MemoryBudget::new(push)),
             max_batch,
             metrics.clone(),

@@ -23,7 +23,9 @@ pub struct Shuffle {
     pub shuffle_id: u32,
     pub num_maps: u32,
     pub num_partitions: u32,
-    pub dir: PathBuf,
+    /// The shuffle's directory in each of the worker's data directories; partition `p`
+    /// lives in `dirs[p % dirs.len()]`.
+    pub dirs: Vec<PathBuf>,
     /// The partitions placed on this worker.
     pub partitions: RwLock<HashMap<u32, Arc<Partition>>>,
     /// Committed attempt per map, [`NO_ATTEMPT`] until the coordinator says otherwise.
@@ -63,7 +65,8 @@ type AppShuffles = HashMap<u32, Arc<Shuffle>>;
 
 /// Everything a worker stores, and the flushing of it.
 pub struct Store {
-    root: PathBuf,
+    /// The data directories (one per disk); the first is the main one.
+    roots: Vec<PathBuf>,
     apps: RwLock<HashMap<String, AppShuffles>>,
     /// Credit for buffered pushed bytes.
     pub budget: Arc<MemoryBudget>,
@@ -97,14 +100,15 @@ fn safe_component(s: &str) -> String {
 
 impl Store {
     pub fn new(
-        root: PathBuf,
+        roots: Vec<PathBuf>,
         budget: Arc<MemoryBudget>,
         max_batch: u64,
         metrics: Arc<WorkerMetrics>,
     ) -> Arc<Store> {
+        assert!(!roots.is_empty(), "a store needs a data directory");
         let total = budget.total();
         Arc::new(Store {
-            root,
+            roots,
             apps: RwLock::new(HashMap::new()),
             budget,
             max_batch,
@@ -117,8 +121,9 @@ impl Store {
         })
     }
 
+    /// The main data directory.
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.roots[0]
     }
 
     /// Number of apps and shuffles and partitions held.
@@ -251,21 +256,24 @@ impl Store {
                 format!("partition {p} is out of range for {num_partitions} partitions"),
             ));
         }
-        let dir = self
-            .root
-            .join(safe_component(app_id))
-            .join(shuffle_id.to_string());
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| ServerError::io(&format!("creating {}", dir.display()), e))?;
-        // What a restarted worker needs to find the shuffle again (the directory names
-        // are sanitized app ids).
-        let meta = dir.join("shuffle.meta");
-        if !meta.exists() {
-            std::fs::write(
-                &meta,
-                format!("{app_id}\n{shuffle_id}\n{num_maps}\n{num_partitions}\n"),
-            )
-            .map_err(|e| ServerError::io(&format!("writing {}", meta.display()), e))?;
+        let dirs: Vec<PathBuf> = self
+            .roots
+            .iter()
+            .map(|r| r.join(safe_component(app_id)).join(shuffle_id.to_string()))
+            .collect();
+        for dir in &dirs {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ServerError::io(&format!("creating {}", dir.display()), e))?;
+            // What a restarted worker needs to find the shuffle again (the directory
+            // names are sanitized app ids).
+            let meta = dir.join("shuffle.meta");
+            if !meta.exists() {
+                std::fs::write(
+                    &meta,
+                    format!("{app_id}\n{shuffle_id}\n{num_maps}\n{num_partitions}\n"),
+                )
+                .map_err(|e| ServerError::io(&format!("writing {}", meta.display()), e))?;
+            }
         }
         let mut apps = self.apps.write().expect("lock");
         let shuffles = apps.entry(app_id.to_string()).or_default();
@@ -277,7 +285,7 @@ impl Store {
                     shuffle_id,
                     num_maps,
                     num_partitions,
-                    dir: dir.clone(),
+                    dirs: dirs.clone(),
                     partitions: RwLock::new(HashMap::new()),
                     committed: (0..num_maps).map(|_| AtomicU32::new(NO_ATTEMPT)).collect(),
                 })
@@ -295,6 +303,7 @@ impl Store {
         }
         let mut parts = shuffle.partitions.write().expect("lock");
         for (i, &p) in partitions.iter().enumerate() {
+            let dir = &dirs[p as usize % dirs.len()];
             let part = parts
                 .entry(p)
                 .or_insert_with(|| Arc::new(Partition::new(p, dir.join(format!("{p}.data")))));
@@ -351,7 +360,15 @@ impl Store {
     /// says so (`CheckCopies`, `SyncCommits`). Returns the number of partitions found.
     pub fn recover(&self) -> std::io::Result<usize> {
         let mut found = 0;
-        let Ok(app_dirs) = std::fs::read_dir(&self.root) else {
+        for root in &self.roots {
+            found += self.recover_root(root)?;
+        }
+        Ok(found)
+    }
+
+    fn recover_root(&self, root: &Path) -> std::io::Result<usize> {
+        let mut found = 0;
+        let Ok(app_dirs) = std::fs::read_dir(root) else {
             return Ok(0);
         };
         for app_dir in app_dirs.flatten() {
@@ -393,21 +410,30 @@ impl Store {
                     partitions.insert(p, Arc::new(part));
                 }
                 found += partitions.len();
-                let shuffle = Arc::new(Shuffle {
-                    app_id: app_id.to_string(),
-                    shuffle_id,
-                    num_maps,
-                    num_partitions,
-                    dir: dir.clone(),
-                    partitions: RwLock::new(partitions),
-                    committed: (0..num_maps).map(|_| AtomicU32::new(NO_ATTEMPT)).collect(),
-                });
-                self.apps
-                    .write()
-                    .expect("lock")
+                let dirs: Vec<PathBuf> = self
+                    .roots
+                    .iter()
+                    .map(|r| r.join(safe_component(app_id)).join(shuffle_id.to_string()))
+                    .collect();
+                let mut apps = self.apps.write().expect("lock");
+                let shuffle = apps
                     .entry(app_id.to_string())
                     .or_default()
-                    .insert(shuffle_id, shuffle);
+                    .entry(shuffle_id)
+                    .or_insert_with(|| {
+                        Arc::new(Shuffle {
+                            app_id: app_id.to_string(),
+                            shuffle_id,
+                            num_maps,
+                            num_partitions,
+                            dirs,
+                            partitions: RwLock::new(HashMap::new()),
+                            committed: (0..num_maps).map(|_| AtomicU32::new(NO_ATTEMPT)).collect(),
+                        })
+                    })
+                    .clone();
+                drop(apps);
+                shuffle.partitions.write().expect("lock").extend(partitions);
             }
         }
         Ok(found)
@@ -453,7 +479,11 @@ impl Store {
             ErrorCode::Io,
             format!(
                 "disk full: this worker cannot write to {} and its memory is used up; it takes no more data until space is freed",
-                self.root.display()
+                self.roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )
     }
@@ -549,8 +579,9 @@ impl Store {
         for s in removed.into_iter().flat_map(|m| m.into_values()) {
             self.drop_shuffle(&s);
         }
-        let dir = self.root.join(safe_component(app_id));
-        let _ = std::fs::remove_dir_all(dir);
+        for root in &self.roots {
+            let _ = std::fs::remove_dir_all(root.join(safe_component(app_id)));
+        }
     }
 
     fn drop_shuffle(&self, s: &Shuffle) {
@@ -561,9 +592,11 @@ impl Store {
             freed_disk += disk;
         }
         self.stored_bytes.fetch_sub(freed_disk, Ordering::Relaxed);
-        if let Err(e) = std::fs::remove_dir_all(&s.dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(dir = %s.dir.display(), error = %e, "could not delete shuffle data");
+        for dir in &s.dirs {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %dir.display(), error = %e, "could not delete shuffle data");
+                }
             }
         }
         tracing::info!(app = %s.app_id, shuffle = s.shuffle_id, "deleted shuffle data");
@@ -606,7 +639,7 @@ impl Store {
                             let no_space = e.kind() == std::io::ErrorKind::StorageFull
                                 || e.kind() == std::io::ErrorKind::QuotaExceeded;
                             if no_space && !store.disk_full.swap(true, Ordering::AcqRel) {
-                                tracing::error!(dir = %store.root.display(), "disk full: this worker takes no data beyond its memory until space is freed");
+                                tracing::error!(dir = %part.path.display(), "disk full: this worker takes no data beyond its memory until space is freed");
                             }
                             part.abort_flush(&job);
                             let _ = std::fs::OpenOptions::new()
