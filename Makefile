@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test demo demo-native bench bench-spark clean
+.PHONY: all setup build test demo demo-native bench bench-spark bench-cluster bench-native clean
 
 all: build
 
@@ -33,13 +33,23 @@ demo: build
 demo-native: build
 	@scripts/demo.sh
 
-## bench: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run
+## bench: the benchmark suite (docs/benchmarks.md): every Spark workload on one host, then a
+## smaller set on a 3-host emulated cluster (root); tables, JSON and plots in bench-results/
 bench: build
-	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --json
+	@rc=0; .venv/bin/python bench/spark_bench.py $(BENCH_ARGS) || rc=1; \
+	.venv/bin/python bench/cluster.py $(BENCH_ARGS) || rc=1; exit $$rc
 
-## bench-spark: Spark workloads, vanilla vs Crossdock alternating, medians and ratios (table + JSON)
+## bench-spark: the single-host part of `make bench` (BENCH_ARGS="--runs 5 --workloads a,b ...")
 bench-spark: build
-	.venv/bin/python bench/spark_bench.py --runs 3
+	.venv/bin/python bench/spark_bench.py $(BENCH_ARGS)
+
+## bench-cluster: the emulated-cluster part of `make bench` (root: network namespaces and tc)
+bench-cluster: build
+	.venv/bin/python bench/cluster.py $(BENCH_ARGS)
+
+## bench-native: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run (no Spark)
+bench-native: build
+	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --json
 
 clean:
 	$(CARGO) clean

@@ -43,9 +43,12 @@ import threading
 import time
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The applications run from a copy of this file and of the test harness taken when the
+# suite starts (see Build), so that ROOT comes from the environment there.
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(os.environ.get("CROSSDOCK_BENCH_ROOT") or HERE.parent)
 sys.path.insert(0, str(ROOT / "tests" / "spark"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(HERE))
 from harness import BINARY, CLIENT_JAR, base_conf, spark_session  # noqa: E402
 
 # ---- workloads: each returns a small digest so every mode's result can be checked for equality ----
@@ -58,14 +61,14 @@ def _rows(scale: float, base: int) -> int:
 def w_df_repartition(spark, scale):
     """Pure repartition: every row crosses the shuffle once (no map-side reduction)."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 12_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
+    df = spark.range(0, _rows(scale, 11_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
     return df.repartition(64).agg(F.count("*"), F.sum(F.crc32("h"))).collect()[0]
 
 
 def w_df_groupby(spark, scale):
     """groupBy-aggregate over millions of keys (map-side aggregation cannot shrink it much)."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 8_000_000), numPartitions=16).withColumn("k", F.col("id") * 7919 % 3_000_000)
+    df = spark.range(0, _rows(scale, 4_000_000), numPartitions=16).withColumn("k", F.col("id") * 7919 % 3_000_000)
     out = df.groupBy("k").agg(F.count("*").alias("n"), F.sum("id").alias("s"))
     return out.agg(F.count("*"), F.sum("n"), F.sum("s")).collect()[0]
 
@@ -73,7 +76,7 @@ def w_df_groupby(spark, scale):
 def w_df_orderby(spark, scale):
     """orderBy: range partitioning (a sampling job, then the shuffle)."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 6_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
+    df = spark.range(0, _rows(scale, 2_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
     out = df.orderBy("h").withColumn("i", F.monotonically_increasing_id())
     return out.agg(F.count("*"), F.sum(F.crc32(F.concat(F.col("h"), F.col("i").cast("string"))))).collect()[0]
 
@@ -82,7 +85,7 @@ def _kv_pairs(sc, scale, mappers):
     """GroupByTest's input: `mappers` tasks, each with seeded pairs of a random int key and
     its own random 1000-byte value (incompressible, and never the same object twice, so
     neither compression nor pickling can shrink the shuffle)."""
-    pairs = max(100, _rows(scale, 400_000) // mappers)
+    pairs = max(100, _rows(scale, 100_000) // mappers)
 
     def gen(i):
         import random
@@ -113,7 +116,7 @@ def w_df_join(spark, scale):
     """Sort-merge join of two large tables (broadcast disabled)."""
     from pyspark.sql import functions as F
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    n = _rows(scale, 4_000_000)
+    n = _rows(scale, 2_000_000)
     a = spark.range(0, n, numPartitions=16).select((F.col("id") * 31 % (n // 2)).alias("k"), F.sha2(F.col("id").cast("string"), 224).alias("a"))
     b = spark.range(0, n // 2, numPartitions=16).select(F.col("id").alias("k"), (F.col("id") * 7).alias("b"))
     return a.join(b, "k").agg(F.count("*"), F.sum("b"), F.sum(F.crc32("a"))).collect()[0]
@@ -127,7 +130,7 @@ def w_df_skew_zipf(spark, scale):
     default 1.3): skew that map-side aggregation cannot hide."""
     from pyspark.sql import functions as F
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    n = _rows(scale, 4_000_000)
+    n = _rows(scale, 2_000_000)
     # Inverse-CDF sampling of a Pareto/Zipf tail: k = floor(u^(-1/(alpha-1))), capped.
     k = F.least(F.floor(F.pow(F.rand(42) + F.lit(1e-12), F.lit(-1.0 / (ZIPF_ALPHA - 1.0)))), F.lit(1_000_000)).cast("long")
     facts = spark.range(0, n, numPartitions=16).select(k.alias("k"), F.sha2(F.col("id").cast("string"), 224).alias("v"))
@@ -137,25 +140,27 @@ def w_df_skew_zipf(spark, scale):
 
 
 def w_terasort(spark, scale):
-    """TeraSort-style: generate 100-byte records (10-byte key, 90-byte value), sort,
-    validate the global order."""
+    """TeraSort-style: generate 100-byte records (10-byte key, 90-byte value), sort by key,
+    validate that the partitions are in global order; every value goes through the sort
+    (its checksum is part of the result)."""
     from pyspark.sql import functions as F
-    n = _rows(scale, 8_000_000)
+    n = _rows(scale, 10_000_000)
     recs = spark.range(0, n, numPartitions=16).select(
         F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 10).alias("key"),
         F.substring(F.sha2(F.col("id").cast("string"), 512), 1, 90).alias("value"))
-    out = recs.orderBy("key").withColumn("p", F.spark_partition_id())
-    parts = out.groupBy("p").agg(F.min("key").alias("lo"), F.max("key").alias("hi"), F.count("*").alias("n")).orderBy("p").collect()
-    assert all(a["hi"] <= b["lo"] for a, b in zip(parts, parts[1:])), "TeraSort output is not globally ordered"
-    total = sum(r["n"] for r in parts)
-    return (total, recs.agg(F.sum(F.crc32(F.concat("key", "value")))).collect()[0][0])
+    out = recs.orderBy("key").select(F.spark_partition_id().alias("p"), "key", "value")
+    parts = out.groupBy("p").agg(F.min("key").alias("lo"), F.max("key").alias("hi"), F.count("*").alias("n"),
+                                 F.sum(F.crc32(F.concat("key", "value"))).alias("c")).orderBy("p").collect()
+    assert all(a["hi"] < b["lo"] for a, b in zip(parts, parts[1:])), "TeraSort output is not globally ordered"
+    return (sum(r["n"] for r in parts), sum(r["c"] for r in parts))
 
 
 def w_many_small_blocks(spark, scale):
-    """2000 map tasks x 2000 reduce partitions: M x R small blocks (fewer below scale 1)."""
+    """M map tasks x M reduce partitions of 200 rows per map: M x M small blocks. M = 1000 at
+    scale 1 (a million blocks), 2000 at scale 2 (`--workload-scale many-small-blocks=2`)."""
     from pyspark.sql import functions as F
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    m = max(50, int(2000 * min(scale, 1.0)))
+    m = max(50, min(4000, int(1000 * scale)))
     df = spark.range(0, m * 200, numPartitions=m).withColumn("v", F.col("id") * 3)
     out = df.repartition(m, "id").groupBy(F.spark_partition_id().alias("p")).agg(F.count("*").alias("n"), F.sum("v").alias("s"))
     return out.agg(F.count("*"), F.sum("n"), F.sum("s")).collect()[0]
@@ -164,7 +169,7 @@ def w_many_small_blocks(spark, scale):
 def w_memory_starved(spark, scale):
     """groupBy over many keys with small executors (see WORKLOAD_CONF): vanilla spills."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 6_000_000), numPartitions=8).withColumn("k", F.col("id") % 2_000_000).withColumn(
+    df = spark.range(0, _rows(scale, 3_000_000), numPartitions=8).withColumn("k", F.col("id") % 2_000_000).withColumn(
         "v", F.sha2(F.col("id").cast("string"), 256))
     out = df.groupBy("k").agg(F.count("*").alias("n"), F.max("v").alias("m"))
     return out.agg(F.count("*"), F.sum("n"), F.sum(F.crc32("m"))).collect()[0]
@@ -259,8 +264,9 @@ def parse_peer(spec: str) -> list[Mode]:
 # ---- the Crossdock build every run of one suite uses ----
 
 class Build:
-    """A copy of the binary and the Spark client jar, taken when the suite starts, so a
-    rebuild during a long run cannot mix two versions into one result."""
+    """A copy of the binary, the Spark client jar, and the code the applications run (this
+    file and the test harness), taken when the suite starts, so that a rebuild or an edit
+    during a long run cannot mix two versions into one result."""
 
     def __init__(self, workdir: pathlib.Path, binary: pathlib.Path = BINARY, jar: pathlib.Path = CLIENT_JAR):
         for p in (binary, jar):
@@ -269,9 +275,12 @@ class Build:
         workdir.mkdir(parents=True, exist_ok=True)
         self.binary = workdir / "crossdock"
         self.jar = workdir / "crossdock-spark.jar"
+        self.script = workdir / "spark_bench.py"
         shutil.copy2(binary, self.binary)
         shutil.copy2(jar, self.jar)
-        self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar)}
+        shutil.copy2(pathlib.Path(__file__).resolve(), self.script)
+        shutil.copy2(ROOT / "tests" / "spark" / "harness.py", workdir / "harness.py")
+        self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar, self.script)}
 
     def spark_conf(self, coordinator: str) -> dict[str, str]:
         """The properties `crossdock spark-conf` prints."""
@@ -500,14 +509,17 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
             service = backend.start_crossdock(build, run_dir)
         conf_path = run_dir / "conf.json"
         conf_path.write_text(json.dumps(app_conf(backend, workload, mode, service.address if service else None, build)))
-        cmd = backend.child_prefix() + [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", workload,
+        cmd = backend.child_prefix() + [sys.executable, str(build.script), "--child", workload,
                                         "--scale", str(scale), "--conf-file", str(conf_path)]
         c0 = backend.counters()
         busy0, t0 = _cpu_jiffies(), time.monotonic()
         # Its own process group, so that the driver JVM and (local-cluster) its executors
         # go with it when the run times out or the suite is interrupted.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYSPARK_PYTHON": sys.executable}, start_new_session=True)
+                                env={**os.environ, "PYSPARK_PYTHON": sys.executable, "CROSSDOCK_BENCH_ROOT": str(ROOT),
+                                     # local-cluster's workers keep executor logs here, not in SPARK_HOME/work
+                                     "SPARK_WORKER_DIR": str(run_dir / "spark-work")},
+                                start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=app_timeout)
         except subprocess.TimeoutExpired:
@@ -655,6 +667,13 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:
         raise SystemExit(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}")
+    try:
+        wscale = {w: float(f) for w, f in (x.split("=", 1) for x in args.workload_scale.split(",") if x)}
+    except ValueError:
+        raise SystemExit(f"--workload-scale {args.workload_scale!r}: expected workload=factor,…")
+    unknown = [w for w in wscale if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"--workload-scale: unknown workloads {unknown}")
     names = [m for m in args.modes.split(",") if m]
     bad = [m for m in names if m not in BUILTIN_MODES]
     if bad:
@@ -675,7 +694,8 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
     started = time.monotonic()
     app_times: dict[str, list[float]] = {}
     print(f"{backend.kind}: {len(workloads)} workloads x {len(modes)} modes ({', '.join(m.name for m in modes)}) x "
-          f"{args.runs} runs = {total} Spark applications, scale {args.scale}", flush=True)
+          f"{args.runs} runs = {total} Spark applications, scale {args.scale}"
+          + "".join(f", {w} x{f}" for w, f in wscale.items()), flush=True)
 
     def eta(wl_index: int) -> float:
         every = [t for ts in app_times.values() for t in ts]
@@ -694,7 +714,7 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
                     backend.check()
                     a0 = time.monotonic()
                     try:
-                        r = one_run(backend, build, wl, mode, args.scale, workdir / "runs" / f"{wl}-{mode.name}-{run + 1}",
+                        r = one_run(backend, build, wl, mode, args.scale * wscale.get(wl, 1.0), workdir / "runs" / f"{wl}-{mode.name}-{run + 1}",
                                     args.app_timeout)
                         r["round"] = run
                         results[wl][mode.name].append(r)
@@ -737,6 +757,8 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                     + f" [{default_workloads}]")
     ap.add_argument("--runs", type=int, default=3, help="runs per workload and mode [3]")
     ap.add_argument("--scale", type=float, default=default_scale, help=f"multiplies every workload's data size [{default_scale}]")
+    ap.add_argument("--workload-scale", default="", metavar="W=F,…",
+                    help="multiplies single workloads' sizes further, e.g. many-small-blocks=2 (2000 x 2000 blocks)")
     ap.add_argument("--modes", default="vanilla,crossdock", help="built-in modes [vanilla,crossdock]")
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "
