@@ -52,6 +52,14 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
                 cluster.workers[busiest].kill()
             elif fault == "restart-worker":
                 cluster.restart_worker(busiest)
+            elif fault == "corrupt-file":
+                # Flip a payload byte of every partition file of one worker.
+                files = sorted(pathlib.Path(cluster.dir.name, f"worker-{busiest}").rglob("*.data"))
+                assert files, "durability disk: the committed data is on disk"
+                for f in files:
+                    raw = bytearray(f.read_bytes())
+                    raw[-5] ^= 0xFF
+                    f.write_bytes(bytes(raw))
             else:
                 cluster.restart_coordinator()
             pathlib.Path(gate, "go").touch()
@@ -156,6 +164,22 @@ def test_worker_restarted_on_its_disk_after_map_stage_recomputes_nothing():
     assert r["equal"], r
     assert r["revoked_maps"] == 0 and r["lost_partitions"] == 0, r
     assert r["map_tasks_recomputed"] == 0, r
+
+
+def test_corrupt_partition_files_are_caught_and_the_replicas_read():
+    r = run_with_fault(replication=2, block="reducers", commits_before_kill=MAPS,
+                       fault="corrupt-file", durability="disk")
+    show("partition files corrupted on one worker, replication 2", r)
+    assert r["equal"], r
+    assert r["map_tasks_recomputed"] == 0, r
+
+
+def test_corrupt_partition_files_without_a_replica_are_recomputed():
+    r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS,
+                       fault="corrupt-file", durability="disk")
+    show("partition files corrupted on one worker, replication 1", r)
+    assert r["equal"], r
+    assert r["map_tasks_recomputed"] >= 1, r
 
 
 def test_coordinator_restarted_in_the_middle_of_the_map_stage():
