@@ -30,6 +30,7 @@ pub enum MessageKind {
     GetShuffleStatus = 0x18,
     ShuffleStatus = 0x19,
     ReportWorkerFailure = 0x1A,
+    ReportCorruption = 0x1B,
     RegisterWorker = 0x20,
     WorkerRegistered = 0x21,
     Heartbeat = 0x22,
@@ -66,6 +67,7 @@ impl MessageKind {
             0x18 => GetShuffleStatus,
             0x19 => ShuffleStatus,
             0x1A => ReportWorkerFailure,
+            0x1B => ReportCorruption,
             0x20 => RegisterWorker,
             0x21 => WorkerRegistered,
             0x22 => Heartbeat,
@@ -267,6 +269,14 @@ pub enum Message {
     ReportWorkerFailure {
         addr: String,
     },
+    /// A worker found a committed batch of `partition` corrupt in its files: its copy
+    /// of the partition no longer counts (`worker_addr` is the worker's own address).
+    ReportCorruption {
+        app_id: String,
+        shuffle_id: u32,
+        partition: u32,
+        worker_addr: String,
+    },
 
     // Control plane: membership (worker to coordinator).
     RegisterWorker {
@@ -412,6 +422,7 @@ impl Message {
             Message::GetShuffleStatus { .. } => K::GetShuffleStatus,
             Message::ShuffleStatus { .. } => K::ShuffleStatus,
             Message::ReportWorkerFailure { .. } => K::ReportWorkerFailure,
+            Message::ReportCorruption { .. } => K::ReportCorruption,
             Message::RegisterWorker { .. } => K::RegisterWorker,
             Message::WorkerRegistered { .. } => K::WorkerRegistered,
             Message::Heartbeat { .. } => K::Heartbeat,
@@ -465,6 +476,17 @@ impl Message {
             | Message::UnregisterApp { app_id }
             | Message::DeleteApp { app_id } => put_str(b, app_id),
             Message::ReportWorkerFailure { addr } => put_str(b, addr),
+            Message::ReportCorruption {
+                app_id,
+                shuffle_id,
+                partition,
+                worker_addr,
+            } => {
+                put_str(b, app_id);
+                b.put_u32(*shuffle_id);
+                b.put_u32(*partition);
+                put_str(b, worker_addr);
+            }
             Message::SyncCommits {
                 app_id,
                 shuffle_id,
@@ -791,6 +813,12 @@ impl Message {
                 app_id: r.string("app_id")?,
                 shuffle_id: r.u32("shuffle_id")?,
                 map_attempts: r.u32_list("map_attempts")?,
+            },
+            K::ReportCorruption => Message::ReportCorruption {
+                app_id: r.string("app_id")?,
+                shuffle_id: r.u32("shuffle_id")?,
+                partition: r.u32("partition")?,
+                worker_addr: r.string("worker_addr")?,
             },
             K::ReportWorkerFailure => Message::ReportWorkerFailure {
                 addr: r.string("addr")?,

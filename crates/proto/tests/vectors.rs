@@ -202,6 +202,16 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             },
         ),
         (
+            "report_corruption",
+            33,
+            Message::ReportCorruption {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                partition: 3,
+                worker_addr: "10.0.0.7:7001".into(),
+            },
+        ),
+        (
             "report_worker_failure",
             30,
             Message::ReportWorkerFailure {

@@ -386,6 +386,41 @@ async fn a_corrupt_file_is_detected_and_the_replica_serves_the_data() {
         read_from(replica, "k", 0, 1).await.unwrap(),
         expected(0, &[0])
     );
+    // The worker reported its copy before answering: the replica is the primary now.
+    let status = c.status("k").await;
+    assert_eq!(&status.placement.worker_of(0).unwrap().addr, replica);
+    assert_eq!(status.map_attempts, vec![Some(0)], "nothing to recompute");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_only_copy_revokes_the_maps_that_wrote_into_it() {
+    let c = Cluster::start_with(1, 1, true).await;
+    c.coord.register_app("q", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("q", 0, 3, 2).await.unwrap();
+    for m in 0..3 {
+        run_map(&c, &placement, "q", m, 0, 2).await.unwrap();
+    }
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let file = c.nodes[0]
+        .worker
+        .store
+        .root()
+        .join("q")
+        .join("0")
+        .join("0.data");
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[30] ^= 0xff; // inside map 0's first payload
+    std::fs::write(&file, bytes).unwrap();
+    let err = read_from(&addr, "q", 0, 3).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::CorruptData), "{err}");
+    // Every map that wrote into the partition is revoked, so the reader can name them
+    // and the engine recomputes them; none is served from the damaged copy.
+    let status = c.status("q").await;
+    assert_eq!(status.map_attempts, vec![None, None, None]);
+    assert_eq!(
+        read_from(&addr, "q", 1, 3).await.unwrap_err().code(),
+        Some(ErrorCode::ShuffleNotComplete)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

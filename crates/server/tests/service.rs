@@ -720,15 +720,17 @@ async fn unregister_deletes_data_on_the_workers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_cleans_up_the_app_everywhere() {
     let c = Cluster::start(1, 64 << 20).await;
-    c.coord.register_app("brief", 300).await.unwrap();
+    // Leases long enough that a loaded machine does not let "kept" expire between
+    // renewals, short enough to keep the test quick.
+    c.coord.register_app("brief", 600).await.unwrap();
     let placement = c.coord.register_shuffle("brief", 0, 1, 1).await.unwrap();
     push(&placement, "brief", 0, 0, 0, 0, &payload(0, 0, 0, 10))
         .await
         .unwrap();
     let dir = c.sa.workers[0].store.root().join("brief");
     assert!(dir.exists());
-    c.coord.register_app("kept", 300).await.unwrap();
-    for _ in 0..10 {
+    c.coord.register_app("kept", 3000).await.unwrap();
+    for _ in 0..15 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         c.coord.renew_lease("kept").await.unwrap();
     }

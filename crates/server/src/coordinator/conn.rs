@@ -201,6 +201,15 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             attempt_id,
             partitions,
         } => commit_map(coord, &app_id, shuffle_id, map_id, attempt_id, partitions).await,
+        Message::ReportCorruption {
+            app_id,
+            shuffle_id,
+            partition,
+            worker_addr,
+        } => {
+            super::handle_corruption(coord, &app_id, shuffle_id, partition, &worker_addr).await?;
+            Ok(Message::Ok)
+        }
         Message::ReportWorkerFailure { addr } => {
             super::check_reported_worker(coord, &addr).await;
             Ok(Message::Ok)

@@ -193,6 +193,48 @@ pub(crate) async fn handle_loss(coord: &Arc<Coordinator>, lost: u32) {
     relocate_all(coord, lost, None).await
 }
 
+/// A worker found its copy of one partition corrupt: that copy is handled as lost (the
+/// replica takes over, or the partition moves and the maps that wrote into it are
+/// revoked), the rest of the worker is fine.
+pub(crate) async fn handle_corruption(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    partition: u32,
+    worker_addr: &str,
+) -> Result<(), crate::ServerError> {
+    let (s, worker) = {
+        let st = coord.lock();
+        let s = st.shuffle(app_id, shuffle_id)?;
+        let worker = st.worker_by_addr(worker_addr).ok_or_else(|| {
+            crate::ServerError::new(
+                crossdock_proto::ErrorCode::UnknownWorker,
+                format!("no worker at {worker_addr}"),
+            )
+        })?;
+        (s, worker)
+    };
+    let _serial = s.commit_lock.lock().await;
+    {
+        let p = s.lock();
+        let i = partition as usize;
+        if i >= p.primary.len() || (p.primary[i] != worker && p.replica[i] != worker) {
+            return Ok(()); // already moved
+        }
+    }
+    let r = coord.lock().relocate_some(
+        app_id,
+        shuffle_id,
+        &s,
+        worker,
+        &std::collections::BTreeSet::new(),
+        Some(partition),
+    );
+    tracing::warn!(app = %app_id, shuffle_id, partition, worker, revoked_maps = r.revoked.len(), "a corrupt copy no longer counts");
+    apply_relocation(coord, app_id, shuffle_id, &s, r).await;
+    Ok(())
+}
+
 /// A worker restarted (new incarnation) before anyone declared it lost: it recovered
 /// its partition files, so it is asked which copies it still holds whole (committed
 /// bytes all there); those stay where they are, the rest is handled as lost.
@@ -230,52 +272,64 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
             tracing::info!(app = %app_id, shuffle_id, worker = lost, kept = keep.len(), "a restarted worker still holds these copies whole");
         }
         let r = coord.lock().relocate(&app_id, shuffle_id, &s, lost, &keep);
-        let layout = {
-            let p = s.lock();
-            journal::Record::Layout {
-                app_id: app_id.clone(),
-                shuffle_id,
-                primary: p.primary.clone(),
-                replica: p.replica.clone(),
-            }
-        };
-        let revoke = journal::Record::Revoke {
-            app_id: app_id.clone(),
-            shuffle_id,
-            maps: r.revoked.clone(),
-        };
-        let _ = coord.log(&[layout, revoke]);
-        coord.metrics.lost_partitions.fetch_add(
-            r.lost_partitions as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        coord
-            .metrics
-            .revoked_maps
-            .fetch_add(r.revoked.len() as u64, std::sync::atomic::Ordering::Relaxed);
         tracing::warn!(app = %app_id, shuffle_id, worker = lost, lost_partitions = r.lost_partitions, kept_by_replica = r.degraded_partitions, revoked_maps = r.revoked.len(), "moved a shuffle off a lost worker");
-        let prepares = r
-            .prepares
-            .iter()
-            .map(|(addr, msg)| coord.call_worker(addr, msg));
-        for res in futures_util::future::join_all(prepares).await {
-            if let Err(e) = res {
-                tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not prepare a moved partition");
-            }
+        apply_relocation(coord, &app_id, shuffle_id, &s, r).await;
+    }
+}
+
+/// Journals a relocation and tells the workers: new copies prepared, forwarding to lost
+/// replicas stopped, revoked maps revoked everywhere. The caller holds the commit lock.
+async fn apply_relocation(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    s: &state::ShuffleEntry,
+    r: state::Relocation,
+) {
+    let layout = {
+        let p = s.lock();
+        journal::Record::Layout {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            primary: p.primary.clone(),
+            replica: p.replica.clone(),
         }
-        let per_worker: Vec<(String, Vec<crossdock_proto::PartitionBytes>)> =
-            r.holders.iter().map(|a| (a.clone(), Vec::new())).collect();
-        for map in r.revoked {
-            conn::notify_commit(
-                coord,
-                &app_id,
-                shuffle_id,
-                map,
-                state::NO_ATTEMPT,
-                &per_worker,
-            )
-            .await;
+    };
+    let revoke = journal::Record::Revoke {
+        app_id: app_id.to_string(),
+        shuffle_id,
+        maps: r.revoked.clone(),
+    };
+    let _ = coord.log(&[layout, revoke]);
+    coord.metrics.lost_partitions.fetch_add(
+        r.lost_partitions as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    coord
+        .metrics
+        .revoked_maps
+        .fetch_add(r.revoked.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let prepares = r
+        .prepares
+        .iter()
+        .map(|(addr, msg)| coord.call_worker(addr, msg));
+    for res in futures_util::future::join_all(prepares).await {
+        if let Err(e) = res {
+            tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not prepare a moved partition");
         }
+    }
+    let per_worker: Vec<(String, Vec<crossdock_proto::PartitionBytes>)> =
+        r.holders.iter().map(|a| (a.clone(), Vec::new())).collect();
+    for map in r.revoked {
+        conn::notify_commit(
+            coord,
+            app_id,
+            shuffle_id,
+            map,
+            state::NO_ATTEMPT,
+            &per_worker,
+        )
+        .await;
     }
 }
 

@@ -558,6 +558,20 @@ impl State {
         lost: u32,
         keep: &BTreeSet<u32>,
     ) -> Relocation {
+        self.relocate_some(app_id, shuffle_id, s, lost, keep, None)
+    }
+
+    /// [`State::relocate`], for one partition only when `only` is given (a copy found
+    /// corrupt).
+    pub fn relocate_some(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        lost: u32,
+        keep: &BTreeSet<u32>,
+        only: Option<u32>,
+    ) -> Relocation {
         let mut loads = self.live_loads();
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
         let mut p = s.lock();
@@ -566,7 +580,7 @@ impl State {
         let mut degraded = 0;
         for part in 0..s.num_partitions {
             let i = part as usize;
-            if keep.contains(&part) {
+            if keep.contains(&part) || only.is_some_and(|o| o != part) {
                 continue; // a restarted worker that still holds this copy whole
             }
             if p.primary[i] == lost {

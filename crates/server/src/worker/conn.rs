@@ -513,7 +513,16 @@ async fn stream_fetch(
         buf = returned;
         match loaded {
             Ok(batches_out) => write_chunk(w, request_id, &batches_out, &buf).await?,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => {
+                if e.code == ErrorCode::CorruptData {
+                    // Before the reducer hears of it, so that when it asks the
+                    // coordinator, this copy no longer counts.
+                    worker
+                        .report_corruption(&req.app_id, req.shuffle_id, req.partition)
+                        .await;
+                }
+                return Ok(Err(e));
+            }
         }
         batches += chunk.len() as u64;
         bytes += size;

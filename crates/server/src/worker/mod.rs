@@ -252,6 +252,29 @@ impl Worker {
         }))
     }
 
+    /// Tells the coordinator that this worker's copy of a partition holds a corrupt
+    /// committed batch (waits up to 3 s for it to take note).
+    pub(crate) async fn report_corruption(&self, app_id: &str, shuffle_id: u32, partition: u32) {
+        tracing::error!(app = %app_id, shuffle_id, partition, "corrupt data in a partition file; reporting the copy as lost");
+        let msg = Message::ReportCorruption {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            partition,
+            worker_addr: self.advertised.clone(),
+        };
+        let report = async {
+            let c = RpcConnection::connect(&self.coordinator).await?;
+            c.call(&msg).await
+        };
+        match tokio::time::timeout(Duration::from_secs(3), report).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not report corrupt data"),
+            Err(_) => {
+                tracing::warn!("the coordinator did not take the corruption report within 3 s")
+            }
+        }
+    }
+
     /// Tells the coordinator (in the background) that `addr` did not answer.
     pub(crate) fn report_failure(&self, addr: &str) {
         let coordinator = self.coordinator.clone();

@@ -124,6 +124,11 @@ public final class Codec {
       w.u32List(s.partitionReplicas());
     } else if (m instanceof ReportWorkerFailure r) {
       w.str(r.addr());
+    } else if (m instanceof ReportCorruption r) {
+      w.str(r.appId());
+      w.u32(r.shuffleId());
+      w.u32(r.partition());
+      w.str(r.workerAddr());
     } else if (m instanceof CheckCopies c) {
       w.str(c.appId());
       w.u32(c.shuffleId());
@@ -253,7 +258,7 @@ public final class Codec {
 
   public static boolean isKnownKind(int kind) {
     switch (kind) {
-      case 0x01, 0x02, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x20, 0x21,
+      case 0x01, 0x02, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x20, 0x21,
           0x22, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45:
         return true;
       default:
@@ -326,6 +331,9 @@ public final class Codec {
         return new CopiesHeld(r.u32List("partitions"));
       case Message.KIND_SYNC_COMMITS:
         return new SyncCommits(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"));
+      case Message.KIND_REPORT_CORRUPTION:
+        return new ReportCorruption(
+            r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"), r.str("worker_addr"));
       case Message.KIND_REPORT_WORKER_FAILURE:
         return new ReportWorkerFailure(r.str("addr"));
       case Message.KIND_REGISTER_WORKER:

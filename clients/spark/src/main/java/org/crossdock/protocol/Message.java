@@ -26,6 +26,7 @@ public sealed interface Message {
   int KIND_GET_SHUFFLE_STATUS = 0x18;
   int KIND_SHUFFLE_STATUS = 0x19;
   int KIND_REPORT_WORKER_FAILURE = 0x1A;
+  int KIND_REPORT_CORRUPTION = 0x1B;
   int KIND_REGISTER_WORKER = 0x20;
   int KIND_WORKER_REGISTERED = 0x21;
   int KIND_HEARTBEAT = 0x22;
@@ -200,6 +201,13 @@ public sealed interface Message {
   record SyncCommits(String appId, int shuffleId, int[] mapAttempts) implements Message {
     public int kind() {
       return KIND_SYNC_COMMITS;
+    }
+  }
+
+  record ReportCorruption(String appId, int shuffleId, int partition, String workerAddr)
+      implements Message {
+    public int kind() {
+      return KIND_REPORT_CORRUPTION;
     }
   }
 

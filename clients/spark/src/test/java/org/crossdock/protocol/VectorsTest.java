@@ -69,8 +69,8 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 29, "expected every kind, got " + n + " frames");
-    assertEquals(29, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 30, "expected every kind, got " + n + " frames");
+    assertEquals(30, kinds.size(), "every message kind is covered: " + kinds);
   }
 
   @Test
@@ -180,6 +180,9 @@ class VectorsTest {
       o.set("partition_replicas", u32s(s.partitionReplicas()));
     } else if (m instanceof ReportWorkerFailure r) {
       o.put("addr", r.addr());
+    } else if (m instanceof ReportCorruption r) {
+      o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()))
+          .put("partition", u(r.partition())).put("worker_addr", r.workerAddr());
     } else if (m instanceof CheckCopies c) {
       o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId()));
       o.set("map_attempts", u32s(c.mapAttempts()));
@@ -340,6 +343,9 @@ class VectorsTest {
             longs(n.get("partition_bytes")), longs(n.get("partition_records")),
             ints(n.get("partition_replicas")));
       case "ReportWorkerFailure": return new ReportWorkerFailure(s(n, "addr"));
+      case "ReportCorruption":
+        return new ReportCorruption(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"),
+            s(n, "worker_addr"));
       case "CheckCopies":
         return new CheckCopies(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")),
             ints(n.get("partitions")), longs(n.get("expected_bytes")));
