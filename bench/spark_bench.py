@@ -61,14 +61,14 @@ def _rows(scale: float, base: int) -> int:
 def w_df_repartition(spark, scale):
     """Pure repartition: every row crosses the shuffle once (no map-side reduction)."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 11_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
+    df = spark.range(0, _rows(scale, 16_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
     return df.repartition(64).agg(F.count("*"), F.sum(F.crc32("h"))).collect()[0]
 
 
 def w_df_groupby(spark, scale):
     """groupBy-aggregate over millions of keys (map-side aggregation cannot shrink it much)."""
     from pyspark.sql import functions as F
-    df = spark.range(0, _rows(scale, 4_000_000), numPartitions=16).withColumn("k", F.col("id") * 7919 % 3_000_000)
+    df = spark.range(0, _rows(scale, 3_000_000), numPartitions=16).withColumn("k", F.col("id") * 7919 % 3_000_000)
     out = df.groupBy("k").agg(F.count("*").alias("n"), F.sum("id").alias("s"))
     return out.agg(F.count("*"), F.sum("n"), F.sum("s")).collect()[0]
 
