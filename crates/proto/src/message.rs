@@ -107,6 +107,38 @@ pub struct PartitionStat {
     pub records: u64,
 }
 
+impl PartitionStat {
+    /// Encoded size: `u32 partition, u64 bytes, u64 records`.
+    pub const LEN: usize = 20;
+
+    /// Appends a counted list of stats.
+    pub fn put_list(b: &mut Vec<u8>, stats: &[PartitionStat]) {
+        b.put_u32(stats.len() as u32);
+        for s in stats {
+            b.put_u32(s.partition);
+            b.put_u64(s.bytes);
+            b.put_u64(s.records);
+        }
+    }
+
+    /// Reads a counted list of stats.
+    pub fn read_list(
+        r: &mut Reader,
+        field: &'static str,
+    ) -> Result<Vec<PartitionStat>, DecodeError> {
+        let n = r.count(Self::LEN, field)?;
+        (0..n)
+            .map(|_| {
+                Ok(PartitionStat {
+                    partition: r.u32("partition")?,
+                    bytes: r.u64("bytes")?,
+                    records: r.u64("records")?,
+                })
+            })
+            .collect()
+    }
+}
+
 /// Bytes one map attempt wrote to one partition, as a worker must hold them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionBytes {
@@ -541,12 +573,7 @@ impl Message {
                 b.put_u32(*shuffle_id);
                 b.put_u32(*map_id);
                 b.put_u32(*attempt_id);
-                b.put_u32(partitions.len() as u32);
-                for p in partitions {
-                    b.put_u32(p.partition);
-                    b.put_u64(p.bytes);
-                    b.put_u64(p.records);
-                }
+                PartitionStat::put_list(b, partitions);
             }
             Message::CommitResult {
                 status,
@@ -745,16 +772,7 @@ impl Message {
                 let shuffle_id = r.u32("shuffle_id")?;
                 let map_id = r.u32("map_id")?;
                 let attempt_id = r.u32("attempt_id")?;
-                let n = r.count(20, "partitions")?;
-                let partitions = (0..n)
-                    .map(|_| {
-                        Ok(PartitionStat {
-                            partition: r.u32("partition")?,
-                            bytes: r.u64("bytes")?,
-                            records: r.u64("records")?,
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
+                let partitions = PartitionStat::read_list(r, "partitions")?;
                 Message::CommitMap {
                     app_id,
                     shuffle_id,

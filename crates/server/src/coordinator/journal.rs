@@ -145,12 +145,7 @@ impl Record {
                 out.put_u32(*shuffle_id);
                 out.put_u32(*map_id);
                 out.put_u32(*attempt_id);
-                out.put_u32(stats.len() as u32);
-                for s in stats {
-                    out.put_u32(s.partition);
-                    out.put_u64(s.bytes);
-                    out.put_u64(s.records);
-                }
+                PartitionStat::put_list(out, stats);
             }
             Record::Revoke {
                 app_id,
@@ -208,16 +203,7 @@ impl Record {
                 let shuffle_id = r.u32("shuffle_id")?;
                 let map_id = r.u32("map_id")?;
                 let attempt_id = r.u32("attempt_id")?;
-                let n = r.count(20, "stats")?;
-                let stats = (0..n)
-                    .map(|_| {
-                        Ok(PartitionStat {
-                            partition: r.u32("partition")?,
-                            bytes: r.u64("bytes")?,
-                            records: r.u64("records")?,
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
+                let stats = PartitionStat::read_list(r, "stats")?;
                 Record::Commit {
                     app_id,
                     shuffle_id,

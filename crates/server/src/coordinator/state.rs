@@ -148,6 +148,24 @@ pub struct ShuffleEntry {
 }
 
 impl ShuffleEntry {
+    /// A shuffle with nothing committed yet, laid out as given.
+    pub fn new(num_maps: u32, num_partitions: u32, primary: Vec<u32>, replica: Vec<u32>) -> Self {
+        ShuffleEntry {
+            num_maps,
+            num_partitions,
+            commit_lock: tokio::sync::Mutex::new(()),
+            progress: Mutex::new(Progress {
+                map_attempts: vec![NO_ATTEMPT; num_maps as usize],
+                map_stats: vec![Vec::new(); num_maps as usize],
+                committed: 0,
+                partition_bytes: vec![0; num_partitions as usize],
+                partition_records: vec![0; num_partitions as usize],
+                primary,
+                replica,
+            }),
+        }
+    }
+
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
         self.progress.lock().expect("shuffle lock poisoned")
     }
@@ -329,20 +347,12 @@ impl State {
                 if let Some(app) = self.apps.get_mut(&app_id) {
                     app.shuffles.insert(
                         shuffle_id,
-                        Arc::new(ShuffleEntry {
+                        Arc::new(ShuffleEntry::new(
                             num_maps,
                             num_partitions,
-                            commit_lock: tokio::sync::Mutex::new(()),
-                            progress: Mutex::new(Progress {
-                                map_attempts: vec![NO_ATTEMPT; num_maps as usize],
-                                map_stats: vec![Vec::new(); num_maps as usize],
-                                committed: 0,
-                                partition_bytes: vec![0; num_partitions as usize],
-                                partition_records: vec![0; num_partitions as usize],
-                                primary,
-                                replica,
-                            }),
-                        }),
+                            primary,
+                            replica,
+                        )),
                     );
                 }
             }
@@ -842,20 +852,12 @@ impl State {
             .iter()
             .map(|&w| self.replica_for(w, &live))
             .collect();
-        Ok(Err(ShuffleEntry {
+        Ok(Err(ShuffleEntry::new(
             num_maps,
             num_partitions,
-            commit_lock: tokio::sync::Mutex::new(()),
-            progress: Mutex::new(Progress {
-                map_attempts: vec![NO_ATTEMPT; num_maps as usize],
-                map_stats: vec![Vec::new(); num_maps as usize],
-                committed: 0,
-                partition_bytes: vec![0; num_partitions as usize],
-                partition_records: vec![0; num_partitions as usize],
-                primary,
-                replica,
-            }),
-        }))
+            primary,
+            replica,
+        )))
     }
 
     /// Records a planned shuffle once its workers prepared it. Returns the entry that
