@@ -11,6 +11,7 @@ pub mod coordinator;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod peers;
 pub mod standalone;
 pub mod worker;
 

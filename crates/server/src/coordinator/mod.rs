@@ -7,7 +7,6 @@ mod conn;
 pub mod journal;
 mod state;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -67,7 +66,7 @@ pub struct Coordinator {
     pub state: Mutex<State>,
     pub metrics: CoordinatorMetrics,
     journal: journal::Journal,
-    worker_conns: tokio::sync::Mutex<HashMap<String, Arc<RpcConnection>>>,
+    worker_conns: crate::peers::Peers,
 }
 
 impl Coordinator {
@@ -103,7 +102,7 @@ impl Coordinator {
             journal,
             cfg,
             metrics: CoordinatorMetrics::default(),
-            worker_conns: tokio::sync::Mutex::new(HashMap::new()),
+            worker_conns: crate::peers::Peers::default(),
         });
         tracing::info!(%addr, "coordinator listening");
         let c = coord.clone();
@@ -147,26 +146,7 @@ impl Coordinator {
         msg: &Message,
     ) -> Result<Message, ClientError> {
         for attempt in 0..2 {
-            // Connect outside the map's lock, so an unreachable worker delays only
-            // the calls that need it.
-            let cached = self
-                .worker_conns
-                .lock()
-                .await
-                .get(addr)
-                .filter(|c| !c.is_closed())
-                .cloned();
-            let conn = match cached {
-                Some(c) => c,
-                None => {
-                    let c = Arc::new(RpcConnection::connect(addr).await?);
-                    self.worker_conns
-                        .lock()
-                        .await
-                        .insert(addr.to_string(), c.clone());
-                    c
-                }
-            };
+            let conn = self.worker_conns.get(addr).await?;
             match tokio::time::timeout(Duration::from_secs(30), conn.call(msg)).await {
                 Ok(Err(e)) if e.is_transport() && attempt == 0 => continue,
                 Ok(res) => return res,

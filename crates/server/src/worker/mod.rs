@@ -9,7 +9,6 @@ mod conn;
 pub mod partition;
 pub mod store;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -91,7 +90,7 @@ pub struct Worker {
     pub incarnation: u64,
     coordinator: String,
     /// Connections to the workers this one forwards replicas to.
-    peers: tokio::sync::Mutex<HashMap<String, Arc<RpcConnection>>>,
+    peers: crate::peers::Peers,
 }
 
 /// A random number for this process (not for cryptography).
@@ -158,7 +157,7 @@ impl Worker {
             memory: cfg.memory,
             incarnation: random_u64(),
             coordinator: cfg.coordinator.clone(),
-            peers: tokio::sync::Mutex::new(HashMap::new()),
+            peers: crate::peers::Peers::default(),
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
         let w = worker.clone();
@@ -192,35 +191,20 @@ impl Worker {
                 format!("could not replicate the batch to {addr}: {e}"),
             )
         };
-        let mut sent = None;
-        for attempt in 0..2 {
-            let cached = self
-                .peers
-                .lock()
-                .await
-                .get(addr)
-                .filter(|c| !c.is_closed())
-                .cloned();
-            let conn = match cached {
-                Some(c) => c,
-                None => match RpcConnection::connect(addr).await {
-                    Ok(c) => {
-                        let c = Arc::new(c);
-                        self.peers.lock().await.insert(addr.to_string(), c.clone());
-                        c
-                    }
-                    Err(e) => {
-                        self.report_failure(addr);
-                        return Err(unavailable(&e));
-                    }
-                },
+        // A cached connection may have broken since its last use: reconnect once.
+        let mut retried = false;
+        let (conn, rx) = loop {
+            let conn = match self.peers.get(addr).await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.report_failure(addr);
+                    return Err(unavailable(&e));
+                }
             };
             match conn.start_push_flagged(header, payload, FLAG_REPLICA).await {
-                Ok(rx) => {
-                    sent = Some((conn, rx));
-                    break;
-                }
-                Err(e) if attempt == 0 => {
+                Ok(rx) => break (conn, rx),
+                Err(e) if !retried => {
+                    retried = true;
                     tracing::debug!(error = %e, %addr, "replica connection broke; reconnecting");
                 }
                 Err(e) => {
@@ -228,8 +212,7 @@ impl Worker {
                     return Err(unavailable(&e));
                 }
             }
-        }
-        let (conn, rx) = sent.expect("the loop sends or returns");
+        };
         let worker = self.clone();
         let addr = addr.to_string();
         Ok(tokio::spawn(async move {
