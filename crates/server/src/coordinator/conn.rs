@@ -15,7 +15,7 @@ use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
 use super::journal::Record;
-use super::state::NO_ATTEMPT;
+use super::state::{Rejoin, NO_ATTEMPT};
 use super::Coordinator;
 use crate::error::ServerError;
 
@@ -109,30 +109,22 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
             memory_budget,
             incarnation,
         } => {
-            let (worker_id, restarted) = {
-                let mut st = coord.lock();
-                match st.worker_by_addr(&addr) {
-                    // A restarted worker lost what it held in memory: what it still
-                    // holds is checked, the rest handled as lost, before it takes part
-                    // in placement again.
-                    Some(id)
-                        if st.workers[&id].alive && st.workers[&id].incarnation != incarnation =>
-                    {
-                        st.mark_lost(id);
-                        (id, true)
-                    }
-                    _ => (
-                        st.register_worker(&addr, memory_budget, incarnation, now).0,
-                        false,
-                    ),
-                }
-            };
-            if restarted {
-                tracing::warn!(worker_id, %addr, "worker restarted; checking which of its copies survived");
-                super::handle_restart(coord, worker_id, &addr).await;
+            let (worker_id, rejoin) =
                 coord
                     .lock()
                     .register_worker(&addr, memory_budget, incarnation, now);
+            match rejoin {
+                Rejoin::Restarted => {
+                    // What it still holds is checked, the rest handled as lost, before
+                    // it takes part in placement again.
+                    tracing::warn!(worker_id, %addr, "worker restarted; checking which of its copies survived");
+                    super::handle_restart(coord, worker_id, &addr).await;
+                    coord
+                        .lock()
+                        .register_worker(&addr, memory_budget, incarnation, now);
+                }
+                Rejoin::Revived => wipe_revived_worker(coord, worker_id),
+                Rejoin::New | Rejoin::Reconnected => {}
             }
             coord.log(&[Record::Worker {
                 id: worker_id,

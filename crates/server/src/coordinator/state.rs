@@ -238,6 +238,20 @@ impl Default for State {
     }
 }
 
+/// How a registering worker relates to what the coordinator knew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejoin {
+    /// An address never seen.
+    New,
+    /// The same process again (its connection to the coordinator broke, or the
+    /// coordinator restarted).
+    Reconnected,
+    /// A worker marked lost is back: its copies were moved meanwhile.
+    Revived,
+    /// A live worker's process restarted (new incarnation); now marked lost.
+    Restarted,
+}
+
 /// What a relocation changed in one shuffle, for the coordinator to tell the workers.
 #[derive(Debug, Default)]
 pub struct Relocation {
@@ -423,24 +437,32 @@ impl State {
         )
     }
 
-    /// Registers a worker, or revives the one with the same address. Returns its id and
-    /// whether a registered worker at that address restarted (a new incarnation while
-    /// still counted alive): what it held in memory is gone, so the caller must treat
-    /// it as lost first.
+    /// Registers a worker, or takes back the one with the same address. Returns its id
+    /// and how it came back. A live worker with a new incarnation restarted and lost
+    /// what it held in memory: it is marked lost and not registered, so the caller
+    /// handles its copies first and then registers it again.
     pub fn register_worker(
         &mut self,
         addr: &str,
         memory_budget: u64,
         incarnation: u64,
         now: Instant,
-    ) -> (u32, bool) {
+    ) -> (u32, Rejoin) {
         if let Some(w) = self.workers.values_mut().find(|w| w.addr == addr) {
-            let restarted = w.alive && w.incarnation != incarnation;
+            if w.alive && w.incarnation != incarnation {
+                w.alive = false;
+                return (w.id, Rejoin::Restarted);
+            }
+            let how = if w.alive {
+                Rejoin::Reconnected
+            } else {
+                Rejoin::Revived
+            };
             w.alive = true;
             w.last_seen = now;
             w.memory_budget = memory_budget;
             w.incarnation = incarnation;
-            return (w.id, restarted);
+            return (w.id, how);
         }
         let id = self.next_worker_id;
         self.next_worker_id += 1;
@@ -458,7 +480,7 @@ impl State {
                 disk_full: false,
             },
         );
-        (id, false)
+        (id, Rejoin::New)
     }
 
     /// The id of the worker at `addr`.
@@ -928,16 +950,24 @@ mod tests {
         let mut st = state_with_workers(2);
         assert_eq!(
             st.register_worker("127.0.0.1:7001", 1, 1, Instant::now()),
-            (1, false)
+            (1, Rejoin::Reconnected)
         );
         assert_eq!(
             st.register_worker("127.0.0.1:9999", 1, 1, Instant::now()),
-            (2, false)
+            (2, Rejoin::New)
         );
         assert_eq!(
             st.register_worker("127.0.0.1:7001", 1, 2, Instant::now()),
-            (1, true),
+            (1, Rejoin::Restarted),
             "a new incarnation of a live worker is a restart"
+        );
+        assert!(
+            !st.workers[&1].alive,
+            "handled as lost until its copies are checked"
+        );
+        assert_eq!(
+            st.register_worker("127.0.0.1:7001", 1, 2, Instant::now()),
+            (1, Rejoin::Revived)
         );
     }
 
