@@ -92,7 +92,7 @@ pub struct Partition {
     pub flushing: AtomicBool,
     /// The replica's address while this worker is the partition's primary and the
     /// partition has a replica: pushed batches are forwarded there.
-    forward: std::sync::RwLock<Option<String>>,
+    forward: std::sync::RwLock<Option<std::sync::Arc<str>>>,
     pub state: Mutex<PartitionState>,
 }
 
@@ -164,14 +164,15 @@ impl Partition {
         }
     }
 
-    /// Where pushed batches are forwarded, if anywhere.
-    pub fn forward_to(&self) -> Option<String> {
+    /// Where pushed batches are forwarded, if anywhere (a reference count, no copy:
+    /// this runs on every push).
+    pub fn forward_to(&self) -> Option<std::sync::Arc<str>> {
         self.forward.read().expect("lock").clone()
     }
 
     /// Sets (or clears, with `None` or an empty address) the replica to forward to.
     pub fn set_forward(&self, addr: Option<&str>) {
-        *self.forward.write().expect("lock") = addr.filter(|a| !a.is_empty()).map(str::to_string);
+        *self.forward.write().expect("lock") = addr.filter(|a| !a.is_empty()).map(Into::into);
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, PartitionState> {
