@@ -113,11 +113,6 @@ public final class PartitionFetcher implements Closeable {
     return List.copyOf(unreachable);
   }
 
-  /** Times the stream moved to the next copy. */
-  public int failovers() {
-    return copy;
-  }
-
   /** Whether a failure of one copy may be cured by reading another. */
   private static boolean anotherCopyMayServe(CrossdockException e) {
     if (e.kind() != CrossdockException.Kind.REMOTE) {

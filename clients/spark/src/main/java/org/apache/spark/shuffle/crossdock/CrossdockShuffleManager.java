@@ -116,17 +116,23 @@ public class CrossdockShuffleManager implements ShuffleManager {
   }
 
   /**
-   * Reports workers that could not be reached: the coordinator checks them at once and moves
-   * their partitions if they are gone. Then the placement is refreshed. Never throws: the
-   * caller is already handling a failure.
+   * Reports workers that could not be reached (the coordinator checks them at once and moves
+   * their partitions if they are gone), then refreshes the placement. Returns the shuffle's
+   * current status.
    */
+  Message.ShuffleStatus reportAndRefresh(
+      CrossdockShuffleHandle<?, ?, ?> h, Collection<String> unreachable) throws IOException {
+    for (String addr : unreachable) {
+      LOG.warn("Crossdock worker {} is unreachable; reporting it to the coordinator", addr);
+      coordinator().reportWorkerFailure(addr);
+    }
+    return refreshStatus(h);
+  }
+
+  /** {@link #reportAndRefresh} for a caller already handling a failure: never throws. */
   void workersFailed(CrossdockShuffleHandle<?, ?, ?> h, Collection<String> unreachable) {
     try {
-      for (String addr : unreachable) {
-        LOG.warn("Crossdock worker {} is unreachable; reporting it to the coordinator", addr);
-        coordinator().reportWorkerFailure(addr);
-      }
-      refreshStatus(h);
+      reportAndRefresh(h, unreachable);
     } catch (IOException | RuntimeException e) {
       LOG.warn("could not report a Crossdock worker failure: {}", e.toString());
     }

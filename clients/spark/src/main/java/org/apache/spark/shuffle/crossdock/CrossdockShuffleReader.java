@@ -355,11 +355,10 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
       refreshedForPartition = true;
       Message.ShuffleStatus status;
+      Placement current;
       try {
-        for (String addr : unreachable) {
-          manager.coordinator().reportWorkerFailure(addr);
-        }
-        status = manager.refreshStatus(handle);
+        status = manager.reportAndRefresh(handle, unreachable);
+        current = manager.placement(handle, context);
       } catch (IOException ce) {
         throw fetchFailed(partition, lastMap, e.getMessage() + "; the coordinator could not be"
             + " asked for the shuffle's state: " + ce.getMessage(), e);
@@ -374,9 +373,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
       LOG.warn("Crossdock fetch of shuffle {} partition {} failed ({}); continuing from its"
           + " current copies", handle.shuffleId(), partition, e.getMessage());
-      fetcher = openFetcher(
-          Placement.of(status.workers(), status.partitionWorkers(), status.partitionReplicas()),
-          at);
+      fetcher = openFetcher(current, at);
     }
 
     private Message.FetchedBatch peek() throws FetchFailedException {
