@@ -100,12 +100,10 @@ def main() -> None:
         if args.dynamic:
             # Wait until dynamic allocation released every executor (all idle, and all
             # of them wrote shuffle data), then read the shuffle again.
-            status = sc._jsc.sc().getExecutorMemoryStatus()
             deadline = time.monotonic() + 60
             while sc._jsc.sc().getExecutorMemoryStatus().size() > 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
             released = sc._jsc.sc().getExecutorMemoryStatus().size() == 1
-            del status
             again = sorted(shuffled.collect())
         seconds = time.monotonic() - t0
         url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"

@@ -26,26 +26,47 @@ MAPS = 8
 REPORTS: dict[str, dict] = {}
 
 
-def run_with_fault(replication: int, block: str, commits_before_kill: int,
-                   fault: str = "kill-worker", durability: str = "memory") -> dict:
-    """Runs the job; once `commits_before_kill` maps committed, injects the fault (kills
-    the worker holding the most partitions, or restarts the coordinator), then lets the
-    blocked tasks go on."""
-    with ProcessCluster(workers=3, replication=replication, durability=durability) as cluster, \
-            tempfile.TemporaryDirectory() as gate:
+def drive_job(coordinator: str | None, block: str, ready, inject, what: str) -> dict:
+    """Runs failure_job.py with `block` tasks held back; once `ready(gate)` is true,
+    calls `inject(gate)` (the fault), lets the held tasks go on, and returns the job's
+    report. `what` names the wait in a timeout message."""
+    with tempfile.TemporaryDirectory() as gate:
         out = os.path.join(gate, "report.json")
-        job = subprocess.Popen([sys.executable, str(JOB), out, gate, "--coordinator",
-                                cluster.address, "--block", block],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        cmd = [sys.executable, str(JOB), out, gate, "--block", block]
+        if coordinator:
+            cmd += ["--coordinator", coordinator]
+        job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 240
-            while cluster.coordinator.metric("crossdock_coordinator_commits_total") < commits_before_kill:
+            while not ready(gate):
                 assert job.poll() is None, f"job ended early: {job.stderr.read()[-3000:]}"
-                assert time.monotonic() < deadline, "maps did not commit in time"
+                assert time.monotonic() < deadline, f"{what} did not happen in time"
                 time.sleep(0.1)
-            # Every worker holds partitions of this shuffle (4 partitions over 3 workers
-            # with load-aware placement); kill the first, which holds at least one.
-            commits_before = cluster.coordinator.metric("crossdock_coordinator_commits_total")
+            inject(gate)
+            pathlib.Path(gate, "go").touch()
+            _, err = job.communicate(timeout=300)
+        finally:
+            if job.poll() is None:
+                job.kill()
+        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
+        with open(out) as f:
+            return json.load(f)
+
+
+def commits(cluster) -> float:
+    return cluster.coordinator.metric("crossdock_coordinator_commits_total")
+
+
+def run_with_fault(replication: int, block: str, commits_before_kill: int,
+                   fault: str = "kill-worker", durability: str = "memory") -> dict:
+    """Runs the job; once `commits_before_kill` maps committed, injects the fault on the
+    worker holding the most partitions (kill it, restart it, corrupt its files) or
+    restarts the coordinator, then lets the blocked tasks go on."""
+    with ProcessCluster(workers=3, replication=replication, durability=durability) as cluster:
+        seen = {}
+
+        def inject(_gate):
+            seen["commits"] = commits(cluster)
             busiest = max(range(len(cluster.workers)),
                           key=lambda i: cluster.workers[i].metric("crossdock_worker_partitions"))
             if fault == "kill-worker":
@@ -62,15 +83,11 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
                     f.write_bytes(bytes(raw))
             else:
                 cluster.restart_coordinator()
-            pathlib.Path(gate, "go").touch()
-            _, err = job.communicate(timeout=300)
-        finally:
-            if job.poll() is None:
-                job.kill()
-        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
-        with open(out) as f:
-            report = json.load(f)
-        report["commits_before_fault"] = commits_before
+
+        report = drive_job(cluster.address, block,
+                           lambda _gate: commits(cluster) >= commits_before_kill, inject,
+                           f"{commits_before_kill} commits")
+        report["commits_before_fault"] = seen["commits"]
         report["lost_partitions"] = cluster.coordinator.metric("crossdock_coordinator_lost_partitions_total")
         report["revoked_maps"] = cluster.coordinator.metric("crossdock_coordinator_revoked_maps_total")
         return report
@@ -94,31 +111,16 @@ def executor_pids(app_id: str) -> list[int]:
 def run_executor_kill(coordinator: str | None) -> dict:
     """Runs the job with its reducers held back, SIGKILLs one executor once a reducer
     started (the map stage is complete), then lets the reducers go on."""
-    with tempfile.TemporaryDirectory() as gate:
-        out = os.path.join(gate, "report.json")
-        cmd = [sys.executable, str(JOB), out, gate, "--block", "reducers"]
-        if coordinator:
-            cmd += ["--coordinator", coordinator]
-        job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 240
-            while not any(n.startswith("reducer-started") for n in os.listdir(gate)):
-                assert job.poll() is None, f"job ended early: {job.stderr.read()[-3000:]}"
-                assert time.monotonic() < deadline, "no reducer started in time"
-                time.sleep(0.1)
-            app_id = pathlib.Path(gate, "app_id").read_text()
-            pids = executor_pids(app_id)
-            assert len(pids) == 2, f"expected 2 executors of {app_id}, found {pids}"
-            os.kill(pids[0], 9)
-            time.sleep(1)
-            pathlib.Path(gate, "go").touch()
-            _, err = job.communicate(timeout=300)
-        finally:
-            if job.poll() is None:
-                job.kill()
-        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
-        with open(out) as f:
-            return json.load(f)
+    def kill_an_executor(gate):
+        app_id = pathlib.Path(gate, "app_id").read_text()
+        pids = executor_pids(app_id)
+        assert len(pids) == 2, f"expected 2 executors of {app_id}, found {pids}"
+        os.kill(pids[0], 9)
+        time.sleep(1)
+
+    return drive_job(coordinator, "reducers",
+                     lambda gate: any(n.startswith("reducer-started") for n in os.listdir(gate)),
+                     kill_an_executor, "a reducer start")
 
 
 def show(name: str, r: dict) -> None:
@@ -230,27 +232,9 @@ def test_dynamic_allocation_releases_executors_that_wrote_shuffle_data():
 def test_worker_cut_off_the_network_after_map_stage_with_two_copies():
     """Workers in network namespaces; one is cut off (its link goes down, its process
     keeps running) after the map stage. Reducers fall back to the replicas."""
-    with NamespacedCluster(workers=3, replication=2) as cluster, \
-            tempfile.TemporaryDirectory() as gate:
-        out = os.path.join(gate, "report.json")
-        job = subprocess.Popen([sys.executable, str(JOB), out, gate, "--coordinator",
-                                cluster.address, "--block", "reducers"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 240
-            while cluster.coordinator.metric("crossdock_coordinator_commits_total") < MAPS:
-                assert job.poll() is None, f"job ended early: {job.stderr.read()[-3000:]}"
-                assert time.monotonic() < deadline, "maps did not commit in time"
-                time.sleep(0.1)
-            cluster.cut(1)
-            pathlib.Path(gate, "go").touch()
-            _, err = job.communicate(timeout=300)
-        finally:
-            if job.poll() is None:
-                job.kill()
-        assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
-        with open(out) as f:
-            r = json.load(f)
+    with NamespacedCluster(workers=3, replication=2) as cluster:
+        r = drive_job(cluster.address, "reducers", lambda _gate: commits(cluster) >= MAPS,
+                      lambda _gate: cluster.cut(1), f"{MAPS} commits")
         lost = cluster.coordinator.metric("crossdock_coordinator_workers_lost")
     show("worker cut off the network after maps, replication 2", r)
     assert r["equal"], r
