@@ -31,6 +31,8 @@ pub struct FileConfig {
     pub replication: Option<u32>,
     pub fsync: Option<bool>,
     pub durability: Option<String>,
+    pub object_store: Option<String>,
+    pub disk_quota: Option<String>,
 }
 
 impl FileConfig {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use crossdock_proto::Durability;
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 use crossdock_server::metrics::{self, Render};
 use crossdock_server::standalone::{Standalone, StandaloneConfig};
@@ -102,6 +103,18 @@ struct StandaloneArgs {
     /// acknowledged once both hold it) [default: 1].
     #[arg(long, env = "CROSSDOCK_REPLICATION")]
     replication: Option<u32>,
+    /// When a map counts as committed: `memory` (held by the workers, in memory on each
+    /// copy), `disk` (written and synced to the workers' disks, so a restarted worker
+    /// still serves it) or `object-store` (uploaded to the workers' object store, so it
+    /// survives the loss of every worker that held it) [default: memory].
+    #[arg(long, env = "CROSSDOCK_DURABILITY")]
+    durability: Option<String>,
+    /// Object store that workers upload their partition files to, so that a partition
+    /// survives the loss of every worker holding it: s3://BUCKET[/PREFIX][?endpoint=URL&region=R]
+    /// (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or file:///PATH
+    /// (a mounted distributed file system). Off by default.
+    #[arg(long, env = "CROSSDOCK_OBJECT_STORE")]
+    object_store: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -126,8 +139,9 @@ struct CoordinatorArgs {
     #[arg(long, env = "CROSSDOCK_FSYNC")]
     fsync: Option<bool>,
     /// When a map counts as committed: `memory` (held by the workers, in memory on each
-    /// copy) or `disk` (written and synced to the workers' disks, so a restarted worker
-    /// still serves it) [default: memory].
+    /// copy), `disk` (written and synced to the workers' disks, so a restarted worker
+    /// still serves it) or `object-store` (uploaded to the workers' object store, so it
+    /// survives the loss of every worker that held it) [default: memory].
     #[arg(long, env = "CROSSDOCK_DURABILITY")]
     durability: Option<String>,
     #[command(flatten)]
@@ -153,6 +167,17 @@ struct WorkerArgs {
     /// the partitions over them.
     #[arg(long, env = "CROSSDOCK_DATA_DIR")]
     data_dir: Option<String>,
+    /// Object store that workers upload their partition files to, so that a partition
+    /// survives the loss of every worker holding it: s3://BUCKET[/PREFIX][?endpoint=URL&region=R]
+    /// (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or file:///PATH
+    /// (a mounted distributed file system). Off by default.
+    #[arg(long, env = "CROSSDOCK_OBJECT_STORE")]
+    object_store: Option<String>,
+    /// With --object-store: above this many bytes of partition files on local disk,
+    /// the largest wholly uploaded partitions are evicted from it and read from the
+    /// object store, e.g. 100GiB [default: no quota; evict only when the disk is full].
+    #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
+    disk_quota: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -179,6 +204,16 @@ fn main() -> Result<()> {
             Command::Sim(a) => crossdock_sim::run(a),
             Command::SparkConf(a) => spark_conf(a),
         }
+    })
+}
+
+/// Parses a commit rule.
+fn parse_durability(s: &str) -> Result<Durability> {
+    Ok(match s {
+        "memory" => Durability::Memory,
+        "disk" => Durability::Disk,
+        "object-store" => Durability::ObjectStore,
+        other => anyhow::bail!("durability must be memory, disk or object-store, not '{other}'"),
     })
 }
 
@@ -236,7 +271,12 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
             DEFAULT_WORKER_TIMEOUT.into()
         }))?,
         replication: check_replication(pick(a.replication, file.replication, || 1))?,
+        durability: parse_durability(&pick(a.durability, file.durability, || "memory".into()))?,
+        object_store: a.object_store.or(file.object_store),
     };
+    if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
+        anyhow::bail!("--durability object-store needs --object-store URL");
+    }
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let cluster = Standalone::start(cfg.clone(), shutdown.clone())
         .await
@@ -286,11 +326,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     }))?;
     cfg.replication = check_replication(pick(a.replication, file.replication, || 1))?;
     cfg.fsync = pick(a.fsync, file.fsync, || true);
-    cfg.commit_to_disk = match pick(a.durability, file.durability, || "memory".into()).as_str() {
-        "memory" => false,
-        "disk" => true,
-        other => anyhow::bail!("durability must be memory or disk, not '{other}'"),
-    };
+    cfg.durability = parse_durability(&pick(a.durability, file.durability, || "memory".into()))?;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await
@@ -333,7 +369,16 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         memory: parse_size(&pick(a.memory, file.memory, || DEFAULT_MEMORY.into()))?,
         data_dir: dirs[0].clone(),
         extra_data_dirs: dirs[1..].to_vec(),
+        object_store: a.object_store.or(file.object_store),
+        disk_quota: a
+            .disk_quota
+            .or(file.disk_quota)
+            .map(|q| parse_size(&q))
+            .transpose()?,
     };
+    if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
+        anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");
+    }
     if cfg.memory < (16 << 20) {
         anyhow::bail!(
             "--memory {} is too small: a worker needs at least 16MiB",

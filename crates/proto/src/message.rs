@@ -89,6 +89,45 @@ impl MessageKind {
     }
 }
 
+/// The commit rule: where a map's data must be before its commit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Durability {
+    /// Held by every copy's worker (in memory or on disk).
+    Memory = 0,
+    /// Written and synced to every copy's local disk.
+    Disk = 1,
+    /// Stored in the workers' object store (or DFS).
+    ObjectStore = 2,
+}
+
+impl Durability {
+    /// Reads the wire value.
+    pub fn decode(v: u8) -> Result<Durability, DecodeError> {
+        match v {
+            0 => Ok(Durability::Memory),
+            1 => Ok(Durability::Disk),
+            2 => Ok(Durability::ObjectStore),
+            v => Err(DecodeError::Malformed(format!(
+                "durability must be 0 (memory), 1 (disk) or 2 (object store), got {v}"
+            ))),
+        }
+    }
+}
+
+// On the wire and in the test vectors' JSON, the durability is its number.
+impl Serialize for Durability {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(*self as u8)
+    }
+}
+
+impl<'de> Deserialize<'de> for Durability {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Durability::decode(u8::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A worker as the coordinator describes it to clients.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
@@ -347,26 +386,38 @@ pub enum Message {
         map_id: u32,
         attempt_id: u32,
         partitions: Vec<PartitionBytes>,
-        /// 1: the worker answers only once the map's data is written and synced to its
-        /// disk; 0: held in memory is enough.
-        to_disk: bool,
+        /// When the worker answers: once the data is held ([`Durability::Memory`]),
+        /// written and synced to its disk ([`Durability::Disk`]), or stored in its object
+        /// store ([`Durability::ObjectStore`]).
+        durability: Durability,
     },
+    /// `everywhere`: the shuffle is gone for good, so the worker also deletes what
+    /// every worker uploaded of it to the object store; otherwise only this worker's
+    /// own copies go (a worker that was declared lost and came back).
     DeleteShuffle {
         app_id: String,
         shuffle_id: u32,
+        everywhere: bool,
     },
+    /// As `DeleteShuffle`, for every shuffle of an app.
     DeleteApp {
         app_id: String,
+        everywhere: bool,
     },
     /// Sent to a restarted worker: which of `partitions` it still holds whole, i.e. the
     /// committed attempts' bytes (`map_attempts`) add up to `expected_bytes`. The worker
     /// answers `CopiesHeld` and takes `map_attempts` as its commits.
+    ///
+    /// With `adopt`, the worker first restores the partitions from its object store
+    /// (copies uploaded by any worker), then checks: that is how a partition whose every
+    /// copy was lost with its workers is recovered without rerunning maps.
     CheckCopies {
         app_id: String,
         shuffle_id: u32,
         map_attempts: Vec<u32>,
         partitions: Vec<u32>,
         expected_bytes: Vec<u64>,
+        adopt: bool,
     },
     CopiesHeld {
         partitions: Vec<u32>,
@@ -504,9 +555,13 @@ impl Message {
                 put_str(b, app_id);
                 b.put_u32(*lease_ms);
             }
-            Message::RenewLease { app_id }
-            | Message::UnregisterApp { app_id }
-            | Message::DeleteApp { app_id } => put_str(b, app_id),
+            Message::RenewLease { app_id } | Message::UnregisterApp { app_id } => {
+                put_str(b, app_id)
+            }
+            Message::DeleteApp { app_id, everywhere } => {
+                put_str(b, app_id);
+                b.put_u8(*everywhere as u8);
+            }
             Message::ReportWorkerFailure { addr } => put_str(b, addr),
             Message::ReportCorruption {
                 app_id,
@@ -534,12 +589,14 @@ impl Message {
                 map_attempts,
                 partitions,
                 expected_bytes,
+                adopt,
             } => {
                 put_str(b, app_id);
                 b.put_u32(*shuffle_id);
                 put_u32_list(b, map_attempts);
                 put_u32_list(b, partitions);
                 put_u64_list(b, expected_bytes);
+                b.put_u8(*adopt as u8);
             }
             Message::CopiesHeld { partitions } => put_u32_list(b, partitions),
             Message::RegisterShuffle {
@@ -583,10 +640,18 @@ impl Message {
                 b.put_u32(*winning_attempt);
             }
             Message::UnregisterShuffle { app_id, shuffle_id }
-            | Message::GetShuffleStatus { app_id, shuffle_id }
-            | Message::DeleteShuffle { app_id, shuffle_id } => {
+            | Message::GetShuffleStatus { app_id, shuffle_id } => {
                 put_str(b, app_id);
                 b.put_u32(*shuffle_id);
+            }
+            Message::DeleteShuffle {
+                app_id,
+                shuffle_id,
+                everywhere,
+            } => {
+                put_str(b, app_id);
+                b.put_u32(*shuffle_id);
+                b.put_u8(*everywhere as u8);
             }
             Message::ShuffleStatus {
                 num_maps,
@@ -657,7 +722,7 @@ impl Message {
                 map_id,
                 attempt_id,
                 partitions,
-                to_disk,
+                durability,
             } => {
                 put_str(b, app_id);
                 b.put_u32(*shuffle_id);
@@ -668,7 +733,7 @@ impl Message {
                     b.put_u32(p.partition);
                     b.put_u64(p.bytes);
                 }
-                b.put_u8(*to_disk as u8);
+                b.put_u8(*durability as u8);
             }
             Message::PushBatch { header, payload } => {
                 header.encode(b);
@@ -755,6 +820,7 @@ impl Message {
             },
             K::DeleteApp => Message::DeleteApp {
                 app_id: r.string("app_id")?,
+                everywhere: r.bool("everywhere")?,
             },
             K::RegisterShuffle => Message::RegisterShuffle {
                 app_id: r.string("app_id")?,
@@ -805,6 +871,7 @@ impl Message {
             K::DeleteShuffle => Message::DeleteShuffle {
                 app_id: r.string("app_id")?,
                 shuffle_id: r.u32("shuffle_id")?,
+                everywhere: r.bool("everywhere")?,
             },
             K::ShuffleStatus => Message::ShuffleStatus {
                 num_maps: r.u32("num_maps")?,
@@ -823,6 +890,7 @@ impl Message {
                 map_attempts: r.u32_list("map_attempts")?,
                 partitions: r.u32_list("partitions")?,
                 expected_bytes: r.u64_list("expected_bytes")?,
+                adopt: r.bool("adopt")?,
             },
             K::CopiesHeld => Message::CopiesHeld {
                 partitions: r.u32_list("partitions")?,
@@ -884,7 +952,7 @@ impl Message {
                     map_id,
                     attempt_id,
                     partitions,
-                    to_disk: r.bool("to_disk")?,
+                    durability: Durability::decode(r.u8("durability")?)?,
                 }
             }
             K::PushBatch => Message::PushBatch {

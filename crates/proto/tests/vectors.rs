@@ -183,6 +183,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 map_attempts: vec![0, u32::MAX],
                 partitions: vec![1, 3],
                 expected_bytes: vec![4096, 0],
+                adopt: true,
             },
         ),
         (
@@ -269,7 +270,19 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     partition: 3,
                     bytes: 1 << 33,
                 }],
-                to_disk: true,
+                durability: Durability::Disk,
+            },
+        ),
+        (
+            "map_committed_to_object_store",
+            18,
+            Message::MapCommitted {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                map_id: 0,
+                attempt_id: 1 << 16,
+                partitions: vec![],
+                durability: Durability::ObjectStore,
             },
         ),
         (
@@ -278,6 +291,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::DeleteShuffle {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
+                everywhere: true,
             },
         ),
         (
@@ -285,6 +299,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             20,
             Message::DeleteApp {
                 app_id: "app-1".into(),
+                everywhere: false,
             },
         ),
         (

@@ -23,6 +23,10 @@ pub struct StandaloneConfig {
     pub worker_timeout: Duration,
     /// Copies of every partition (1 or 2).
     pub replication: u32,
+    /// The commit rule (see [`CoordinatorConfig::durability`]).
+    pub durability: crossdock_proto::Durability,
+    /// The workers' object store, if any (see [`WorkerConfig::object_store`]).
+    pub object_store: Option<String>,
 }
 
 /// A running standalone cluster.
@@ -53,6 +57,7 @@ impl Standalone {
         let mut ccfg = CoordinatorConfig::new(cfg.listen.clone(), own_dir.join("coordinator"));
         ccfg.worker_timeout = cfg.worker_timeout;
         ccfg.replication = cfg.replication;
+        ccfg.durability = cfg.durability;
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;
         let host = worker_host(coordinator.addr);
         let mut workers = Vec::new();
@@ -64,6 +69,8 @@ impl Standalone {
                 memory: cfg.memory,
                 data_dir: own_dir.join(format!("worker-{i}")),
                 extra_data_dirs: Vec::new(),
+                object_store: cfg.object_store.clone(),
+                disk_quota: None,
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

@@ -9,8 +9,11 @@ use crossdock_client::{
     ClientError, CoordinatorClient, FetchRange, PartitionReader, Placement, ShuffleStatus,
     WorkerClient,
 };
-use crossdock_proto::{checksum, CommitStatus, ErrorCode, PartitionStat, PushHeader, NO_WORKER};
+use crossdock_proto::{
+    checksum, CommitStatus, Durability, ErrorCode, PartitionStat, PushHeader, NO_WORKER,
+};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::worker::object_store::ObjectStore;
 use crossdock_server::worker::{Worker, WorkerConfig};
 use std::sync::Arc;
 
@@ -24,14 +27,28 @@ struct Cluster {
     coord_addr: String,
     nodes: Vec<Node>,
     dir: tempfile::TempDir,
+    /// The workers' object-store tier.
+    tier: Option<TierCfg>,
     _stop: tokio::sync::watch::Sender<bool>,
 }
 
-async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) -> Node {
-    start_worker_on(coordinator, listen, vec![dir]).await
+/// A worker's object store and disk quota.
+#[derive(Clone)]
+struct TierCfg {
+    url: String,
+    disk_quota: Option<u64>,
 }
 
-async fn start_worker_on(coordinator: &str, listen: &str, dirs: Vec<std::path::PathBuf>) -> Node {
+async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) -> Node {
+    start_worker_on(coordinator, listen, vec![dir], None).await
+}
+
+async fn start_worker_on(
+    coordinator: &str,
+    listen: &str,
+    dirs: Vec<std::path::PathBuf>,
+    tier: Option<&TierCfg>,
+) -> Node {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
     let worker = Worker::start(
@@ -42,6 +59,8 @@ async fn start_worker_on(coordinator: &str, listen: &str, dirs: Vec<std::path::P
             memory: 64 << 20,
             data_dir: dir,
             extra_data_dirs: extra,
+            object_store: tier.map(|t| t.url.clone()),
+            disk_quota: tier.and_then(|t| t.disk_quota),
         },
         shutdown,
     )
@@ -52,23 +71,31 @@ async fn start_worker_on(coordinator: &str, listen: &str, dirs: Vec<std::path::P
 
 impl Cluster {
     async fn start(workers: usize, replication: u32) -> Cluster {
-        Cluster::start_with(workers, replication, false).await
+        Cluster::start_with(workers, replication, Durability::Memory).await
     }
 
-    async fn start_with(workers: usize, replication: u32, commit_to_disk: bool) -> Cluster {
+    async fn start_with(workers: usize, replication: u32, durability: Durability) -> Cluster {
+        Cluster::start_tiered(workers, replication, durability, None).await
+    }
+
+    async fn start_tiered(
+        workers: usize,
+        replication: u32,
+        durability: Durability,
+        tier: Option<TierCfg>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("coordinator"));
         cfg.replication = replication;
-        cfg.commit_to_disk = commit_to_disk;
+        cfg.durability = durability;
         cfg.heartbeat = Duration::from_millis(50);
         let coordinator = Coordinator::start(cfg, shutdown).await.unwrap();
         let coord_addr = coordinator.addr.to_string();
         let mut nodes = Vec::new();
         for i in 0..workers {
-            nodes.push(
-                start_worker(&coord_addr, "127.0.0.1:0", dir.path().join(format!("w{i}"))).await,
-            );
+            let dir = dir.path().join(format!("w{i}"));
+            nodes.push(start_worker_on(&coord_addr, "127.0.0.1:0", vec![dir], tier.as_ref()).await);
         }
         for _ in 0..500 {
             if coordinator.state.lock().unwrap().counts().2 == workers as u64 {
@@ -83,6 +110,7 @@ impl Cluster {
             coord_addr,
             nodes,
             dir,
+            tier,
             _stop: stop,
         }
     }
@@ -394,7 +422,7 @@ async fn a_corrupt_file_is_detected_and_the_replica_serves_the_data() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_only_copy_revokes_the_maps_that_wrote_into_it() {
-    let c = Cluster::start_with(1, 1, true).await;
+    let c = Cluster::start_with(1, 1, Durability::Disk).await;
     c.coord.register_app("q", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("q", 0, 3, 2).await.unwrap();
     for m in 0..3 {
@@ -483,6 +511,7 @@ async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits()
         coord_addr: addr.clone(),
         nodes: Vec::new(),
         dir: tempfile::tempdir().unwrap(),
+        tier: None,
         _stop: tokio::sync::watch::channel(false).0,
     };
     run_map(&c, &placement, "c", 0, 0, 2).await.unwrap();
@@ -536,12 +565,13 @@ async fn restart_in_place(c: &Cluster, addr: &str) -> Node {
         .unwrap();
     c.nodes[i].stop.send(true).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    start_worker(&c.coord_addr, addr, c.dir.path().join(format!("w{i}"))).await
+    let dir = c.dir.path().join(format!("w{i}"));
+    start_worker_on(&c.coord_addr, addr, vec![dir], c.tier.as_ref()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_restarted_on_its_data_dir_serves_what_it_had_written_to_disk() {
-    let c = Cluster::start_with(2, 1, true).await;
+    let c = Cluster::start_with(2, 1, Durability::Disk).await;
     c.coord.register_app("d", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("d", 0, 2, 2).await.unwrap();
     for m in 0..2 {
@@ -580,7 +610,7 @@ async fn a_worker_restarted_on_its_data_dir_serves_what_it_had_written_to_disk()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_restarted_after_losing_data_held_in_memory_reports_it_lost() {
-    let c = Cluster::start_with(2, 1, false).await;
+    let c = Cluster::start_with(2, 1, Durability::Memory).await;
     c.coord.register_app("e", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("e", 0, 1, 2).await.unwrap();
     run_map(&c, &placement, "e", 0, 0, 2).await.unwrap();
@@ -626,7 +656,7 @@ impl Drop for SmallDisk {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_with_a_full_disk_fails_commits_clearly_and_gets_no_new_partitions() {
     let disk = SmallDisk::mount("256k");
-    let c = Cluster::start_with(1, 1, true).await;
+    let c = Cluster::start_with(1, 1, Durability::Disk).await;
     let full = start_worker(&c.coord_addr, "127.0.0.1:0", disk.dir.path().join("w")).await;
     let full_addr = full.worker.addr.to_string();
     eventually("the second worker registered", || async {
@@ -672,9 +702,9 @@ fn rand_id() -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
-    let c = Cluster::start_with(0, 1, true).await;
+    let c = Cluster::start_with(0, 1, Durability::Disk).await;
     let dirs = vec![c.dir.path().join("disk-a"), c.dir.path().join("disk-b")];
-    let w = start_worker_on(&c.coord_addr, "127.0.0.1:0", dirs.clone()).await;
+    let w = start_worker_on(&c.coord_addr, "127.0.0.1:0", dirs.clone(), None).await;
     let addr = w.worker.addr.to_string();
     c.coord.register_app("m", 60_000).await.unwrap();
     let mut placement = None;
@@ -702,7 +732,7 @@ async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
     }
     w.stop.send(true).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let _again = start_worker_on(&c.coord_addr, &addr, dirs).await;
+    let _again = start_worker_on(&c.coord_addr, &addr, dirs, None).await;
     eventually("recovered from both directories", || async {
         let mut all = true;
         for p in 0..4 {
@@ -712,4 +742,243 @@ async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
     })
     .await;
     assert_eq!(c.status("m").await.map_attempts, vec![Some(0)]);
+}
+
+// ---- The object-store tier -------------------------------------------------------
+//
+// These run against a directory store (`file://`, what a mounted DFS looks like) and,
+// when the test scripts started one (`CROSSDOCK_TEST_S3`), against a real S3 server.
+
+/// The object stores to test against: a directory always, and the S3 server the test
+/// scripts started, if any. With `CROSSDOCK_REQUIRE_S3` set (CI), a missing S3 server
+/// fails the test instead of being skipped.
+fn object_stores(dir: &std::path::Path) -> Vec<String> {
+    let mut urls = vec![format!("file://{}", dir.join("store").display())];
+    match std::env::var("CROSSDOCK_TEST_S3") {
+        Ok(url) => urls.push(own_prefix(&url)),
+        Err(_) if std::env::var_os("CROSSDOCK_REQUIRE_S3").is_some() => {
+            panic!("CROSSDOCK_REQUIRE_S3 is set but no S3 server was started (CROSSDOCK_TEST_S3)")
+        }
+        Err(_) => {
+            eprintln!("no S3 server (CROSSDOCK_TEST_S3 unset): testing the directory store only")
+        }
+    }
+    urls
+}
+
+/// Gives an S3 URL a prefix of its own (`s3://bucket?endpoint=..` becomes
+/// `s3://bucket/t<pid>-<nanos>?endpoint=..`), so runs never see each other's objects.
+fn own_prefix(url: &str) -> String {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{base}/t{}-{nanos}?{query}", std::process::id())
+}
+
+fn tiered(url: &str, disk_quota: Option<u64>) -> Option<TierCfg> {
+    Some(TierCfg {
+        url: url.to_string(),
+        disk_quota,
+    })
+}
+
+/// Counts the segments stored for an app in a directory store.
+fn segments_in(store: &std::path::Path, app: &str) -> usize {
+    fn walk(p: &std::path::Path) -> usize {
+        std::fs::read_dir(p).map_or(0, |d| {
+            d.flatten()
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk(&e.path())
+                    } else {
+                        e.path().extension().is_some_and(|x| x == "seg") as usize
+                    }
+                })
+                .sum()
+        })
+    }
+    walk(&store.join(app))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_durability_object_store_losing_every_copy_recomputes_nothing() {
+    let scratch = tempfile::tempdir().unwrap();
+    for url in object_stores(scratch.path()) {
+        let c = Cluster::start_tiered(2, 1, Durability::ObjectStore, tiered(&url, None)).await;
+        c.coord.register_app("o", 60_000).await.unwrap();
+        let placement = c.coord.register_shuffle("o", 0, 3, 2).await.unwrap();
+        let victim = placement.worker_of(0).unwrap().addr.clone();
+        let survivor = placement.worker_of(1).unwrap().addr.clone();
+        assert_ne!(victim, survivor);
+        for m in 0..3 {
+            // Answered only once the map's batches are uploaded.
+            assert_eq!(
+                run_map(&c, &placement, "o", m, 0, 2).await.unwrap().0,
+                CommitStatus::Committed
+            );
+        }
+        if url.starts_with("file://") {
+            assert!(
+                segments_in(&scratch.path().join("store"), "o") >= 2,
+                "{url}"
+            );
+        }
+        c.kill(&victim).await;
+        let status = c.status("o").await;
+        assert_eq!(
+            status.map_attempts,
+            vec![Some(0), Some(0), Some(0)],
+            "{url}: the lost partition was adopted from the object store; no map is rerun"
+        );
+        let moved = status.placement.worker_of(0).unwrap();
+        assert_eq!(moved.addr, survivor, "{url}");
+        for p in 0..2 {
+            assert_eq!(
+                read_from(&survivor, "o", p, 3).await.unwrap(),
+                expected(p, &[0, 0, 0]),
+                "{url}: partition {p}"
+            );
+        }
+        let adopted = c
+            .node(&survivor)
+            .worker
+            .metrics
+            .adopted_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(adopted, 3 * 1000, "{url}: the three batches of partition 0");
+        // Deleting the app deletes its segments.
+        let store = ObjectStore::open(&url).unwrap();
+        assert!(
+            !store.segments("o", 0, 0).await.unwrap().is_empty(),
+            "{url}"
+        );
+        c.coord.unregister_app("o").await.unwrap();
+        eventually("the app's segments are deleted", || async {
+            store.segments("o", 0, 0).await.unwrap().is_empty()
+                && store.segments("o", 0, 1).await.unwrap().is_empty()
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_whole_upload_a_lost_partition_still_revokes_its_maps() {
+    // Durability memory: nothing was flushed, so nothing was uploaded. Adoption finds no
+    // whole copy and the maps are rerun, never read partially.
+    let scratch = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", scratch.path().join("store").display());
+    let c = Cluster::start_tiered(2, 1, Durability::Memory, tiered(&url, None)).await;
+    c.coord.register_app("q", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("q", 0, 2, 2).await.unwrap();
+    for m in 0..2 {
+        run_map(&c, &placement, "q", m, 0, 2).await.unwrap();
+    }
+    let victim = placement.worker_of(0).unwrap().addr.clone();
+    c.kill(&victim).await;
+    assert_eq!(c.status("q").await.map_attempts, vec![None, None]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn above_its_disk_quota_a_worker_evicts_uploaded_files_and_serves_them_from_the_store() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let scratch = tempfile::tempdir().unwrap();
+    for url in object_stores(scratch.path()) {
+        // A quota of one byte: every wholly uploaded partition file is evicted.
+        let c = Cluster::start_tiered(2, 1, Durability::ObjectStore, tiered(&url, Some(1))).await;
+        c.coord.register_app("v", 60_000).await.unwrap();
+        let placement = c.coord.register_shuffle("v", 0, 2, 2).await.unwrap();
+        for m in 0..2 {
+            run_map(&c, &placement, "v", m, 0, 2).await.unwrap();
+        }
+        eventually("the partition files are evicted", || async {
+            c.nodes
+                .iter()
+                .all(|n| n.worker.store.stored_bytes.load(Relaxed) == 0)
+        })
+        .await;
+        for p in 0..2 {
+            let addr = &placement.worker_of(p).unwrap().addr;
+            assert_eq!(
+                read_from(addr, "v", p, 2).await.unwrap(),
+                expected(p, &[0, 0]),
+                "{url}: partition {p} read from the object store"
+            );
+        }
+        let read: u64 = c
+            .nodes
+            .iter()
+            .map(|n| n.worker.metrics.object_read_bytes.load(Relaxed))
+            .sum();
+        assert!(read >= 4 * 1000, "{url}: {read} bytes read from the store");
+        // A map of a rerun stage is written to local disk again (after the evicted
+        // part), and the reader gets both tiers in one stream.
+        run_map(&c, &placement, "v", 1, 1 << 16, 2).await.unwrap();
+        for p in 0..2 {
+            let addr = &placement.worker_of(p).unwrap().addr;
+            assert_eq!(
+                read_from(addr, "v", p, 2).await.unwrap(),
+                expected(p, &[0, 1 << 16]),
+                "{url}: partition {p} after the rerun"
+            );
+        }
+        // A restarted worker cannot trust a partly evicted file and does not offer it:
+        // the coordinator has the other worker adopt the partition from the store, and
+        // nothing is recomputed.
+        let addr = placement.worker_of(0).unwrap().addr.clone();
+        let _again = restart_in_place(&c, &addr).await;
+        eventually("partition 0 is served again", || async {
+            let s = c.status("v").await;
+            match s.placement.worker_of(0) {
+                Some(w) if s.placement.workers.iter().all(|w| w.alive) => {
+                    read_from(&w.addr, "v", 0, 2).await.ok() == Some(expected(0, &[0, 1 << 16]))
+                }
+                _ => false,
+            }
+        })
+        .await;
+        assert_eq!(
+            c.status("v").await.map_attempts,
+            vec![Some(0), Some(1 << 16)],
+            "{url}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_to_the_object_store_fails_clearly_on_a_worker_without_one() {
+    let c = Cluster::start_with(1, 1, Durability::ObjectStore).await;
+    c.coord.register_app("n", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("n", 0, 1, 1).await.unwrap();
+    let err = run_map(&c, &placement, "n", 0, 0, 1).await.unwrap_err();
+    assert!(err.to_string().contains("--object-store"), "{err}");
+    assert_eq!(c.status("n").await.map_attempts, vec![None]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let cfg = |url: &str| WorkerConfig {
+        listen: "127.0.0.1:0".into(),
+        advertise: None,
+        coordinator: "127.0.0.1:1".into(),
+        memory: 64 << 20,
+        data_dir: dir.path().join("w"),
+        extra_data_dirs: Vec::new(),
+        object_store: Some(url.into()),
+        disk_quota: None,
+    };
+    let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("not an object-store URL"), "{err}");
+    // Nothing listens on port 1: the probe fails at start, not at the first commit.
+    let err = Worker::start(cfg("s3://bucket?endpoint=http://127.0.0.1:1"), shutdown)
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("is not usable"), "{err}");
 }

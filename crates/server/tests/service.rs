@@ -37,6 +37,8 @@ impl Cluster {
                 data_dir: dir.path().to_path_buf(),
                 worker_timeout: Duration::from_secs(10),
                 replication: 1,
+                durability: crossdock_proto::Durability::Memory,
+                object_store: None,
             },
             shutdown,
         )
@@ -771,6 +773,8 @@ async fn no_workers_and_lost_workers_are_reported() {
             memory: 32 << 20,
             data_dir: dir.path().join("w"),
             extra_data_dirs: Vec::new(),
+            object_store: None,
+            disk_quota: None,
         },
         worker_shutdown,
     )

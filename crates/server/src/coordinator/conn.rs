@@ -176,7 +176,7 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                 coord.log(&[Record::AppGone {
                     app_id: app_id.clone(),
                 }])?;
-                delete_app_on(coord, &app_id, &workers).await;
+                delete_app_on(coord, &app_id, &workers, true).await;
             }
             Ok(Message::Ok)
         }
@@ -224,6 +224,7 @@ async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, Serve
                 let msg = Message::DeleteShuffle {
                     app_id: app_id.clone(),
                     shuffle_id,
+                    everywhere: true,
                 };
                 let calls = workers.iter().map(|addr| coord.call_worker(addr, &msg));
                 for res in join_all(calls).await {
@@ -299,15 +300,24 @@ fn wipe_revived_worker(coord: &Arc<Coordinator>, worker_id: u32) {
                 .iter()
                 .any(|(a, _, _)| *a == app);
             if !placed_again {
-                delete_app_on(&coord, &app, std::slice::from_ref(&addr)).await;
+                // Its own copies only: the object store holds what others uploaded.
+                delete_app_on(&coord, &app, std::slice::from_ref(&addr), false).await;
             }
         }
     });
 }
 
-pub(super) async fn delete_app_on(coord: &Coordinator, app_id: &str, workers: &[String]) {
+/// Deletes an app's data on `workers`; `everywhere` also deletes its object-store
+/// copies (the app is gone for good).
+pub(super) async fn delete_app_on(
+    coord: &Coordinator,
+    app_id: &str,
+    workers: &[String],
+    everywhere: bool,
+) {
     let msg = Message::DeleteApp {
         app_id: app_id.to_string(),
+        everywhere,
     };
     let calls = workers.iter().map(|addr| coord.call_worker(addr, &msg));
     for res in join_all(calls).await {
@@ -515,7 +525,11 @@ pub(super) async fn notify_commit(
             map_id,
             attempt_id,
             partitions: partitions.clone(),
-            to_disk: coord.cfg.commit_to_disk && attempt_id != NO_ATTEMPT,
+            durability: if attempt_id == NO_ATTEMPT {
+                crossdock_proto::Durability::Memory
+            } else {
+                coord.cfg.durability
+            },
         };
         async move {
             coord

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossdock_client::{ClientError, RpcConnection};
-use crossdock_proto::Message;
+use crossdock_proto::{Durability, Message};
 use tokio::net::TcpListener;
 
 use crate::metrics::{describe, sample, Render};
@@ -36,9 +36,10 @@ pub struct CoordinatorConfig {
     /// Sync the state journal to the device on every change (survives a machine crash;
     /// without it, only a crash of the coordinator process).
     pub fsync: bool,
-    /// The commit rule: a map counts once its data is held in the workers' memory
-    /// (false), or once it is written and synced to their disks (true).
-    pub commit_to_disk: bool,
+    /// The commit rule: a map counts once its data is held by its workers (`Memory`),
+    /// written and synced to their disks (`Disk`), or stored in their object store
+    /// (`ObjectStore`).
+    pub durability: Durability,
 }
 
 /// The log is compacted into a new snapshot once it holds this many bytes.
@@ -54,7 +55,7 @@ impl CoordinatorConfig {
             heartbeat: Duration::from_secs(1),
             replication: 1,
             fsync: true,
-            commit_to_disk: false,
+            durability: Durability::Memory,
         }
     }
 }
@@ -145,9 +146,20 @@ impl Coordinator {
         addr: &str,
         msg: &Message,
     ) -> Result<Message, ClientError> {
+        self.call_worker_within(addr, msg, Duration::from_secs(30))
+            .await
+    }
+
+    /// [`Coordinator::call_worker`] for a call that may take up to `limit`.
+    pub(crate) async fn call_worker_within(
+        &self,
+        addr: &str,
+        msg: &Message,
+        limit: Duration,
+    ) -> Result<Message, ClientError> {
         for attempt in 0..2 {
             let conn = self.worker_conns.get(addr).await?;
-            match tokio::time::timeout(Duration::from_secs(30), conn.call(msg)).await {
+            match tokio::time::timeout(limit, conn.call(msg)).await {
                 Ok(Err(e)) if e.is_transport() && attempt == 0 => continue,
                 Ok(res) => return res,
                 Err(_) => {
@@ -155,7 +167,7 @@ impl Coordinator {
                         addr: addr.to_string(),
                         source: std::io::Error::new(
                             std::io::ErrorKind::TimedOut,
-                            "worker did not answer within 30 s",
+                            format!("worker did not answer within {} s", limit.as_secs()),
                         ),
                     })
                 }
@@ -210,8 +222,8 @@ pub(crate) async fn handle_corruption(
         &std::collections::BTreeSet::new(),
         Some(partition),
     );
-    tracing::warn!(app = %app_id, shuffle_id, partition, worker, revoked_maps = r.revoked.len(), "a corrupt copy no longer counts");
-    apply_relocation(coord, app_id, shuffle_id, &s, r).await;
+    let revoked = apply_relocation(coord, app_id, shuffle_id, &s, r).await;
+    tracing::warn!(app = %app_id, shuffle_id, partition, worker, revoked_maps = revoked, "a corrupt copy no longer counts");
     Ok(())
 }
 
@@ -240,6 +252,7 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
                         .map(|&q| p.partition_bytes[q as usize])
                         .collect(),
                     partitions: parts,
+                    adopt: false,
                 }
             };
             match coord.call_worker(addr, &check).await {
@@ -252,20 +265,39 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
             tracing::info!(app = %app_id, shuffle_id, worker = lost, kept = keep.len(), "a restarted worker still holds these copies whole");
         }
         let r = coord.lock().relocate(&app_id, shuffle_id, &s, lost, &keep);
-        tracing::warn!(app = %app_id, shuffle_id, worker = lost, lost_partitions = r.lost_partitions, kept_by_replica = r.degraded_partitions, revoked_maps = r.revoked.len(), "moved a shuffle off a lost worker");
-        apply_relocation(coord, &app_id, shuffle_id, &s, r).await;
+        let (lost_partitions, kept_by_replica) = (r.lost.len(), r.degraded_partitions);
+        let revoked = apply_relocation(coord, &app_id, shuffle_id, &s, r).await;
+        tracing::warn!(app = %app_id, shuffle_id, worker = lost, lost_partitions, kept_by_replica, revoked_maps = revoked, "moved a shuffle off a lost worker");
     }
 }
 
-/// Journals a relocation and tells the workers: new copies prepared, forwarding to lost
-/// replicas stopped, revoked maps revoked everywhere. The caller holds the commit lock.
+/// Tells the workers of a relocation: new copies prepared, forwarding to lost replicas
+/// stopped. Partitions that lost every copy are adopted from the object store by their
+/// new workers where it holds them whole; the maps that wrote into the others are
+/// revoked everywhere. Journals the outcome. The caller holds the commit lock. Returns
+/// the number of maps revoked.
 async fn apply_relocation(
     coord: &Arc<Coordinator>,
     app_id: &str,
     shuffle_id: u32,
     s: &state::ShuffleEntry,
     r: state::Relocation,
-) {
+) -> usize {
+    let prepares = r
+        .prepares
+        .iter()
+        .map(|(addr, msg)| coord.call_worker(addr, msg));
+    for res in futures_util::future::join_all(prepares).await {
+        if let Err(e) = res {
+            tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not prepare a moved partition");
+        }
+    }
+    let adopted = adopt_lost(coord, app_id, shuffle_id, s, &r.lost).await;
+    let revoked = {
+        let mut p = s.lock();
+        let not_adopted = r.lost.difference(&adopted).copied().collect();
+        p.revoke_maps_touching(&not_adopted)
+    };
     let layout = {
         let p = s.lock();
         journal::Record::Layout {
@@ -278,29 +310,18 @@ async fn apply_relocation(
     let revoke = journal::Record::Revoke {
         app_id: app_id.to_string(),
         shuffle_id,
-        maps: r.revoked.clone(),
+        maps: revoked.clone(),
     };
     let _ = coord.log(&[layout, revoke]);
-    coord.metrics.lost_partitions.fetch_add(
-        r.lost_partitions as u64,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    coord
-        .metrics
-        .revoked_maps
-        .fetch_add(r.revoked.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    let prepares = r
-        .prepares
-        .iter()
-        .map(|(addr, msg)| coord.call_worker(addr, msg));
-    for res in futures_util::future::join_all(prepares).await {
-        if let Err(e) = res {
-            tracing::warn!(error = %e, app = %app_id, shuffle_id, "could not prepare a moved partition");
-        }
-    }
+    use std::sync::atomic::Ordering::Relaxed;
+    let m = &coord.metrics;
+    m.lost_partitions.fetch_add(r.lost.len() as u64, Relaxed);
+    m.adopted_partitions
+        .fetch_add(adopted.len() as u64, Relaxed);
+    m.revoked_maps.fetch_add(revoked.len() as u64, Relaxed);
     let per_worker: Vec<(String, Vec<crossdock_proto::PartitionBytes>)> =
         r.holders.iter().map(|a| (a.clone(), Vec::new())).collect();
-    for map in r.revoked {
+    for &map in &revoked {
         conn::notify_commit(
             coord,
             app_id,
@@ -311,6 +332,117 @@ async fn apply_relocation(
         )
         .await;
     }
+    revoked.len()
+}
+
+/// How long a worker may take to adopt partitions from the object store.
+const ADOPT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Asks the new workers of partitions that lost every copy to restore them from the
+/// object store. Returns the partitions whose new primary now holds them whole. A
+/// replica that could not adopt one is dropped (the partition runs on its primary
+/// alone); a worker without an object store adopts nothing.
+async fn adopt_lost(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    s: &state::ShuffleEntry,
+    lost: &std::collections::BTreeSet<u32>,
+) -> std::collections::BTreeSet<u32> {
+    use std::collections::{BTreeMap, BTreeSet};
+    if lost.is_empty() {
+        return BTreeSet::new();
+    }
+    // (worker, its lost partitions), and the request for each.
+    let calls: Vec<(u32, String, Message)> = {
+        let st = coord.lock();
+        let p = s.lock();
+        let mut on: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for &q in lost {
+            for w in [p.primary[q as usize], p.replica[q as usize]] {
+                if w != crossdock_proto::NO_WORKER && st.is_alive(w) {
+                    on.entry(w).or_default().push(q);
+                }
+            }
+        }
+        on.into_iter()
+            .map(|(w, parts)| {
+                let msg = Message::CheckCopies {
+                    app_id: app_id.to_string(),
+                    shuffle_id,
+                    map_attempts: p.map_attempts.clone(),
+                    expected_bytes: parts
+                        .iter()
+                        .map(|&q| p.partition_bytes[q as usize])
+                        .collect(),
+                    partitions: parts,
+                    adopt: true,
+                };
+                (w, st.addr_of(w), msg)
+            })
+            .collect()
+    };
+    let answers = futures_util::future::join_all(
+        calls
+            .iter()
+            .map(|(_, addr, msg)| coord.call_worker_within(addr, msg, ADOPT_TIMEOUT)),
+    )
+    .await;
+    let mut held: BTreeSet<(u32, u32)> = BTreeSet::new();
+    for ((w, addr, _), answer) in calls.iter().zip(answers) {
+        match answer {
+            Ok(Message::CopiesHeld { partitions }) => {
+                held.extend(partitions.into_iter().map(|q| (*w, q)))
+            }
+            Ok(other) => tracing::warn!(reply = ?other, %addr, "unexpected answer to an adoption"),
+            Err(e) => tracing::warn!(error = %e, %addr, "a worker could not adopt partitions"),
+        }
+    }
+    let mut adopted = BTreeSet::new();
+    let mut drop_replica = Vec::new();
+    {
+        let mut p = s.lock();
+        for &q in lost {
+            let i = q as usize;
+            if !held.contains(&(p.primary[i], q)) {
+                continue;
+            }
+            adopted.insert(q);
+            if p.replica[i] != crossdock_proto::NO_WORKER && !held.contains(&(p.replica[i], q)) {
+                p.replica[i] = crossdock_proto::NO_WORKER;
+                drop_replica.push(q);
+            }
+        }
+    }
+    if !drop_replica.is_empty() {
+        // The primaries of those partitions stop forwarding to the replica.
+        let prepares: Vec<(String, Message)> = {
+            let st = coord.lock();
+            let p = s.lock();
+            let mut by_primary: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+            for &q in &drop_replica {
+                by_primary.entry(p.primary[q as usize]).or_default().push(q);
+            }
+            by_primary
+                .into_iter()
+                .map(|(w, parts)| {
+                    (
+                        st.addr_of(w),
+                        st.prepare_message(app_id, shuffle_id, s, &p, w, parts),
+                    )
+                })
+                .collect()
+        };
+        for (addr, msg) in prepares {
+            if let Err(e) = coord.call_worker(&addr, &msg).await {
+                tracing::warn!(error = %e, %addr, "could not stop forwarding to a replica that did not adopt");
+            }
+        }
+    }
+    if !adopted.is_empty() {
+        tracing::info!(app = %app_id, shuffle_id, adopted = adopted.len(), lost = lost.len(), "partitions adopted from the object store; their maps stand");
+    }
+    adopted
 }
 
 /// A client or worker could not reach `addr`. The coordinator asks the worker itself,
@@ -369,7 +501,7 @@ async fn sweeper(coord: Arc<Coordinator>, mut shutdown: ShutdownSignal) {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let coord = coord.clone();
             let workers = workers.clone();
-            tokio::spawn(async move { conn::delete_app_on(&coord, &app, &workers).await });
+            tokio::spawn(async move { conn::delete_app_on(&coord, &app, &workers, true).await });
         }
     }
 }
@@ -379,7 +511,7 @@ impl Render for Coordinator {
         use std::sync::atomic::Ordering::Relaxed;
         let (apps, shuffles, alive, lost) = self.lock().counts();
         let m = &self.metrics;
-        let rows: [(&str, &str, &str, u64); 10] = [
+        let rows: [(&str, &str, &str, u64); 11] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -433,6 +565,12 @@ impl Render for Coordinator {
                 "counter",
                 "Partitions that lost every copy with a worker.",
                 m.lost_partitions.load(Relaxed),
+            ),
+            (
+                "crossdock_coordinator_adopted_partitions_total",
+                "counter",
+                "Partitions that lost every copy and were restored from the object store.",
+                m.adopted_partitions.load(Relaxed),
             ),
             (
                 "crossdock_coordinator_revoked_maps_total",

@@ -31,6 +31,7 @@ pub struct CoordinatorMetrics {
     pub registered_shuffles: AtomicU64,
     /// Partitions that lost every copy with a worker.
     pub lost_partitions: AtomicU64,
+    pub adopted_partitions: AtomicU64,
     /// Map commits revoked because their data was lost.
     pub revoked_maps: AtomicU64,
     pub errors: ErrorCounts,
@@ -257,12 +258,12 @@ pub enum Rejoin {
 pub struct Relocation {
     /// `PrepareShuffle` calls: (worker address, message).
     pub prepares: Vec<(String, Message)>,
-    /// Maps whose commits were revoked (their data is gone with the worker).
-    pub revoked: Vec<u32>,
+    /// Partitions that lost every copy, placed anew. Unless their new workers adopt
+    /// them from the object store, the maps that wrote into them are revoked
+    /// ([`Progress::revoke_maps_touching`]).
+    pub lost: BTreeSet<u32>,
     /// Live workers of the shuffle, to which revocations go.
     pub holders: Vec<String>,
-    /// Partitions that lost every copy.
-    pub lost_partitions: usize,
     /// Partitions that lost a copy but kept one.
     pub degraded_partitions: usize,
 }
@@ -552,11 +553,11 @@ impl State {
         }
     }
 
-    fn is_alive(&self, id: u32) -> bool {
+    pub(crate) fn is_alive(&self, id: u32) -> bool {
         self.workers.get(&id).is_some_and(|w| w.alive)
     }
 
-    fn addr_of(&self, id: u32) -> String {
+    pub(crate) fn addr_of(&self, id: u32) -> String {
         self.workers
             .get(&id)
             .map(|w| w.addr.clone())
@@ -640,7 +641,6 @@ impl State {
                 changed.insert(part);
             }
         }
-        let revoked = p.revoke_maps_touching(&lost_parts);
         let holders: Vec<u32> = p
             .holders()
             .into_iter()
@@ -664,9 +664,8 @@ impl State {
             .collect();
         Relocation {
             prepares,
-            revoked,
             holders: holders.iter().map(|&w| self.addr_of(w)).collect(),
-            lost_partitions: lost_parts.len(),
+            lost: lost_parts,
             degraded_partitions: degraded,
         }
     }
@@ -1148,8 +1147,8 @@ mod tests {
         let victim = primary[0];
         st.mark_lost(victim);
         let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
-        assert!(r.revoked.is_empty());
-        assert_eq!(r.lost_partitions, 0);
+        assert!(r.lost.is_empty());
+        assert_eq!(r.lost.len(), 0);
         let p = e.lock();
         assert_eq!(p.primary[0], replica[0], "the replica took over");
         assert!(!p.primary.contains(&victim) && !p.replica.contains(&victim));
@@ -1169,8 +1168,8 @@ mod tests {
         e.record_commit(2, 0, &[stat(0, 1), stat(1, 1)]);
         st.mark_lost(victim);
         let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
-        assert_eq!(r.revoked, vec![0, 2]);
-        assert_eq!(r.lost_partitions, 1);
+        assert_eq!(e.lock().revoke_maps_touching(&r.lost), vec![0, 2]);
+        assert_eq!(r.lost.len(), 1);
         assert_eq!(
             r.prepares.len(),
             1,

@@ -9,14 +9,16 @@ use bytes::{Buf, BufMut, Bytes};
 use crossdock_proto::codec::Reader;
 use crossdock_proto::io::{read_exact_bytes, read_header, skip, write_message};
 use crossdock_proto::{
-    checksum, ErrorCode, FetchedBatch, FrameHeader, Message, MessageKind, PushHeader, ResumePoint,
-    FLAG_REPLICA, MAX_CONTROL_FRAME, PROTOCOL_VERSION,
+    checksum, Durability, ErrorCode, FetchedBatch, FrameHeader, Message, MessageKind, PushHeader,
+    ResumePoint, FLAG_REPLICA, MAX_CONTROL_FRAME, PROTOCOL_VERSION,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
-use super::partition::{Insert, Piece, Source, RECORD_HEADER, RECORD_MAGIC};
+use super::partition::{
+    Insert, Piece, ReadView, Source, UploadedRange, RECORD_HEADER, RECORD_MAGIC,
+};
 use super::{Worker, FETCH_CHUNK};
 use crate::error::ServerError;
 
@@ -32,7 +34,9 @@ enum Next {
 /// A response, queued in request order for the connection's writer.
 enum Reply {
     Now(u64, Message),
-    /// A push forwarded to the partition's replica: acknowledged once the replica is.
+    /// A reply a task computes: a push forwarded to the partition's replica
+    /// (acknowledged once the replica is), a commit waiting for its durability, an
+    /// adoption from the object store.
     Forwarded(u64, tokio::task::JoinHandle<Message>),
     /// A fetch, streamed by the writer when its turn comes.
     Fetch(u64, FetchRequest),
@@ -175,7 +179,7 @@ async fn read_requests(r: &mut In, tx: &Replies, worker: &Arc<Worker>) -> io::Re
                     map_id,
                     attempt_id,
                     partitions,
-                    to_disk,
+                    durability,
                 }) => {
                     let store = &worker.store;
                     let reply = match store.map_committed(
@@ -186,16 +190,20 @@ async fn read_requests(r: &mut In, tx: &Replies, worker: &Arc<Worker>) -> io::Re
                         &partitions,
                     ) {
                         Err(err) => Reply::Now(h.request_id, error_reply(worker, err)),
-                        Ok(()) if !to_disk => Reply::Now(h.request_id, Message::Ok),
-                        // Answer once the map's batches are written and synced; other
-                        // requests on the connection go on meanwhile.
+                        Ok(()) if durability == Durability::Memory => {
+                            Reply::Now(h.request_id, Message::Ok)
+                        }
+                        // Answer once the map's batches are written and synced, or
+                        // uploaded; other requests on the connection go on meanwhile.
                         Ok(()) => {
                             let (store, worker) = (store.clone(), worker.clone());
                             Reply::Forwarded(
                                 h.request_id,
                                 tokio::spawn(async move {
                                     match store
-                                        .persist_map(&app_id, shuffle_id, map_id, attempt_id)
+                                        .persist_map(
+                                            &app_id, shuffle_id, map_id, attempt_id, durability,
+                                        )
                                         .await
                                     {
                                         Ok(()) => Message::Ok,
@@ -206,6 +214,36 @@ async fn read_requests(r: &mut In, tx: &Replies, worker: &Arc<Worker>) -> io::Re
                         }
                     };
                     send(tx, reply).await?;
+                    Next::Continue
+                }
+                // Adoption reads from the object store: answered when done, meanwhile
+                // the connection goes on.
+                Ok(Message::CheckCopies {
+                    app_id,
+                    shuffle_id,
+                    map_attempts,
+                    partitions,
+                    expected_bytes,
+                    adopt: true,
+                }) => {
+                    let worker = worker.clone();
+                    let task = tokio::spawn(async move {
+                        match worker
+                            .store
+                            .adopt(
+                                &app_id,
+                                shuffle_id,
+                                &map_attempts,
+                                &partitions,
+                                &expected_bytes,
+                            )
+                            .await
+                        {
+                            Ok(partitions) => Message::CopiesHeld { partitions },
+                            Err(err) => error_reply(&worker, err),
+                        }
+                    });
+                    send(tx, Reply::Forwarded(h.request_id, task)).await?;
                     Next::Continue
                 }
                 Ok(msg) => {
@@ -251,6 +289,7 @@ fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerE
             map_attempts,
             partitions,
             expected_bytes,
+            adopt: false,
         } => Ok(Message::CopiesHeld {
             partitions: store.check_copies(
                 &app_id,
@@ -260,12 +299,16 @@ fn handle_control(worker: &Arc<Worker>, msg: Message) -> Result<Message, ServerE
                 &expected_bytes,
             )?,
         }),
-        Message::DeleteShuffle { app_id, shuffle_id } => {
-            store.delete_shuffle(&app_id, shuffle_id);
+        Message::DeleteShuffle {
+            app_id,
+            shuffle_id,
+            everywhere,
+        } => {
+            store.delete_shuffle(&app_id, shuffle_id, everywhere);
             Ok(Message::Ok)
         }
-        Message::DeleteApp { app_id } => {
-            store.delete_app(&app_id);
+        Message::DeleteApp { app_id, everywhere } => {
+            store.delete_app(&app_id, everywhere);
             Ok(Message::Ok)
         }
         Message::SyncCommits {
@@ -465,26 +508,21 @@ async fn stream_fetch(
             ),
         )));
     }
-    let pieces = part.snapshot(
+    let view = match part.read_view(
         req.start_map,
         req.end_map,
         |m| shuffle.committed(m),
         req.resume_after,
-    );
-    let needs_file = pieces.iter().any(|p| matches!(p.source, Source::File(_)));
-    let file = if needs_file {
-        match std::fs::File::open(&part.path) {
-            Ok(f) => Some(Arc::new(f)),
-            Err(e) => {
-                return Ok(Err(ServerError::io(
-                    &format!("opening {}", part.path.display()),
-                    e,
-                )))
-            }
+    ) {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(Err(ServerError::io(
+                &format!("opening {}", part.path.display()),
+                e,
+            )))
         }
-    } else {
-        None
     };
+    let pieces = &view.pieces;
     let budget = &worker.fetch_budget;
     let (mut batches, mut bytes) = (0u64, 0u64);
     // One read buffer for the whole stream, sized by its largest chunk.
@@ -503,13 +541,13 @@ async fn stream_fetch(
         rest = tail;
         // The read buffer grows to the largest chunk read from the file; the stream
         // holds credit for it until it ends (the guard returns it on every path).
-        let file_bytes: u64 = chunk
+        let stored_bytes: u64 = chunk
             .iter()
-            .filter(|p| matches!(p.source, Source::File(_)))
+            .filter(|p| !matches!(p.source, Source::Memory(_)))
             .map(|p| (RECORD_HEADER as u32 + p.len) as u64)
             .sum();
-        credit.grow_to(file_bytes).await;
-        let (returned, loaded) = load_chunk(chunk, file.clone(), std::mem::take(&mut buf)).await;
+        credit.grow_to(stored_bytes).await;
+        let (returned, loaded) = load_chunk(chunk, worker, &view, std::mem::take(&mut buf)).await;
         buf = returned;
         match loaded {
             Ok(batches_out) => write_chunk(w, request_id, &batches_out, &buf).await?,
@@ -580,84 +618,171 @@ struct OutBatch {
     held: Held,
 }
 
-/// Loads a chunk's payloads into `buf` (reused across the chunks of a stream), reading
-/// records that follow each other in the file with one read, and checking every
-/// record's header and CRC32C.
-async fn load_chunk(
-    chunk: &[Piece],
-    file: Option<Arc<std::fs::File>>,
-    buf: Vec<u8>,
-) -> (Vec<u8>, Result<Vec<OutBatch>, ServerError>) {
-    let chunk = chunk.to_vec();
-    let in_memory = file.is_none();
-    let task = move |mut buf: Vec<u8>| {
-        let res = fill_chunk(&chunk, file.as_deref(), &mut buf);
-        (buf, res)
-    };
-    if in_memory {
-        return task(buf);
-    }
-    match tokio::task::spawn_blocking(move || task(buf)).await {
-        Ok(r) => r,
-        Err(e) => (
-            Vec::new(),
-            Err(ServerError::new(
-                ErrorCode::Internal,
-                format!("read task failed: {e}"),
-            )),
-        ),
-    }
+/// Records that follow each other in the partition file (`chunk[first..last]`, bytes
+/// `[start, end)` of the file), read with one call into `buf[pos..]`.
+struct Span {
+    first: usize,
+    last: usize,
+    start: u64,
+    end: u64,
+    pos: usize,
+    /// Read from the object store (the local copy was evicted).
+    object: bool,
 }
 
-fn fill_chunk(
-    chunk: &[Piece],
-    file: Option<&std::fs::File>,
-    buf: &mut Vec<u8>,
-) -> Result<Vec<OutBatch>, ServerError> {
-    let file_bytes: usize = chunk
-        .iter()
-        .filter(|p| matches!(p.source, Source::File(_)))
-        .map(|p| RECORD_HEADER + p.len as usize)
-        .sum();
-    if buf.len() < file_bytes {
-        buf.resize(file_bytes, 0);
-    }
-    let mut out = Vec::with_capacity(chunk.len());
-    let mut pos = 0usize;
-    let mut i = 0;
+/// Groups a chunk's stored pieces into spans. Returns them and the buffer size they need.
+fn plan_spans(chunk: &[Piece]) -> (Vec<Span>, usize) {
+    let mut spans = Vec::new();
+    let (mut i, mut pos) = (0, 0usize);
     while i < chunk.len() {
-        let p = &chunk[i];
-        let start = match &p.source {
-            Source::Memory(data) => {
-                out.push(OutBatch {
-                    map_id: p.map_id,
-                    seq: p.seq,
-                    crc: p.crc,
-                    held: Held::Memory(data.clone()),
-                });
+        let (start, object) = match chunk[i].source {
+            Source::Memory(_) => {
                 i += 1;
                 continue;
             }
-            Source::File(start) => *start,
+            Source::File(o) => (o, false),
+            Source::Object(o) => (o, true),
         };
-        // Extend the read over records that follow each other in the file.
-        let mut end = start + (RECORD_HEADER as u64) + p.len as u64;
+        let mut end = start + (RECORD_HEADER as u64) + chunk[i].len as u64;
         let mut j = i + 1;
         while j < chunk.len() {
             match chunk[j].source {
-                Source::File(o) if o == end => {
+                Source::File(o) | Source::Object(o)
+                    if o == end && object == matches!(chunk[j].source, Source::Object(_)) =>
+                {
                     end += RECORD_HEADER as u64 + chunk[j].len as u64;
                     j += 1;
                 }
                 _ => break,
             }
         }
-        let span = (end - start) as usize;
-        let f = file.expect("file opened for file pieces");
-        f.read_exact_at(&mut buf[pos..pos + span], start)
-            .map_err(|e| ServerError::io("reading partition file", e))?;
-        let mut off = pos;
-        for q in &chunk[i..j] {
+        spans.push(Span {
+            first: i,
+            last: j,
+            start,
+            end,
+            pos,
+            object,
+        });
+        pos += (end - start) as usize;
+        i = j;
+    }
+    (spans, pos)
+}
+
+/// Loads a chunk's payloads into `buf` (reused across the chunks of a stream): records
+/// that follow each other are read with one call, from the data file or, for evicted
+/// ones, from the object store; every record's header and CRC32C is checked.
+async fn load_chunk(
+    chunk: &[Piece],
+    worker: &Worker,
+    view: &ReadView,
+    mut buf: Vec<u8>,
+) -> (Vec<u8>, Result<Vec<OutBatch>, ServerError>) {
+    let (spans, need) = plan_spans(chunk);
+    if buf.len() < need {
+        buf.resize(need, 0);
+    }
+    for span in spans.iter().filter(|s| s.object) {
+        let dst = &mut buf[span.pos..span.pos + (span.end - span.start) as usize];
+        if let Err(e) = read_evicted(worker, &view.segments, span.start, dst).await {
+            return (buf, Err(e));
+        }
+    }
+    if spans.iter().any(|s| !s.object) {
+        let file = view.file.clone().expect("file opened for file pieces");
+        let task = move || {
+            let res = spans
+                .iter()
+                .filter(|s| !s.object)
+                .try_for_each(|s| {
+                    file.read_exact_at(&mut buf[s.pos..s.pos + (s.end - s.start) as usize], s.start)
+                })
+                .map_err(|e| ServerError::io("reading partition file", e));
+            (buf, spans, res)
+        };
+        let (returned, spans_back, res) = match tokio::task::spawn_blocking(task).await {
+            Ok(r) => r,
+            Err(e) => {
+                let err = ServerError::new(ErrorCode::Internal, format!("read task failed: {e}"));
+                return (Vec::new(), Err(err));
+            }
+        };
+        buf = returned;
+        if let Err(e) = res {
+            return (buf, Err(e));
+        }
+        let out = check_chunk(chunk, &spans_back, &buf);
+        return (buf, out);
+    }
+    let out = check_chunk(chunk, &spans, &buf);
+    (buf, out)
+}
+
+/// Reads bytes `[start, start + dst.len())` of an evicted partition file from the
+/// segments that hold them.
+async fn read_evicted(
+    worker: &Worker,
+    segments: &[UploadedRange],
+    start: u64,
+    dst: &mut [u8],
+) -> Result<(), ServerError> {
+    let store = worker.store.object_store().ok_or_else(|| {
+        ServerError::new(
+            ErrorCode::Internal,
+            "evicted data but no object store".to_string(),
+        )
+    })?;
+    let end = start + dst.len() as u64;
+    let mut at = start;
+    while at < end {
+        let seg = segments
+            .iter()
+            .find(|s| s.start <= at && at < s.end)
+            .ok_or_else(|| {
+                ServerError::new(
+                    ErrorCode::Internal,
+                    format!("no uploaded segment holds offset {at} of an evicted partition file"),
+                )
+            })?;
+        let upto = end.min(seg.end);
+        let bytes = store
+            .read_range(&seg.key, at - seg.start..upto - seg.start)
+            .await
+            .map_err(|e| ServerError::new(ErrorCode::Io, e))?;
+        let from = (at - start) as usize;
+        dst[from..from + bytes.len()].copy_from_slice(&bytes);
+        worker
+            .metrics
+            .object_read_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        at = upto;
+    }
+    Ok(())
+}
+
+/// Checks the loaded records against the index (header fields and CRC32C) and lists
+/// the chunk's batches in order.
+fn check_chunk(chunk: &[Piece], spans: &[Span], buf: &[u8]) -> Result<Vec<OutBatch>, ServerError> {
+    let mut out = Vec::with_capacity(chunk.len());
+    let mut spans = spans.iter().peekable();
+    let mut i = 0;
+    while i < chunk.len() {
+        let p = &chunk[i];
+        if let Source::Memory(data) = &p.source {
+            out.push(OutBatch {
+                map_id: p.map_id,
+                seq: p.seq,
+                crc: p.crc,
+                held: Held::Memory(data.clone()),
+            });
+            i += 1;
+            continue;
+        }
+        let span = spans.next().expect("a span for every stored piece");
+        debug_assert_eq!(span.first, i);
+        let mut off = span.pos;
+        for q in &chunk[span.first..span.last] {
             let mut hdr = &buf[off..off + RECORD_HEADER];
             let fields = [
                 hdr.get_u32(),
@@ -671,14 +796,19 @@ fn fill_chunk(
             let body = off + RECORD_HEADER;
             let payload = &buf[body..body + q.len as usize];
             if fields != want || checksum(payload) != q.crc {
+                let place = if span.object {
+                    "its object-store segment"
+                } else {
+                    "the partition file"
+                };
                 return Err(ServerError::new(
                     ErrorCode::CorruptData,
                     format!(
-                        "stored batch {} of map {} (attempt {}) failed its check at offset {} of the partition file",
+                        "stored batch {} of map {} (attempt {}) failed its check at offset {} of {place}",
                         q.seq,
                         q.map_id,
                         q.attempt_id,
-                        start + (off - pos) as u64
+                        span.start + (off - span.pos) as u64
                     ),
                 ));
             }
@@ -690,8 +820,7 @@ fn fill_chunk(
             });
             off = body + q.len as usize;
         }
-        pos += span;
-        i = j;
+        i = span.last;
     }
     Ok(out)
 }

@@ -2,10 +2,12 @@
 //! file each, and serves committed data to reducers.
 //!
 //! - [`partition`]: one partition's file, in-memory batches and map index.
-//! - [`store`]: apps, shuffles, commits, deletion and flushing.
+//! - [`store`]: apps, shuffles, commits, deletion, flushing, uploading and eviction.
+//! - [`object_store`]: the object-store tier (S3 or a mounted DFS, through opendal).
 //! - `conn`: the per-connection protocol handler (push, fetch, control).
 
 mod conn;
+pub mod object_store;
 pub mod partition;
 pub mod store;
 
@@ -24,7 +26,8 @@ use crate::error::ServerError;
 use crate::memory::MemoryBudget;
 use crate::metrics::{describe, sample, ErrorCounts, Render};
 use crate::ShutdownSignal;
-use store::Store;
+use object_store::ObjectStore;
+use store::{Store, Tier};
 
 /// Largest batch a worker accepts by default.
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
@@ -52,6 +55,12 @@ pub struct WorkerConfig {
     pub data_dir: PathBuf,
     /// More directories (other disks): partitions are spread over all of them.
     pub extra_data_dirs: Vec<PathBuf>,
+    /// The object store partition files are uploaded to (`s3://bucket/prefix?...` or
+    /// `file:///path`), if any.
+    pub object_store: Option<String>,
+    /// With an object store: above this many bytes of partition files on local disk,
+    /// wholly uploaded partitions are evicted from it.
+    pub disk_quota: Option<u64>,
 }
 
 impl WorkerConfig {
@@ -75,6 +84,11 @@ pub struct WorkerMetrics {
     pub fetched_batches: AtomicU64,
     pub flushed_bytes: AtomicU64,
     pub flush_errors: AtomicU64,
+    pub uploaded_bytes: AtomicU64,
+    pub upload_errors: AtomicU64,
+    pub evicted_bytes: AtomicU64,
+    pub object_read_bytes: AtomicU64,
+    pub adopted_bytes: AtomicU64,
     pub errors: ErrorCounts,
 }
 
@@ -135,11 +149,27 @@ impl Worker {
         let roots: Vec<PathBuf> = std::iter::once(cfg.data_dir.clone())
             .chain(cfg.extra_data_dirs.iter().cloned())
             .collect();
+        let incarnation = random_u64();
+        let tier = match &cfg.object_store {
+            None => None,
+            Some(url) => {
+                let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+                let store = ObjectStore::open(url).map_err(invalid)?;
+                store.probe(incarnation).await.map_err(invalid)?;
+                tracing::info!(url = %url, disk_quota = ?cfg.disk_quota, "object-store tier ready");
+                Some(Tier {
+                    store,
+                    writer: incarnation,
+                    disk_quota: cfg.disk_quota,
+                })
+            }
+        };
         let store = Store::new(
             roots,
             Arc::new(MemoryBudget::new(push)),
             max_batch,
             metrics.clone(),
+            tier,
         );
         match store.recover() {
             Ok(0) => {}
@@ -155,7 +185,7 @@ impl Worker {
             fetch_budget: Arc::new(MemoryBudget::new(fetch)),
             metrics,
             memory: cfg.memory,
-            incarnation: random_u64(),
+            incarnation,
             coordinator: cfg.coordinator.clone(),
             peers: crate::peers::Peers::default(),
         });
@@ -372,7 +402,7 @@ impl Render for Worker {
         let labels = format!("worker=\"{id}\"");
         let l = labels.as_str();
         let (apps, shuffles, partitions) = self.store.counts();
-        let rows: [(&str, &str, &str, u64); 13] = [
+        let rows: [(&str, &str, &str, u64); 18] = [
             (
                 "crossdock_worker_pushed_bytes_total",
                 "counter",
@@ -414,6 +444,36 @@ impl Render for Worker {
                 "counter",
                 "Failed partition file writes.",
                 m.flush_errors.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_uploaded_bytes_total",
+                "counter",
+                "Partition file bytes uploaded to the object store.",
+                m.uploaded_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_upload_errors_total",
+                "counter",
+                "Failed segment uploads (each is retried).",
+                m.upload_errors.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_evicted_bytes_total",
+                "counter",
+                "Partition file bytes evicted from local disk (kept in the object store).",
+                m.evicted_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_object_read_bytes_total",
+                "counter",
+                "Bytes read from the object store to serve fetches.",
+                m.object_read_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_adopted_bytes_total",
+                "counter",
+                "Payload bytes restored from the object store for partitions whose copies were lost.",
+                m.adopted_bytes.load(Ordering::Relaxed),
             ),
             (
                 "crossdock_worker_buffered_bytes",

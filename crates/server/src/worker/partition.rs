@@ -11,12 +11,17 @@
 //!
 //! A flush writes the pending batches sorted by (map, attempt, seq), so one map's
 //! batches in a flush are contiguous and a map-range read touches few, large extents.
+//!
+//! With an object store, the file is also uploaded in segments (byte ranges of it; see
+//! [`super::object_store`]). Once every byte of the file is uploaded, the local file may
+//! be evicted: reads of offsets below `local_from` then go to the segments, and later
+//! flushes write the file anew from `local_from` on (a sparse file).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{BufMut, Bytes};
@@ -45,6 +50,65 @@ pub enum Source {
     Memory(Bytes),
     /// Offset of the record header in the data file.
     File(u64),
+    /// Offset of the record header in the data file, which is no longer on local disk:
+    /// it is read from the segment that holds it.
+    Object(u64),
+}
+
+/// An uploaded range of the data file: `[start, end)`, stored as the object `key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadedRange {
+    pub start: u64,
+    pub end: u64,
+    pub key: Arc<str>,
+}
+
+/// A record read from a data file or a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub map: u32,
+    pub attempt: u32,
+    pub seq: u32,
+    pub crc: u32,
+    /// Where the payload starts in the buffer parsed, and its length.
+    pub payload: std::ops::Range<usize>,
+}
+
+/// What [`parse_record`] found at the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A whole record whose CRC matches.
+    Record(Record),
+    /// The buffer ends inside the record: read more.
+    Incomplete,
+    /// Not a record (bad magic) or a record whose payload fails its CRC.
+    Bad,
+}
+
+/// Parses the record at the start of `buf`.
+pub fn parse_record(buf: &[u8]) -> Parsed {
+    if buf.len() < RECORD_HEADER {
+        return Parsed::Incomplete;
+    }
+    let f = |i: usize| u32::from_be_bytes(buf[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+    let (magic, map, attempt, seq, len, crc) = (f(0), f(1), f(2), f(3), f(4), f(5));
+    if magic != RECORD_MAGIC {
+        return Parsed::Bad;
+    }
+    let end = RECORD_HEADER + len as usize;
+    if buf.len() < end {
+        return Parsed::Incomplete;
+    }
+    if crossdock_proto::checksum(&buf[RECORD_HEADER..end]) != crc {
+        return Parsed::Bad;
+    }
+    Parsed::Record(Record {
+        map,
+        attempt,
+        seq,
+        crc,
+        payload: RECORD_HEADER..end,
+    })
 }
 
 /// A batch to send to a reducer.
@@ -82,14 +146,26 @@ pub struct PartitionState {
     pub file_written: u64,
     pub last_push: Instant,
     pub deleted: bool,
+    /// Bytes of the file stored in the object store (a prefix of the file).
+    pub uploaded_to: u64,
+    /// The uploaded segments, by start offset.
+    pub uploaded: BTreeMap<u64, UploadedRange>,
+    /// Bytes of the file below this offset were evicted from the local disk: they are
+    /// read from the object store.
+    pub local_from: u64,
 }
 
 /// A partition of a shuffle held by this worker.
 pub struct Partition {
     pub id: u32,
+    /// The app and shuffle it belongs to.
+    pub app_id: Arc<str>,
+    pub shuffle_id: u32,
     pub path: PathBuf,
     /// True while a flush of this partition is scheduled or running.
     pub flushing: AtomicBool,
+    /// True while an upload of this partition is scheduled or running.
+    pub uploading: AtomicBool,
     /// The replica's address while this worker is the partition's primary and the
     /// partition has a replica: pushed batches are forwarded there.
     forward: std::sync::RwLock<Option<std::sync::Arc<str>>>,
@@ -146,11 +222,14 @@ impl FlushJob {
 }
 
 impl Partition {
-    pub fn new(id: u32, path: PathBuf) -> Partition {
+    pub fn new(id: u32, app_id: Arc<str>, shuffle_id: u32, path: PathBuf) -> Partition {
         Partition {
             id,
+            app_id,
+            shuffle_id,
             path,
             flushing: AtomicBool::new(false),
+            uploading: AtomicBool::new(false),
             forward: std::sync::RwLock::new(None),
             state: Mutex::new(PartitionState {
                 index: BTreeMap::new(),
@@ -160,6 +239,9 @@ impl Partition {
                 file_written: 0,
                 last_push: Instant::now(),
                 deleted: false,
+                uploaded_to: 0,
+                uploaded: BTreeMap::new(),
+                local_from: 0,
             }),
         }
     }
@@ -223,13 +305,29 @@ impl Partition {
             .is_some_and(|v| v.iter().any(|e| e.file_offset.is_none()))
     }
 
+    /// The end of the last record of a map attempt in the data file, once all its
+    /// batches are written there (`None` while one is still only in memory).
+    pub fn attempt_end(&self, map: u32, attempt: u32) -> Option<u64> {
+        let st = self.lock();
+        let extents = st.index.get(&(map, attempt))?;
+        extents.iter().try_fold(0u64, |end, e| {
+            e.file_offset
+                .map(|o| end.max(o + (RECORD_HEADER as u64) + e.len as u64))
+        })
+    }
+
     /// Rebuilds a partition from its data file after a restart: every whole record
     /// whose CRC matches is indexed. The file is cut after the last good record (a crash
     /// in the middle of a flush leaves a torn one). Returns the partition and the bytes
     /// it holds on disk.
-    pub fn recover(id: u32, path: PathBuf) -> std::io::Result<(Partition, u64)> {
+    pub fn recover(
+        id: u32,
+        app_id: Arc<str>,
+        shuffle_id: u32,
+        path: PathBuf,
+    ) -> std::io::Result<(Partition, u64)> {
         use std::io::Read;
-        let part = Partition::new(id, path.clone());
+        let part = Partition::new(id, app_id, shuffle_id, path.clone());
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -237,40 +335,35 @@ impl Partition {
         let total = file.metadata()?.len();
         let mut reader = std::io::BufReader::with_capacity(1 << 20, &mut file);
         let mut offset = 0u64;
-        let mut header = [0u8; RECORD_HEADER];
-        let mut payload = Vec::new();
+        let mut buf = vec![0u8; RECORD_HEADER];
         {
             let mut st = part.lock();
-            loop {
-                if offset + RECORD_HEADER as u64 > total {
+            while offset + RECORD_HEADER as u64 <= total {
+                buf.resize(RECORD_HEADER, 0);
+                reader.read_exact(&mut buf)?;
+                let len = u32::from_be_bytes(buf[16..20].try_into().expect("4 bytes")) as u64;
+                if offset + RECORD_HEADER as u64 + len > total {
                     break;
                 }
-                reader.read_exact(&mut header)?;
-                let f =
-                    |i: usize| u32::from_be_bytes(header[i * 4..i * 4 + 4].try_into().expect("4"));
-                let (magic, map, attempt, seq, len, crc) = (f(0), f(1), f(2), f(3), f(4), f(5));
-                if magic != RECORD_MAGIC || offset + (RECORD_HEADER as u64) + len as u64 > total {
+                buf.resize(RECORD_HEADER + len as usize, 0);
+                reader.read_exact(&mut buf[RECORD_HEADER..])?;
+                let Parsed::Record(r) = parse_record(&buf) else {
                     break;
-                }
-                payload.resize(len as usize, 0);
-                reader.read_exact(&mut payload)?;
-                if crossdock_proto::checksum(&payload) != crc {
-                    break;
-                }
-                let extents = st.index.entry((map, attempt)).or_default();
-                if let Err(pos) = extents.binary_search_by_key(&seq, |e| e.seq) {
+                };
+                let extents = st.index.entry((r.map, r.attempt)).or_default();
+                if let Err(pos) = extents.binary_search_by_key(&r.seq, |e| e.seq) {
                     extents.insert(
                         pos,
                         Extent {
-                            seq,
-                            len,
-                            crc,
+                            seq: r.seq,
+                            len: len as u32,
+                            crc: r.crc,
                             data: None,
                             file_offset: Some(offset),
                         },
                     );
                 }
-                offset += RECORD_HEADER as u64 + len as u64;
+                offset += RECORD_HEADER as u64 + len;
             }
             st.file_end = offset;
             st.file_written = offset;
@@ -377,36 +470,84 @@ impl Partition {
         committed: impl Fn(u32) -> Option<u32>,
         resume: Option<ResumePoint>,
     ) -> Vec<Piece> {
+        pieces(&self.lock(), start, end, committed, resume)
+    }
+
+    /// What a fetch reads: [`Partition::snapshot`], with the data file opened and the
+    /// uploaded segments copied under the same lock, so that an eviction cannot come in
+    /// between (an evicted file is unlinked under this lock; an open one stays readable).
+    pub fn read_view(
+        &self,
+        start: u32,
+        end: u32,
+        committed: impl Fn(u32) -> Option<u32>,
+        resume: Option<ResumePoint>,
+    ) -> std::io::Result<ReadView> {
         let st = self.lock();
-        let mut out = Vec::new();
-        let lower = Bound::Included((start, 0));
-        let upper = Bound::Excluded((end, 0));
-        for (&(map, attempt), extents) in st.index.range((lower, upper)) {
-            if committed(map) != Some(attempt) {
-                continue;
-            }
-            for e in extents {
-                if let Some(r) = resume {
-                    if (map, e.seq) <= (r.map_id, r.batch_seq) {
-                        continue;
-                    }
-                }
-                let source = match (&e.data, e.file_offset) {
-                    (Some(d), _) => Source::Memory(d.clone()),
-                    (None, Some(off)) => Source::File(off),
-                    (None, None) => unreachable!("a batch is in memory or on disk"),
-                };
-                out.push(Piece {
-                    map_id: map,
-                    attempt_id: attempt,
-                    seq: e.seq,
-                    len: e.len,
-                    crc: e.crc,
-                    source,
-                });
-            }
+        let pieces = pieces(&st, start, end, committed, resume);
+        let file = if pieces.iter().any(|p| matches!(p.source, Source::File(_))) {
+            Some(Arc::new(std::fs::File::open(&self.path)?))
+        } else {
+            None
+        };
+        let segments = if pieces.iter().any(|p| matches!(p.source, Source::Object(_))) {
+            st.uploaded.values().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        Ok(ReadView {
+            pieces,
+            file,
+            segments,
+        })
+    }
+
+    /// Evicts the local copy of a partition whose file is wholly uploaded and not being
+    /// written: `marker` is created first (a restarted worker then knows the local file
+    /// is not the whole partition), then the file is unlinked. Returns the bytes freed on
+    /// disk, or `None` when the partition is not evictable now.
+    pub fn evict(&self, marker: &std::path::Path) -> Option<std::io::Result<u64>> {
+        let mut st = self.lock();
+        let local = st.file_written - st.local_from;
+        if st.deleted
+            || local == 0
+            || st.uploaded_to != st.file_written
+            || st.file_end != st.file_written
+        {
+            return None;
         }
-        out
+        let res = std::fs::write(marker, b"")
+            .and_then(|()| std::fs::remove_file(&self.path))
+            .map(|()| {
+                st.local_from = st.file_written;
+                local
+            });
+        Some(res)
+    }
+
+    /// The next range of the file to upload, `[uploaded_to, file_written)`, if any.
+    pub fn to_upload(&self) -> Option<std::ops::Range<u64>> {
+        let st = self.lock();
+        (!st.deleted && st.uploaded_to < st.file_written).then(|| st.uploaded_to..st.file_written)
+    }
+
+    /// Records an uploaded segment. Returns false when the partition was deleted
+    /// meanwhile (the segment is garbage).
+    pub fn uploaded(&self, range: std::ops::Range<u64>, key: Arc<str>) -> bool {
+        let mut st = self.lock();
+        if st.deleted {
+            return false;
+        }
+        st.uploaded_to = st.uploaded_to.max(range.end);
+        st.uploaded.insert(
+            range.start,
+            UploadedRange {
+                start: range.start,
+                end: range.end,
+                key,
+            },
+        );
+        true
     }
 
     /// Marks the partition deleted and drops its memory. Returns the bytes it held in
@@ -423,12 +564,61 @@ impl Partition {
     }
 }
 
+/// The batches a reducer reads (see [`Partition::snapshot`]).
+fn pieces(
+    st: &PartitionState,
+    start: u32,
+    end: u32,
+    committed: impl Fn(u32) -> Option<u32>,
+    resume: Option<ResumePoint>,
+) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let lower = Bound::Included((start, 0));
+    let upper = Bound::Excluded((end, 0));
+    for (&(map, attempt), extents) in st.index.range((lower, upper)) {
+        if committed(map) != Some(attempt) {
+            continue;
+        }
+        for e in extents {
+            if let Some(r) = resume {
+                if (map, e.seq) <= (r.map_id, r.batch_seq) {
+                    continue;
+                }
+            }
+            let source = match (&e.data, e.file_offset) {
+                (Some(d), _) => Source::Memory(d.clone()),
+                (None, Some(off)) if off < st.local_from => Source::Object(off),
+                (None, Some(off)) => Source::File(off),
+                (None, None) => unreachable!("a batch is in memory or on disk"),
+            };
+            out.push(Piece {
+                map_id: map,
+                attempt_id: attempt,
+                seq: e.seq,
+                len: e.len,
+                crc: e.crc,
+                source,
+            });
+        }
+    }
+    out
+}
+
+/// A consistent view of a partition for one fetch.
+pub struct ReadView {
+    pub pieces: Vec<Piece>,
+    /// The data file, open, when a piece is read from it.
+    pub file: Option<Arc<std::fs::File>>,
+    /// The uploaded segments, when a piece is read from the object store.
+    pub segments: Vec<UploadedRange>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn part() -> Partition {
-        Partition::new(0, PathBuf::from("/nonexistent"))
+        Partition::new(0, "app".into(), 0, PathBuf::from("/nonexistent"))
     }
 
     #[test]

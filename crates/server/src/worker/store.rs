@@ -3,19 +3,41 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crossdock_proto::{ErrorCode, PartitionBytes, PushHeader};
+use crossdock_proto::{Durability, ErrorCode, PartitionBytes, PushHeader};
 use tokio::sync::Semaphore;
 
-use super::partition::{FlushJob, Partition};
+use super::object_store::ObjectStore;
+use super::partition::{parse_record, FlushJob, Parsed, Partition};
 use super::WorkerMetrics;
 use crate::error::ServerError;
 use crate::memory::MemoryBudget;
 
 /// Marks a map without a committed attempt.
 pub const NO_ATTEMPT: u32 = u32::MAX;
+
+/// How long a commit waits for its data to reach the level it asks for.
+const PERSIST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Bytes of a segment read at a time when a partition is adopted.
+const ADOPT_READ: u64 = 8 << 20;
+
+/// Marks a partition file whose first part was evicted to the object store.
+fn evicted_marker(data_file: &Path) -> PathBuf {
+    data_file.with_extension("evicted")
+}
+
+/// The object-store tier of a store.
+pub struct Tier {
+    pub store: Arc<ObjectStore>,
+    /// Names this worker's segments (its incarnation).
+    pub writer: u64,
+    /// Above this many bytes of partition files on local disk, wholly uploaded
+    /// partitions are evicted from it (read from the object store from then on).
+    pub disk_quota: Option<u64>,
+}
 
 /// A shuffle as one worker holds it.
 pub struct Shuffle {
@@ -81,9 +103,14 @@ pub struct Store {
     pub stored_bytes: AtomicU64,
     /// Set when a flush failed for lack of space, cleared by the next one that worked.
     pub disk_full: std::sync::atomic::AtomicBool,
+    /// Where partition files are uploaded, if anywhere.
+    tier: Option<Tier>,
+    upload_slots: Arc<Semaphore>,
+    /// The last failed upload, for the error of a commit that waits for uploads.
+    last_upload_error: Mutex<Option<String>>,
 }
 
-fn safe_component(s: &str) -> String {
+pub(crate) fn safe_component(s: &str) -> String {
     // App ids come from clients; keep them from naming paths outside the data dir.
     s.chars()
         .map(|c| {
@@ -104,6 +131,7 @@ impl Store {
         budget: Arc<MemoryBudget>,
         max_batch: u64,
         metrics: Arc<WorkerMetrics>,
+        tier: Option<Tier>,
     ) -> Arc<Store> {
         assert!(!roots.is_empty(), "a store needs a data directory");
         let total = budget.total();
@@ -118,7 +146,15 @@ impl Store {
             metrics,
             stored_bytes: AtomicU64::new(0),
             disk_full: std::sync::atomic::AtomicBool::new(false),
+            tier,
+            upload_slots: Arc::new(Semaphore::new(2)),
+            last_upload_error: Mutex::new(None),
         })
+    }
+
+    /// The object store partition files are uploaded to, if any.
+    pub fn object_store(&self) -> Option<&Arc<ObjectStore>> {
+        self.tier.as_ref().map(|t| &t.store)
     }
 
     /// The main data directory.
@@ -302,11 +338,17 @@ impl Store {
             ));
         }
         let mut parts = shuffle.partitions.write().expect("lock");
+        let owner: Arc<str> = app_id.into();
         for (i, &p) in partitions.iter().enumerate() {
             let dir = &dirs[p as usize % dirs.len()];
-            let part = parts
-                .entry(p)
-                .or_insert_with(|| Arc::new(Partition::new(p, dir.join(format!("{p}.data")))));
+            let part = parts.entry(p).or_insert_with(|| {
+                Arc::new(Partition::new(
+                    p,
+                    owner.clone(),
+                    shuffle_id,
+                    dir.join(format!("{p}.data")),
+                ))
+            });
             part.set_forward(forward_to.get(i).map(String::as_str));
         }
         Ok(())
@@ -405,7 +447,15 @@ impl Store {
                     if p >= num_partitions {
                         continue;
                     }
-                    let (part, bytes) = Partition::recover(p, f.path())?;
+                    // Part of it lives only in the object store: not a whole copy here.
+                    // The coordinator has it adopted from the store.
+                    let marker = evicted_marker(&f.path());
+                    if marker.exists() {
+                        let _ = std::fs::remove_file(f.path());
+                        let _ = std::fs::remove_file(&marker);
+                        continue;
+                    }
+                    let (part, bytes) = Partition::recover(p, app_id.into(), shuffle_id, f.path())?;
                     self.stored_bytes.fetch_add(bytes, Ordering::Relaxed);
                     partitions.insert(p, Arc::new(part));
                 }
@@ -488,43 +538,90 @@ impl Store {
         )
     }
 
-    /// Waits until every batch of `map`'s `attempt` is written to its partition file,
-    /// and syncs those files: the `to_disk` commit rule.
+    /// Waits until `map`'s `attempt` is as durable as `level` asks: every batch written
+    /// to its partition file and synced (`Disk`), or written and uploaded
+    /// (`ObjectStore`: the object store is the durable copy, so nothing is synced).
     pub async fn persist_map(
         self: &Arc<Self>,
         app_id: &str,
         shuffle_id: u32,
         map: u32,
         attempt: u32,
+        level: Durability,
     ) -> Result<(), ServerError> {
+        if level == Durability::Memory {
+            return Ok(());
+        }
+        if level == Durability::ObjectStore && self.tier.is_none() {
+            return Err(ServerError::new(
+                ErrorCode::InvalidArgument,
+                "the coordinator commits to the object store, but this worker has none: start every worker with --object-store".to_string(),
+            ));
+        }
         let shuffle = self.shuffle(app_id, shuffle_id)?;
         let parts: Vec<Arc<Partition>> = shuffle
             .all_partitions()
             .into_iter()
             .filter(|p| p.attempt_bytes(map, attempt) > 0)
             .collect();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let deadline = tokio::time::Instant::now() + PERSIST_TIMEOUT;
+        let timed_out = |what: &str| {
+            let why = self
+                .last_upload_error
+                .lock()
+                .expect("lock")
+                .clone()
+                .map_or(String::new(), |e| format!("; last upload error: {e}"));
+            ServerError::new(
+                ErrorCode::Io,
+                format!(
+                    "map {map} attempt {attempt} could not be {what} within {} s{why}",
+                    PERSIST_TIMEOUT.as_secs()
+                ),
+            )
+        };
         for part in &parts {
-            while part.attempt_in_memory(map, attempt) {
+            let end = loop {
+                if let Some(end) = part.attempt_end(map, attempt) {
+                    break end;
+                }
                 if self.disk_full.load(Ordering::Acquire) {
                     return Err(self.disk_full_error());
                 }
                 if tokio::time::Instant::now() > deadline {
-                    return Err(ServerError::new(
-                        ErrorCode::Io,
-                        format!(
-                            "map {map} attempt {attempt} could not be written to disk within 60 s (see flush errors)"
-                        ),
-                    ));
+                    return Err(timed_out("written to disk (see flush errors)"));
                 }
                 self.schedule_flush(part.clone());
                 tokio::time::sleep(Duration::from_millis(2)).await;
+            };
+            if level == Durability::ObjectStore {
+                while part.lock().uploaded_to < end {
+                    if part.lock().deleted {
+                        return Err(ServerError::new(
+                            ErrorCode::UnknownShuffle,
+                            format!("shuffle {shuffle_id} of app '{app_id}' was deleted"),
+                        ));
+                    }
+                    if tokio::time::Instant::now() > deadline {
+                        return Err(timed_out("uploaded to the object store"));
+                    }
+                    self.schedule_upload(part.clone());
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
             }
+        }
+        if level == Durability::ObjectStore {
+            return Ok(());
         }
         let paths: Vec<PathBuf> = parts.iter().map(|p| p.path.clone()).collect();
         tokio::task::spawn_blocking(move || {
             for path in paths {
-                std::fs::File::open(&path)?.sync_data()?;
+                match std::fs::File::open(&path) {
+                    Ok(f) => f.sync_data()?,
+                    // Evicted meanwhile: only wholly uploaded files are.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
             }
             Ok::<(), std::io::Error>(())
         })
@@ -558,8 +655,9 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes a shuffle's data. Unknown shuffles are fine (deletion is idempotent).
-    pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32) {
+    /// Deletes a shuffle's data; `everywhere` also deletes what every worker uploaded of
+    /// it to the object store. Unknown shuffles are fine (deletion is idempotent).
+    pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32, everywhere: bool) {
         let removed = {
             let mut apps = self.apps.write().expect("lock");
             let removed = apps.get_mut(app_id).and_then(|s| s.remove(&shuffle_id));
@@ -571,16 +669,32 @@ impl Store {
         if let Some(s) = removed {
             self.drop_shuffle(&s);
         }
+        if let Some(t) = self.tier.as_ref().filter(|_| everywhere) {
+            let (store, app_id) = (t.store.clone(), app_id.to_string());
+            tokio::spawn(async move {
+                if let Err(e) = store.delete_shuffle(&app_id, shuffle_id).await {
+                    tracing::warn!(error = %e, "could not delete a shuffle's segments");
+                }
+            });
+        }
     }
 
-    /// Deletes all data of an app.
-    pub fn delete_app(&self, app_id: &str) {
+    /// Deletes all data of an app; `everywhere` as for [`Store::delete_shuffle`].
+    pub fn delete_app(&self, app_id: &str, everywhere: bool) {
         let removed = self.apps.write().expect("lock").remove(app_id);
         for s in removed.into_iter().flat_map(|m| m.into_values()) {
             self.drop_shuffle(&s);
         }
         for root in &self.roots {
             let _ = std::fs::remove_dir_all(root.join(safe_component(app_id)));
+        }
+        if let Some(t) = self.tier.as_ref().filter(|_| everywhere) {
+            let (store, app_id) = (t.store.clone(), app_id.to_string());
+            tokio::spawn(async move {
+                if let Err(e) = store.delete_app(&app_id).await {
+                    tracing::warn!(error = %e, "could not delete an app's segments");
+                }
+            });
         }
     }
 
@@ -630,6 +744,7 @@ impl Store {
                             store
                                 .stored_bytes
                                 .fetch_add(job.file_bytes, Ordering::Relaxed);
+                            store.schedule_upload(part.clone());
                         }
                     }
                     Ok((job, Err(e))) => {
@@ -663,49 +778,251 @@ impl Store {
         });
     }
 
+    /// Starts uploading the written, not yet uploaded part of `part`'s file as one
+    /// segment, unless an upload of it is already scheduled. At most two uploads run at
+    /// once; a partition's uploads run one at a time, so while one is in flight the
+    /// next flushes gather into the next segment.
+    pub fn schedule_upload(self: &Arc<Self>, part: Arc<Partition>) {
+        let Some(tier) = &self.tier else {
+            return;
+        };
+        if part.to_upload().is_none() || part.uploading.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (store, object) = (self.clone(), tier.store.clone());
+        let writer = tier.writer;
+        tokio::spawn(async move {
+            let _slot = store
+                .upload_slots
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("never closed");
+            while let Some(range) = part.to_upload() {
+                let key: Arc<str> = ObjectStore::segment_key(
+                    &part.app_id,
+                    part.shuffle_id,
+                    part.id,
+                    writer,
+                    range.start,
+                )
+                .into();
+                match object.upload(&key, &part.path, range.clone()).await {
+                    Ok(()) => {
+                        let bytes = range.end - range.start;
+                        if !part.uploaded(range, key.clone()) {
+                            let _ = object.delete(&key).await; // deleted meanwhile
+                            break;
+                        }
+                        store
+                            .metrics
+                            .uploaded_bytes
+                            .fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if !part.lock().deleted {
+                            tracing::error!(error = %e, "upload failed; it is retried");
+                            store.metrics.upload_errors.fetch_add(1, Ordering::Relaxed);
+                            *store.last_upload_error.lock().expect("lock") = Some(e);
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        break;
+                    }
+                }
+            }
+            part.uploading.store(false, Ordering::Release);
+        });
+    }
+
+    /// The eviction policy: while the partition files on local disk take more than the
+    /// disk quota, or the disk is full, the largest wholly uploaded partitions are
+    /// evicted from it (their reads go to the object store from then on). Returns the
+    /// bytes freed.
+    pub fn evict(&self) -> u64 {
+        let Some(tier) = &self.tier else {
+            return 0;
+        };
+        let stored = self.stored_bytes.load(Ordering::Relaxed);
+        let excess = if self.disk_full.load(Ordering::Acquire) {
+            stored
+        } else {
+            match tier.disk_quota {
+                Some(q) if stored > q => stored - q,
+                _ => return 0,
+            }
+        };
+        let mut parts: Vec<(u64, Arc<Partition>)> = self
+            .every_partition()
+            .into_iter()
+            .filter_map(|p| {
+                let st = p.lock();
+                let local = st.file_written - st.local_from;
+                let whole = st.uploaded_to == st.file_written && st.file_end == st.file_written;
+                drop(st);
+                (local > 0 && whole).then_some((local, p))
+            })
+            .collect();
+        parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+        let mut freed = 0;
+        for (_, p) in parts {
+            if freed >= excess {
+                break;
+            }
+            match p.evict(&evicted_marker(&p.path)) {
+                None => {}
+                Some(Ok(bytes)) => {
+                    freed += bytes;
+                    self.stored_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                    self.metrics
+                        .evicted_bytes
+                        .fetch_add(bytes, Ordering::Relaxed);
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(path = %p.path.display(), error = %e, "could not evict a partition file")
+                }
+            }
+        }
+        if freed > 0 {
+            tracing::info!(
+                freed,
+                stored = stored - freed,
+                "evicted uploaded partition files from local disk"
+            );
+        }
+        freed
+    }
+
+    /// Restores `partitions` (placed here, every copy lost) from the segments any worker
+    /// uploaded of them: the records of the committed attempts are stored as if pushed
+    /// (duplicates dropped), then the copies are checked as by [`Store::check_copies`].
+    pub async fn adopt(
+        self: &Arc<Self>,
+        app_id: &str,
+        shuffle_id: u32,
+        map_attempts: &[u32],
+        partitions: &[u32],
+        expected: &[u64],
+    ) -> Result<Vec<u32>, ServerError> {
+        let Some(tier) = &self.tier else {
+            return Ok(Vec::new()); // nothing to adopt from
+        };
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        for &p in partitions {
+            let Some(part) = shuffle.partition(p) else {
+                continue;
+            };
+            let segments = tier
+                .store
+                .segments(app_id, shuffle_id, p)
+                .await
+                .map_err(|e| ServerError::new(ErrorCode::Io, e))?;
+            let mut restored = 0u64;
+            for seg in &segments {
+                restored += self
+                    .restore_segment(&tier.store, seg, &part, map_attempts)
+                    .await?;
+            }
+            self.metrics
+                .adopted_bytes
+                .fetch_add(restored, Ordering::Relaxed);
+            tracing::info!(app = %app_id, shuffle_id, partition = p, segments = segments.len(), restored, "adopted a partition from the object store");
+        }
+        self.check_copies(app_id, shuffle_id, map_attempts, partitions, expected)
+    }
+
+    /// Reads one segment in pieces of [`ADOPT_READ`] bytes and stores the committed
+    /// attempts' records it holds into `part`. A record that fails its check ends the
+    /// segment (the copy check then tells what is missing). Returns the payload bytes
+    /// stored.
+    async fn restore_segment(
+        &self,
+        store: &ObjectStore,
+        seg: &super::object_store::Segment,
+        part: &Partition,
+        map_attempts: &[u32],
+    ) -> Result<u64, ServerError> {
+        let io = |e: String| ServerError::new(ErrorCode::Io, e);
+        let size = store.size(&seg.key).await.map_err(io)?;
+        let (mut at, mut buf, mut restored) = (0u64, Vec::<u8>::new(), 0u64);
+        loop {
+            let mut pos = 0;
+            while let Parsed::Record(r) = parse_record(&buf[pos..]) {
+                let end = pos + r.payload.end;
+                if map_attempts.get(r.map as usize) == Some(&r.attempt) {
+                    let payload = bytes::Bytes::copy_from_slice(&buf[pos + r.payload.start..end]);
+                    let n = payload.len() as u64;
+                    self.budget.take(n).await;
+                    match part.insert(r.map, r.attempt, r.seq, r.crc, payload) {
+                        super::partition::Insert::Stored => restored += n,
+                        _ => self.budget.give_back(n),
+                    }
+                }
+                pos = end;
+            }
+            let bad = parse_record(&buf[pos..]) == Parsed::Bad;
+            buf.drain(..pos);
+            if bad || at >= size {
+                if bad || !buf.is_empty() {
+                    tracing::warn!(key = %seg.key, offset = at - buf.len() as u64, "segment holds a bad or cut record; the rest of it is skipped");
+                }
+                return Ok(restored);
+            }
+            let n = (size - at).min(ADOPT_READ);
+            let more = store.read_range(&seg.key, at..at + n).await.map_err(io)?;
+            buf.extend_from_slice(&more);
+            at += n;
+        }
+    }
+
     /// The flush policy. Batches stay in memory, where reducers read them fastest,
     /// until the buffered bytes pass the high-water mark; then the largest partitions are
     /// written (each as one large sequential write) until the low-water mark is reached.
     /// Partitions that received nothing for `idle` are written too, so memory held by
     /// finished or abandoned shuffles returns to the budget.
     pub fn relieve_pressure(self: &Arc<Self>, idle: Duration) {
-        let mut parts: Vec<(u64, bool, Arc<Partition>)> = {
-            let apps = self.apps.read().expect("lock");
-            apps.values()
-                .flat_map(|s| s.values())
-                .flat_map(|s| s.all_partitions())
-                .filter_map(|p| {
-                    let st = p.lock();
-                    let pending: u64 = st.mem_bytes;
-                    let idle = st.last_push.elapsed() >= idle;
-                    drop(st);
-                    (pending > 0).then_some((pending, idle, p))
-                })
-                .collect()
-        };
+        let all = self.every_partition();
+        let mut parts: Vec<(u64, bool, &Arc<Partition>)> = all
+            .iter()
+            .filter_map(|p| {
+                let st = p.lock();
+                let pending: u64 = st.mem_bytes;
+                let idle = st.last_push.elapsed() >= idle;
+                drop(st);
+                (pending > 0).then_some((pending, idle, p))
+            })
+            .collect();
         parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let mut used = self.budget.used();
         let pressed = used > self.high_water;
         for (bytes, idle, p) in parts {
             if (pressed && used > self.low_water) || idle {
                 used = used.saturating_sub(bytes);
-                self.schedule_flush(p);
+                self.schedule_flush(p.clone());
             }
+        }
+        if self.tier.is_some() {
+            // Uploads that failed are tried again from here.
+            for p in all {
+                self.schedule_upload(p);
+            }
+            self.evict();
         }
     }
 
     /// Writes every partition's buffered batches to disk.
     pub fn flush_all(self: &Arc<Self>) {
-        let parts: Vec<Arc<Partition>> = {
-            let apps = self.apps.read().expect("lock");
-            apps.values()
-                .flat_map(|s| s.values())
-                .flat_map(|s| s.all_partitions())
-                .collect()
-        };
-        for p in parts {
+        for p in self.every_partition() {
             self.schedule_flush(p);
         }
+    }
+
+    /// Every partition of every shuffle held here.
+    fn every_partition(&self) -> Vec<Arc<Partition>> {
+        let apps = self.apps.read().expect("lock");
+        apps.values()
+            .flat_map(|s| s.values())
+            .flat_map(|s| s.all_partitions())
+            .collect()
     }
 }
 

@@ -135,6 +135,7 @@ public final class Codec {
       w.u32List(c.mapAttempts());
       w.u32List(c.partitions());
       w.u64List(c.expectedBytes());
+      w.u8(c.adopt() ? 1 : 0);
     } else if (m instanceof CopiesHeld c) {
       w.u32List(c.partitions());
     } else if (m instanceof SyncCommits c) {
@@ -173,12 +174,14 @@ public final class Codec {
         w.u32(s.partition());
         w.u64(s.bytes());
       }
-      w.u8(c.toDisk() ? 1 : 0);
+      w.u8(c.durability());
     } else if (m instanceof DeleteShuffle d) {
       w.str(d.appId());
       w.u32(d.shuffleId());
+      w.u8(d.everywhere() ? 1 : 0);
     } else if (m instanceof DeleteApp d) {
       w.str(d.appId());
+      w.u8(d.everywhere() ? 1 : 0);
     } else if (m instanceof PushBatch p) {
       putPushHeader(w, p.header());
       w.bytes(p.payload());
@@ -326,7 +329,7 @@ public final class Codec {
             r.u32List("partition_replicas"));
       case Message.KIND_CHECK_COPIES:
         return new CheckCopies(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"),
-            r.u32List("partitions"), r.u64List("expected_bytes"));
+            r.u32List("partitions"), r.u64List("expected_bytes"), r.bool("adopt"));
       case Message.KIND_COPIES_HELD:
         return new CopiesHeld(r.u32List("partitions"));
       case Message.KIND_SYNC_COMMITS:
@@ -361,12 +364,17 @@ public final class Codec {
         for (int i = 0; i < n; i++) {
           ps.add(new PartitionBytes(r.u32("partition"), r.u64("bytes")));
         }
-        return new MapCommitted(app, shuffle, map, attempt, ps, r.bool("to_disk"));
+        int durability = r.u8("durability");
+        if (durability > MapCommitted.DURABILITY_OBJECT_STORE) {
+          throw new ProtocolException(ErrorCode.MALFORMED_FRAME,
+              "durability must be 0 (memory), 1 (disk) or 2 (object store), got " + durability);
+        }
+        return new MapCommitted(app, shuffle, map, attempt, ps, durability);
       }
       case Message.KIND_DELETE_SHUFFLE:
-        return new DeleteShuffle(r.str("app_id"), r.u32("shuffle_id"));
+        return new DeleteShuffle(r.str("app_id"), r.u32("shuffle_id"), r.bool("everywhere"));
       case Message.KIND_DELETE_APP:
-        return new DeleteApp(r.str("app_id"));
+        return new DeleteApp(r.str("app_id"), r.bool("everywhere"));
       case Message.KIND_PUSH_BATCH: {
         PushHeader h = decodePushHeader(r);
         return new PushBatch(h, r.rest());

@@ -184,8 +184,14 @@ public sealed interface Message {
     }
   }
 
+  /** With {@code adopt}, the worker first restores the partitions from its object store. */
   record CheckCopies(
-      String appId, int shuffleId, int[] mapAttempts, int[] partitions, long[] expectedBytes)
+      String appId,
+      int shuffleId,
+      int[] mapAttempts,
+      int[] partitions,
+      long[] expectedBytes,
+      boolean adopt)
       implements Message {
     public int kind() {
       return KIND_CHECK_COPIES;
@@ -255,20 +261,29 @@ public sealed interface Message {
       int mapId,
       int attemptId,
       List<PartitionBytes> partitions,
-      boolean toDisk)
+      int durability)
       implements Message {
+    /** The map's data is held by its workers. */
+    public static final int DURABILITY_MEMORY = 0;
+    /** The map's data is written and synced to its workers' disks. */
+    public static final int DURABILITY_DISK = 1;
+    /** The map's data is stored in the workers' object store. */
+    public static final int DURABILITY_OBJECT_STORE = 2;
+
     public int kind() {
       return KIND_MAP_COMMITTED;
     }
   }
 
-  record DeleteShuffle(String appId, int shuffleId) implements Message {
+  /** With {@code everywhere}, the object-store copies of every worker go too. */
+  record DeleteShuffle(String appId, int shuffleId, boolean everywhere) implements Message {
     public int kind() {
       return KIND_DELETE_SHUFFLE;
     }
   }
 
-  record DeleteApp(String appId) implements Message {
+  /** With {@code everywhere}, the object-store copies of every worker go too. */
+  record DeleteApp(String appId, boolean everywhere) implements Message {
     public int kind() {
       return KIND_DELETE_APP;
     }

@@ -188,6 +188,7 @@ class VectorsTest {
       o.set("map_attempts", u32s(c.mapAttempts()));
       o.set("partitions", u32s(c.partitions()));
       o.set("expected_bytes", u64s(c.expectedBytes()));
+      o.put("adopt", c.adopt());
     } else if (m instanceof CopiesHeld c) {
       o.set("partitions", u32s(c.partitions()));
     } else if (m instanceof SyncCommits c) {
@@ -214,11 +215,12 @@ class VectorsTest {
       for (PartitionBytes s : c.partitions()) {
         a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes());
       }
-      o.put("to_disk", c.toDisk());
+      o.put("durability", c.durability());
     } else if (m instanceof DeleteShuffle d) {
-      o.put("app_id", d.appId()).put("shuffle_id", u(d.shuffleId()));
+      o.put("app_id", d.appId()).put("shuffle_id", u(d.shuffleId()))
+          .put("everywhere", d.everywhere());
     } else if (m instanceof DeleteApp d) {
-      o.put("app_id", d.appId());
+      o.put("app_id", d.appId()).put("everywhere", d.everywhere());
     } else if (m instanceof PushBatch p) {
       PushHeader h = p.header();
       o.putObject("header").put("app_id", h.appId()).put("shuffle_id", u(h.shuffleId()))
@@ -348,7 +350,8 @@ class VectorsTest {
             s(n, "worker_addr"));
       case "CheckCopies":
         return new CheckCopies(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")),
-            ints(n.get("partitions")), longs(n.get("expected_bytes")));
+            ints(n.get("partitions")), longs(n.get("expected_bytes")),
+            n.get("adopt").asBoolean());
       case "CopiesHeld": return new CopiesHeld(ints(n.get("partitions")));
       case "SyncCommits":
         return new SyncCommits(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")));
@@ -367,10 +370,11 @@ class VectorsTest {
           ps.add(new PartitionBytes(i(p, "partition"), l(p, "bytes")));
         }
         return new MapCommitted(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
-            n.get("to_disk").asBoolean());
+            i(n, "durability"));
       }
-      case "DeleteShuffle": return new DeleteShuffle(s(n, "app_id"), i(n, "shuffle_id"));
-      case "DeleteApp": return new DeleteApp(s(n, "app_id"));
+      case "DeleteShuffle":
+        return new DeleteShuffle(s(n, "app_id"), i(n, "shuffle_id"), n.get("everywhere").asBoolean());
+      case "DeleteApp": return new DeleteApp(s(n, "app_id"), n.get("everywhere").asBoolean());
       case "PushBatch": {
         JsonNode h = n.get("header");
         return new PushBatch(new PushHeader(s(h, "app_id"), i(h, "shuffle_id"), i(h, "partition"),
