@@ -49,3 +49,12 @@ have=$(.venv/bin/python -c 'import importlib.metadata as m; print("pyspark==" + 
 if [[ "$have" != "$want" ]] || ! .venv/bin/python -c 'import pytest, matplotlib' 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "$want" "pytest>=8,<10" "matplotlib>=3.8,<4"
 fi
+
+# An S3-compatible server for the object-store tests: s3s-fs (the s3s project's S3
+# server over a directory), built from crates.io into .tools/. The version is pinned to
+# one that builds with the stable toolchain installed above.
+S3S_FS_VERSION=0.14.1
+if [[ ! -x .tools/s3s-fs/bin/s3s-fs ]] || ! .tools/s3s-fs/bin/s3s-fs --version 2>/dev/null | grep -q "$S3S_FS_VERSION"; then
+  echo "setup: building s3s-fs $S3S_FS_VERSION (the tests' S3 server; once, about 2 minutes)"
+  cargo install --quiet --locked --features binary --version "$S3S_FS_VERSION" --root .tools/s3s-fs s3s-fs
+fi

@@ -4,7 +4,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=$(mktemp -t crossdock-test-XXXXXX.log)
-trap 'rm -f "$LOG"' EXIT
 status=0
 
 run() {
@@ -15,6 +14,21 @@ run() {
 }
 
 SPARK_VERSION=${SPARK_VERSION:-4.2.0}
+
+# A real S3 server on loopback for the object-store tests (installed by setup.sh): the
+# Rust and Spark tests find it through CROSSDOCK_TEST_S3, and with CROSSDOCK_REQUIRE_S3
+# they fail rather than skip it when it is missing.
+S3_DIR=$(mktemp -d -t crossdock-s3-XXXXXX)
+S3_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export AWS_ACCESS_KEY_ID=crossdock-test AWS_SECRET_ACCESS_KEY=crossdock-test-secret
+.tools/s3s-fs/bin/s3s-fs --host 127.0.0.1 --port "$S3_PORT" \
+  --access-key "$AWS_ACCESS_KEY_ID" --secret-key "$AWS_SECRET_ACCESS_KEY" "$S3_DIR" \
+  >"$S3_DIR.log" 2>&1 &
+S3_PID=$!
+trap 'rm -f "$LOG"; kill $S3_PID 2>/dev/null; rm -rf "$S3_DIR" "$S3_DIR.log"' EXIT
+mkdir -p "$S3_DIR/crossdock-test"   # the bucket
+export CROSSDOCK_TEST_S3="s3://crossdock-test?endpoint=http://127.0.0.1:$S3_PORT"
+export CROSSDOCK_REQUIRE_S3=1
 
 run cargo fmt --all -- --check
 run cargo clippy --workspace --all-targets --locked -- -D warnings

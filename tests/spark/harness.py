@@ -164,7 +164,8 @@ class ProcessCluster:
     can be killed with SIGKILL while a job runs."""
 
     def __init__(self, workers: int = 3, replication: int = 1, memory: str = "256MiB",
-                 worker_timeout: str = "4s", durability: str = "memory"):
+                 worker_timeout: str = "4s", durability: str = "memory",
+                 object_store: str | None = None):
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
@@ -175,6 +176,7 @@ class ProcessCluster:
                                   "--metrics-listen", "127.0.0.1:0"]
         self.coordinator = self._start_coordinator("127.0.0.1:0")
         self._memory = memory
+        self._object_store = ["--object-store", object_store] if object_store else []
         self.workers = [self._start_worker(i, "127.0.0.1:0") for i in range(workers)]
         deadline = time.monotonic() + 20
         while self.coordinator.metric("crossdock_coordinator_workers_alive") < workers:
@@ -186,7 +188,7 @@ class ProcessCluster:
     def _start_worker(self, i: int, listen: str) -> _Child:
         return _Child(["worker", "--coordinator", self.coordinator.addr, "--listen", listen,
                        "--memory", self._memory, "--data-dir", f"{self.dir.name}/worker-{i}",
-                       "--metrics-listen", "127.0.0.1:0"],
+                       "--metrics-listen", "127.0.0.1:0", *self._object_store],
                       r"crossdock worker listening on (\S+)")
 
     def restart_worker(self, i: int) -> None:

@@ -57,12 +57,25 @@ def commits(cluster) -> float:
     return cluster.coordinator.metric("crossdock_coordinator_commits_total")
 
 
+def object_store_url() -> str:
+    """The S3 server the test scripts started (a prefix of this run's own), or, when
+    none was started and none is required, a directory store."""
+    url = os.environ.get("CROSSDOCK_TEST_S3")
+    if url is None:
+        assert not os.environ.get("CROSSDOCK_REQUIRE_S3"), "CROSSDOCK_TEST_S3 is not set"
+        return "file://" + tempfile.mkdtemp(prefix="crossdock-store-")
+    base, _, query = url.partition("?")
+    return f"{base}/spark-{os.getpid()}-{time.time_ns()}?{query}"
+
+
 def run_with_fault(replication: int, block: str, commits_before_kill: int,
-                   fault: str = "kill-worker", durability: str = "memory") -> dict:
+                   fault: str = "kill-worker", durability: str = "memory",
+                   object_store: str | None = None) -> dict:
     """Runs the job; once `commits_before_kill` maps committed, injects the fault on the
     worker holding the most partitions (kill it, restart it, corrupt its files) or
     restarts the coordinator, then lets the blocked tasks go on."""
-    with ProcessCluster(workers=3, replication=replication, durability=durability) as cluster:
+    with ProcessCluster(workers=3, replication=replication, durability=durability,
+                        object_store=object_store) as cluster:
         seen = {}
 
         def inject(_gate):
@@ -90,6 +103,8 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
         report["commits_before_fault"] = seen["commits"]
         report["lost_partitions"] = cluster.coordinator.metric("crossdock_coordinator_lost_partitions_total")
         report["revoked_maps"] = cluster.coordinator.metric("crossdock_coordinator_revoked_maps_total")
+        report["adopted_partitions"] = cluster.coordinator.metric(
+            "crossdock_coordinator_adopted_partitions_total")
         return report
 
 
@@ -156,6 +171,16 @@ def test_worker_killed_after_map_stage_with_two_copies_recomputes_nothing():
     show("kill after maps, replication 2", r)
     assert r["equal"], r
     assert r["map_tasks_recomputed"] == 0, r
+    assert r["map_stage_attempts"] == 1, r
+
+
+def test_worker_killed_after_map_stage_with_one_copy_in_the_object_store_recomputes_nothing():
+    r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS,
+                       durability="object-store", object_store=object_store_url())
+    show("kill after maps, replication 1, durability object-store (S3)", r)
+    assert r["equal"], r
+    assert r["lost_partitions"] >= 1 and r["adopted_partitions"] == r["lost_partitions"], r
+    assert r["revoked_maps"] == 0 and r["map_tasks_recomputed"] == 0, r
     assert r["map_stage_attempts"] == 1, r
 
 
