@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test demo demo-native bench bench-spark bench-cluster bench-native clean
+.PHONY: all setup build test demo demo-native bench bench-spark bench-cluster bench-native bench-durability clean
 
 all: build
 
@@ -50,6 +50,10 @@ bench-cluster: build
 ## bench-native: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run (no Spark)
 bench-native: build
 	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --json
+
+## bench-durability: what each commit rule costs (memory, disk, object store: directory and S3)
+bench-durability: build
+	.venv/bin/python bench/durability.py $(BENCH_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -69,6 +69,15 @@ pub struct PushFetchArgs {
     /// Copies of each partition in the embedded cluster (1 or 2).
     #[arg(long, default_value_t = 1)]
     pub replication: u32,
+    /// Commit rule of the embedded cluster: memory, disk or object-store.
+    #[arg(long, default_value = "memory")]
+    pub durability: String,
+    /// Object store of the embedded cluster's workers (see `crossdock worker --help`).
+    #[arg(long)]
+    pub object_store: Option<String>,
+    /// Disk quota of the embedded cluster's workers (with --object-store).
+    #[arg(long)]
+    pub disk_quota: Option<String>,
     /// Also measure raw loopback TCP bandwidth and memcpy rate.
     #[arg(long)]
     pub baseline: bool,
@@ -159,7 +168,7 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
     let coordinator = match &a.coordinator {
         Some(c) => c.clone(),
         None => {
-            let e = Embedded::start(a.workers, &a.memory, a.replication)?;
+            let e = Embedded::start(&a)?;
             let addr = e.addr.clone();
             embedded = Some(e);
             addr
@@ -277,6 +286,8 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
             "maps": a.maps,
             "partitions": a.partitions,
             "batch_bytes": parse_size(&a.batch_size)?,
+            "replication": a.replication,
+            "durability": a.durability,
             "push_gbps": push,
             "fetch_gbps": fetch,
             "end_to_end_gbps": e2e,
@@ -610,7 +621,7 @@ struct Embedded {
 }
 
 impl Embedded {
-    fn start(workers: u32, memory: &str, replication: u32) -> Result<Embedded> {
+    fn start(a: &PushFetchArgs) -> Result<Embedded> {
         let dir = tempfile::Builder::new()
             .prefix("crossdock-bench-")
             .tempdir()?;
@@ -623,8 +634,19 @@ impl Embedded {
                 "--metrics-listen",
                 "off",
             ])
-            .args(["--workers", &workers.to_string(), "--memory", memory])
-            .args(["--replication", &replication.to_string()])
+            .args(["--workers", &a.workers.to_string(), "--memory", &a.memory])
+            .args(["--replication", &a.replication.to_string()])
+            .args(["--durability", &a.durability])
+            .args(
+                a.object_store
+                    .iter()
+                    .flat_map(|u| ["--object-store", u.as_str()]),
+            )
+            .args(
+                a.disk_quota
+                    .iter()
+                    .flat_map(|q| ["--disk-quota", q.as_str()]),
+            )
             .arg("--data-dir")
             .arg(dir.path())
             .stdout(Stdio::piped())

@@ -115,6 +115,9 @@ struct StandaloneArgs {
     /// (a mounted distributed file system). Off by default.
     #[arg(long, env = "CROSSDOCK_OBJECT_STORE")]
     object_store: Option<String>,
+    /// With --object-store: each worker's disk quota (see `crossdock worker --help`).
+    #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
+    disk_quota: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -207,6 +210,10 @@ fn main() -> Result<()> {
     })
 }
 
+fn parse_quota(q: Option<String>) -> Result<Option<u64>> {
+    q.map(|q| parse_size(&q)).transpose()
+}
+
 /// Parses a commit rule.
 fn parse_durability(s: &str) -> Result<Durability> {
     Ok(match s {
@@ -273,9 +280,13 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         replication: check_replication(pick(a.replication, file.replication, || 1))?,
         durability: parse_durability(&pick(a.durability, file.durability, || "memory".into()))?,
         object_store: a.object_store.or(file.object_store),
+        disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
+    }
+    if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
+        anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");
     }
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let cluster = Standalone::start(cfg.clone(), shutdown.clone())
@@ -370,11 +381,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         data_dir: dirs[0].clone(),
         extra_data_dirs: dirs[1..].to_vec(),
         object_store: a.object_store.or(file.object_store),
-        disk_quota: a
-            .disk_quota
-            .or(file.disk_quota)
-            .map(|q| parse_size(&q))
-            .transpose()?,
+        disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");

@@ -27,6 +27,8 @@ pub struct StandaloneConfig {
     pub durability: crossdock_proto::Durability,
     /// The workers' object store, if any (see [`WorkerConfig::object_store`]).
     pub object_store: Option<String>,
+    /// Each worker's disk quota (see [`WorkerConfig::disk_quota`]).
+    pub disk_quota: Option<u64>,
 }
 
 /// A running standalone cluster.
@@ -70,7 +72,7 @@ impl Standalone {
                 data_dir: own_dir.join(format!("worker-{i}")),
                 extra_data_dirs: Vec::new(),
                 object_store: cfg.object_store.clone(),
-                disk_quota: None,
+                disk_quota: cfg.disk_quota,
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

@@ -927,7 +927,7 @@ async fn above_its_disk_quota_a_worker_evicts_uploaded_files_and_serves_them_fro
         // the coordinator has the other worker adopt the partition from the store, and
         // nothing is recomputed.
         let addr = placement.worker_of(0).unwrap().addr.clone();
-        let _again = restart_in_place(&c, &addr).await;
+        let again = restart_in_place(&c, &addr).await;
         eventually("partition 0 is served again", || async {
             let s = c.status("v").await;
             match s.placement.worker_of(0) {
@@ -943,6 +943,19 @@ async fn above_its_disk_quota_a_worker_evicts_uploaded_files_and_serves_them_fro
             vec![Some(0), Some(1 << 16)],
             "{url}"
         );
+        // Deleting the app frees what is left on disk, evicted bytes counted once.
+        c.coord.unregister_app("v").await.unwrap();
+        let other = c
+            .nodes
+            .iter()
+            .find(|n| n.worker.addr.to_string() != addr)
+            .unwrap();
+        eventually("no bytes are left on disk", || async {
+            [&again.worker, &other.worker]
+                .iter()
+                .all(|w| w.store.stored_bytes.load(Relaxed) == 0)
+        })
+        .await;
     }
 }
 

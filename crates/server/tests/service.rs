@@ -39,6 +39,7 @@ impl Cluster {
                 replication: 1,
                 durability: crossdock_proto::Durability::Memory,
                 object_store: None,
+                disk_quota: None,
             },
             shutdown,
         )

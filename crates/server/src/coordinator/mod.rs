@@ -332,7 +332,63 @@ async fn apply_relocation(
         )
         .await;
     }
+    release_restored(coord, app_id, shuffle_id, s, &r.lost).await;
     revoked.len()
+}
+
+/// The new copies of partitions that lost every copy are not served until checked
+/// against the commits as they now stand (adopted, or their maps revoked): this check
+/// lets them be read.
+async fn release_restored(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    s: &state::ShuffleEntry,
+    lost: &std::collections::BTreeSet<u32>,
+) {
+    let checks: Vec<(String, Message)> = {
+        let st = coord.lock();
+        let p = s.lock();
+        let mut on: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for &q in lost {
+            for w in [p.primary[q as usize], p.replica[q as usize]] {
+                if w != crossdock_proto::NO_WORKER && st.is_alive(w) {
+                    on.entry(w).or_default().push(q);
+                }
+            }
+        }
+        on.into_iter()
+            .map(|(w, parts)| {
+                let msg = Message::CheckCopies {
+                    app_id: app_id.to_string(),
+                    shuffle_id,
+                    map_attempts: p.map_attempts.clone(),
+                    expected_bytes: parts
+                        .iter()
+                        .map(|&q| p.partition_bytes[q as usize])
+                        .collect(),
+                    partitions: parts,
+                    adopt: false,
+                };
+                (st.addr_of(w), msg)
+            })
+            .collect()
+    };
+    for (addr, msg) in checks {
+        let Message::CheckCopies { partitions, .. } = &msg else {
+            unreachable!("built above")
+        };
+        let want = partitions.len();
+        match coord.call_worker(&addr, &msg).await {
+            Ok(Message::CopiesHeld { partitions }) if partitions.len() == want => {}
+            Ok(other) => {
+                tracing::error!(reply = ?other, %addr, app = %app_id, shuffle_id, "a moved partition does not match the commits; it is not served")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, %addr, app = %app_id, shuffle_id, "could not release a moved partition; it is not served")
+            }
+        }
+    }
 }
 
 /// How long a worker may take to adopt partitions from the object store.
@@ -382,11 +438,28 @@ async fn adopt_lost(
             })
             .collect()
     };
-    let answers = futures_util::future::join_all(
-        calls
-            .iter()
-            .map(|(_, addr, msg)| coord.call_worker_within(addr, msg, ADOPT_TIMEOUT)),
-    )
+    // Each on a connection of its own: an adoption may take minutes, and replies on a
+    // connection come in request order.
+    let answers = futures_util::future::join_all(calls.iter().map(|(_, addr, msg)| async move {
+        let call = async {
+            let conn = RpcConnection::connect(addr).await?;
+            conn.call(msg).await
+        };
+        tokio::time::timeout(ADOPT_TIMEOUT, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ClientError::Io {
+                    addr: addr.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "no answer to an adoption within {} s",
+                            ADOPT_TIMEOUT.as_secs()
+                        ),
+                    ),
+                })
+            })
+    }))
     .await;
     let mut held: BTreeSet<(u32, u32)> = BTreeSet::new();
     for ((w, addr, _), answer) in calls.iter().zip(answers) {

@@ -606,6 +606,10 @@ impl State {
         only: Option<u32>,
     ) -> Relocation {
         let mut loads = self.live_loads();
+        if only.is_some() {
+            // A copy found corrupt does not go back to the worker that holds it.
+            loads.retain(|l| l.id != lost);
+        }
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
         let mut p = s.lock();
         let mut changed: BTreeSet<u32> = BTreeSet::new();

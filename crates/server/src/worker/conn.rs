@@ -42,6 +42,9 @@ enum Reply {
     Fetch(u64, FetchRequest),
 }
 
+/// How long a fetch waits for a partition being restored (see `Partition::restoring`).
+const RESTORE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Replies queued beyond this many make the reader wait (bounds the memory a slow
 /// client can pin through forwarded pushes awaiting acknowledgement).
 const REPLY_QUEUE: usize = 256;
@@ -499,6 +502,21 @@ async fn stream_fetch(
             ),
         )));
     }
+    // A copy placed here for a lost one is read once the coordinator found it whole.
+    let restore_deadline = tokio::time::Instant::now() + RESTORE_WAIT;
+    while part.restoring.load(Ordering::Acquire) {
+        if tokio::time::Instant::now() > restore_deadline {
+            return Ok(Err(ServerError::new(
+                ErrorCode::ShuffleNotComplete,
+                format!(
+                    "partition {} is still being restored after {} s; read it again later",
+                    req.partition,
+                    RESTORE_WAIT.as_secs()
+                ),
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     if let Some((first, missing)) = shuffle.first_uncommitted(req.start_map, req.end_map) {
         return Ok(Err(ServerError::new(
             ErrorCode::ShuffleNotComplete,
@@ -797,7 +815,7 @@ fn check_chunk(chunk: &[Piece], spans: &[Span], buf: &[u8]) -> Result<Vec<OutBat
             let payload = &buf[body..body + q.len as usize];
             if fields != want || checksum(payload) != q.crc {
                 let place = if span.object {
-                    "its object-store segment"
+                    "the partition file (read from the object store)"
                 } else {
                     "the partition file"
                 };

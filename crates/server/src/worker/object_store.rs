@@ -218,15 +218,23 @@ impl ObjectStore {
                 f.read_exact_at(&mut buf, at).map(|()| Bytes::from(buf))
             })
             .await
-            .map_err(|e| fail(&e))?
-            .map_err(|e| fail(&format!("reading {}: {e}", path.display())))?;
-            if let Err(e) = w.write(chunk).await {
+            .map_err(|e| fail(&e))
+            .and_then(|r| r.map_err(|e| fail(&format!("reading {}: {e}", path.display()))));
+            let written = match chunk {
+                Ok(chunk) => w.write(chunk).await.map_err(|e| fail(&e)),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = written {
+                // Drops the parts sent so far (an unfinished multipart upload).
                 let _ = w.abort().await;
-                return Err(fail(&e));
+                return Err(e);
             }
             at += n as u64;
         }
-        w.close().await.map_err(|e| fail(&e))?;
+        if let Err(e) = w.close().await {
+            let _ = w.abort().await;
+            return Err(fail(&e));
+        }
         Ok(())
     }
 

@@ -166,6 +166,10 @@ pub struct Partition {
     pub flushing: AtomicBool,
     /// True while an upload of this partition is scheduled or running.
     pub uploading: AtomicBool,
+    /// True from when the partition was placed here in place of a lost copy (or is
+    /// being restored from the object store) until the coordinator checked it whole:
+    /// fetches wait meanwhile instead of reading a partial copy.
+    pub restoring: AtomicBool,
     /// The replica's address while this worker is the partition's primary and the
     /// partition has a replica: pushed batches are forwarded there.
     forward: std::sync::RwLock<Option<std::sync::Arc<str>>>,
@@ -230,6 +234,7 @@ impl Partition {
             path,
             flushing: AtomicBool::new(false),
             uploading: AtomicBool::new(false),
+            restoring: AtomicBool::new(false),
             forward: std::sync::RwLock::new(None),
             state: Mutex::new(PartitionState {
                 index: BTreeMap::new(),
@@ -508,12 +513,11 @@ impl Partition {
     /// disk, or `None` when the partition is not evictable now.
     pub fn evict(&self, marker: &std::path::Path) -> Option<std::io::Result<u64>> {
         let mut st = self.lock();
+        if st.deleted {
+            return None;
+        }
         let local = st.file_written - st.local_from;
-        if st.deleted
-            || local == 0
-            || st.uploaded_to != st.file_written
-            || st.file_end != st.file_written
-        {
+        if local == 0 || st.uploaded_to != st.file_written || st.file_end != st.file_written {
             return None;
         }
         let res = std::fs::write(marker, b"")
@@ -551,16 +555,16 @@ impl Partition {
     }
 
     /// Marks the partition deleted and drops its memory. Returns the bytes it held in
-    /// memory and the bytes it had written to its file.
+    /// memory and the bytes of its file on local disk.
     pub fn delete(&self) -> (u64, u64) {
         let mut st = self.lock();
         st.deleted = true;
         st.index.clear();
         st.unflushed.clear();
-        (
-            std::mem::take(&mut st.mem_bytes),
-            std::mem::take(&mut st.file_written),
-        )
+        // Evicted bytes were no longer counted as on disk.
+        let on_disk = st.file_written - st.local_from;
+        st.file_written = 0;
+        (std::mem::take(&mut st.mem_bytes), on_disk)
     }
 }
 

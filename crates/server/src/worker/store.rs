@@ -337,17 +337,19 @@ impl Store {
                 ),
             ));
         }
+        // A partition created after maps committed here was moved from a lost worker:
+        // it holds nothing of theirs until it is restored or they are revoked, and it is
+        // not served before the coordinator checked it (`CheckCopies`).
+        let has_commits = (0..num_maps).any(|m| shuffle.committed(m).is_some());
         let mut parts = shuffle.partitions.write().expect("lock");
         let owner: Arc<str> = app_id.into();
         for (i, &p) in partitions.iter().enumerate() {
             let dir = &dirs[p as usize % dirs.len()];
             let part = parts.entry(p).or_insert_with(|| {
-                Arc::new(Partition::new(
-                    p,
-                    owner.clone(),
-                    shuffle_id,
-                    dir.join(format!("{p}.data")),
-                ))
+                let part =
+                    Partition::new(p, owner.clone(), shuffle_id, dir.join(format!("{p}.data")));
+                part.restoring.store(has_commits, Ordering::Release);
+                Arc::new(part)
             });
             part.set_forward(forward_to.get(i).map(String::as_str));
         }
@@ -491,7 +493,8 @@ impl Store {
 
     /// Which of `partitions` this worker holds whole: the bytes of the committed
     /// attempts (`map_attempts`) add up to `expected`. Takes `map_attempts` as the
-    /// commits either way.
+    /// commits either way; the partitions held whole are served from then on (a
+    /// partition being restored is not, see [`Partition::restoring`]).
     pub fn check_copies(
         &self,
         app_id: &str,
@@ -504,21 +507,10 @@ impl Store {
             return Ok(Vec::new()); // nothing of it survived
         };
         self.sync_commits(app_id, shuffle_id, map_attempts)?;
-        let mut held = Vec::new();
-        for (i, &p) in partitions.iter().enumerate() {
-            let want = expected.get(i).copied().unwrap_or(u64::MAX);
-            let have: u64 = match shuffle.partition(p) {
-                Some(part) => map_attempts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &a)| a != NO_ATTEMPT)
-                    .map(|(m, &a)| part.attempt_bytes(m as u32, a))
-                    .sum(),
-                None if want == 0 => 0,
-                None => continue,
-            };
-            if have == want {
-                held.push(p);
+        let held = held_whole(&shuffle, map_attempts, partitions, expected);
+        for &p in &held {
+            if let Some(part) = shuffle.partition(p) {
+                part.restoring.store(false, Ordering::Release);
             }
         }
         Ok(held)
@@ -580,6 +572,12 @@ impl Store {
                 ),
             )
         };
+        let deleted = || {
+            ServerError::new(
+                ErrorCode::UnknownShuffle,
+                format!("shuffle {shuffle_id} of app '{app_id}' was deleted"),
+            )
+        };
         for part in &parts {
             let end = loop {
                 if let Some(end) = part.attempt_end(map, attempt) {
@@ -587,6 +585,9 @@ impl Store {
                 }
                 if self.disk_full.load(Ordering::Acquire) {
                     return Err(self.disk_full_error());
+                }
+                if part.lock().deleted {
+                    return Err(deleted());
                 }
                 if tokio::time::Instant::now() > deadline {
                     return Err(timed_out("written to disk (see flush errors)"));
@@ -597,10 +598,7 @@ impl Store {
             if level == Durability::ObjectStore {
                 while part.lock().uploaded_to < end {
                     if part.lock().deleted {
-                        return Err(ServerError::new(
-                            ErrorCode::UnknownShuffle,
-                            format!("shuffle {shuffle_id} of app '{app_id}' was deleted"),
-                        ));
+                        return Err(deleted());
                     }
                     if tokio::time::Instant::now() > deadline {
                         return Err(timed_out("uploaded to the object store"));
@@ -818,6 +816,7 @@ impl Store {
                             .metrics
                             .uploaded_bytes
                             .fetch_add(bytes, Ordering::Relaxed);
+                        *store.last_upload_error.lock().expect("lock") = None;
                     }
                     Err(e) => {
                         if !part.lock().deleted {
@@ -856,7 +855,7 @@ impl Store {
             .into_iter()
             .filter_map(|p| {
                 let st = p.lock();
-                let local = st.file_written - st.local_from;
+                let local = st.file_written.saturating_sub(st.local_from);
                 let whole = st.uploaded_to == st.file_written && st.file_end == st.file_written;
                 drop(st);
                 (local > 0 && whole).then_some((local, p))
@@ -893,8 +892,12 @@ impl Store {
     }
 
     /// Restores `partitions` (placed here, every copy lost) from the segments any worker
-    /// uploaded of them: the records of the committed attempts are stored as if pushed
-    /// (duplicates dropped), then the copies are checked as by [`Store::check_copies`].
+    /// uploaded of them: the records of the attempts in `map_attempts` are stored as if
+    /// pushed (duplicates dropped). Returns the partitions that now hold exactly
+    /// `expected` bytes of those attempts. The partitions are not served meanwhile, nor
+    /// after: the coordinator decides what counts and then says so with `CheckCopies`
+    /// (this call takes no commits, so one that ends after the coordinator gave up on it
+    /// changes nothing that is read).
     pub async fn adopt(
         self: &Arc<Self>,
         app_id: &str,
@@ -911,6 +914,7 @@ impl Store {
             let Some(part) = shuffle.partition(p) else {
                 continue;
             };
+            part.restoring.store(true, Ordering::Release);
             let segments = tier
                 .store
                 .segments(app_id, shuffle_id, p)
@@ -925,9 +929,9 @@ impl Store {
             self.metrics
                 .adopted_bytes
                 .fetch_add(restored, Ordering::Relaxed);
-            tracing::info!(app = %app_id, shuffle_id, partition = p, segments = segments.len(), restored, "adopted a partition from the object store");
+            tracing::info!(app = %app_id, shuffle_id, partition = p, segments = segments.len(), restored, "restored a partition from the object store");
         }
-        self.check_copies(app_id, shuffle_id, map_attempts, partitions, expected)
+        Ok(held_whole(&shuffle, map_attempts, partitions, expected))
     }
 
     /// Reads one segment in pieces of [`ADOPT_READ`] bytes and stores the committed
@@ -1024,6 +1028,33 @@ impl Store {
             .flat_map(|s| s.all_partitions())
             .collect()
     }
+}
+
+/// Which of `partitions` hold exactly `expected` bytes of the attempts in `map_attempts`.
+fn held_whole(
+    shuffle: &Shuffle,
+    map_attempts: &[u32],
+    partitions: &[u32],
+    expected: &[u64],
+) -> Vec<u32> {
+    let mut held = Vec::new();
+    for (i, &p) in partitions.iter().enumerate() {
+        let want = expected.get(i).copied().unwrap_or(u64::MAX);
+        let have: u64 = match shuffle.partition(p) {
+            Some(part) => map_attempts
+                .iter()
+                .enumerate()
+                .filter(|(_, &a)| a != NO_ATTEMPT)
+                .map(|(m, &a)| part.attempt_bytes(m as u32, a))
+                .sum(),
+            None if want == 0 => 0,
+            None => continue,
+        };
+        if have == want {
+            held.push(p);
+        }
+    }
+    held
 }
 
 fn write_job(path: &Path, job: FlushJob) -> (FlushJob, std::io::Result<()>) {
