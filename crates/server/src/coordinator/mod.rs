@@ -242,18 +242,7 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
         if let Some(addr) = restarted_at {
             let check = {
                 let p = s.lock();
-                let parts = p.copies_of(lost);
-                Message::CheckCopies {
-                    app_id: app_id.clone(),
-                    shuffle_id,
-                    map_attempts: p.map_attempts.clone(),
-                    expected_bytes: parts
-                        .iter()
-                        .map(|&q| p.partition_bytes[q as usize])
-                        .collect(),
-                    partitions: parts,
-                    adopt: false,
-                }
+                p.copy_check(&app_id, shuffle_id, p.copies_of(lost), false)
             };
             match coord.call_worker(addr, &check).await {
                 Ok(Message::CopiesHeld { partitions }) => keep.extend(partitions),
@@ -346,35 +335,7 @@ async fn release_restored(
     s: &state::ShuffleEntry,
     lost: &std::collections::BTreeSet<u32>,
 ) {
-    let checks: Vec<(String, Message)> = {
-        let st = coord.lock();
-        let p = s.lock();
-        let mut on: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-        for &q in lost {
-            for w in [p.primary[q as usize], p.replica[q as usize]] {
-                if w != crossdock_proto::NO_WORKER && st.is_alive(w) {
-                    on.entry(w).or_default().push(q);
-                }
-            }
-        }
-        on.into_iter()
-            .map(|(w, parts)| {
-                let msg = Message::CheckCopies {
-                    app_id: app_id.to_string(),
-                    shuffle_id,
-                    map_attempts: p.map_attempts.clone(),
-                    expected_bytes: parts
-                        .iter()
-                        .map(|&q| p.partition_bytes[q as usize])
-                        .collect(),
-                    partitions: parts,
-                    adopt: false,
-                };
-                (st.addr_of(w), msg)
-            })
-            .collect()
-    };
-    for (addr, msg) in checks {
+    for (_, addr, msg) in copy_checks(coord, app_id, shuffle_id, s, lost, false) {
         let Message::CheckCopies { partitions, .. } = &msg else {
             unreachable!("built above")
         };
@@ -389,6 +350,35 @@ async fn release_restored(
             }
         }
     }
+}
+
+/// A `CheckCopies` (with `adopt` or not) for every live worker holding a copy of one of
+/// `partitions`, over those it holds, against the commits as they stand: (worker id,
+/// address, request).
+fn copy_checks(
+    coord: &Coordinator,
+    app_id: &str,
+    shuffle_id: u32,
+    s: &state::ShuffleEntry,
+    partitions: &std::collections::BTreeSet<u32>,
+    adopt: bool,
+) -> Vec<(u32, String, Message)> {
+    let st = coord.lock();
+    let p = s.lock();
+    let mut on: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    for &q in partitions {
+        for w in [p.primary[q as usize], p.replica[q as usize]] {
+            if w != crossdock_proto::NO_WORKER && st.is_alive(w) {
+                on.entry(w).or_default().push(q);
+            }
+        }
+    }
+    on.into_iter()
+        .map(|(w, parts)| {
+            let msg = p.copy_check(app_id, shuffle_id, parts, adopt);
+            (w, st.addr_of(w), msg)
+        })
+        .collect()
 }
 
 /// How long a worker may take to adopt partitions from the object store.
@@ -409,35 +399,7 @@ async fn adopt_lost(
     if lost.is_empty() {
         return BTreeSet::new();
     }
-    // (worker, its lost partitions), and the request for each.
-    let calls: Vec<(u32, String, Message)> = {
-        let st = coord.lock();
-        let p = s.lock();
-        let mut on: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for &q in lost {
-            for w in [p.primary[q as usize], p.replica[q as usize]] {
-                if w != crossdock_proto::NO_WORKER && st.is_alive(w) {
-                    on.entry(w).or_default().push(q);
-                }
-            }
-        }
-        on.into_iter()
-            .map(|(w, parts)| {
-                let msg = Message::CheckCopies {
-                    app_id: app_id.to_string(),
-                    shuffle_id,
-                    map_attempts: p.map_attempts.clone(),
-                    expected_bytes: parts
-                        .iter()
-                        .map(|&q| p.partition_bytes[q as usize])
-                        .collect(),
-                    partitions: parts,
-                    adopt: true,
-                };
-                (w, st.addr_of(w), msg)
-            })
-            .collect()
-    };
+    let calls = copy_checks(coord, app_id, shuffle_id, s, lost, true);
     // Each on a connection of its own: an adoption may take minutes, and replies on a
     // connection come in request order.
     let answers = futures_util::future::join_all(calls.iter().map(|(_, addr, msg)| async move {

@@ -115,6 +115,28 @@ impl Progress {
     }
 
     /// Revokes the commit of every map that wrote into one of `lost`. Returns them.
+    /// The `CheckCopies` asking a worker which of `parts` it holds whole under the
+    /// commits as they stand (restoring them from the object store first with `adopt`).
+    pub fn copy_check(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        parts: Vec<u32>,
+        adopt: bool,
+    ) -> Message {
+        Message::CheckCopies {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            map_attempts: self.map_attempts.clone(),
+            expected_bytes: parts
+                .iter()
+                .map(|&q| self.partition_bytes[q as usize])
+                .collect(),
+            partitions: parts,
+            adopt,
+        }
+    }
+
     pub fn revoke_maps_touching(&mut self, lost: &BTreeSet<u32>) -> Vec<u32> {
         let maps: Vec<u32> = (0..self.map_attempts.len() as u32)
             .filter(|&m| {

@@ -572,40 +572,47 @@ impl Store {
                 ),
             )
         };
-        let deleted = || {
-            ServerError::new(
-                ErrorCode::UnknownShuffle,
-                format!("shuffle {shuffle_id} of app '{app_id}' was deleted"),
-            )
+        // Polls `ready` (2 ms apart), nudging the partition along with `nudge`, until it
+        // gives an answer or an error; a deletion or the deadline end the wait too.
+        type Ready<'a> = &'a (dyn Fn() -> Result<Option<u64>, ServerError> + Sync);
+        let wait = async |part: &Arc<Partition>,
+                          what: &str,
+                          ready: Ready<'_>,
+                          nudge: &(dyn Fn() + Sync)| loop {
+            if let Some(v) = ready()? {
+                return Ok(v);
+            }
+            if part.lock().deleted {
+                return Err(ServerError::new(
+                    ErrorCode::UnknownShuffle,
+                    format!("shuffle {shuffle_id} of app '{app_id}' was deleted"),
+                ));
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(timed_out(what));
+            }
+            nudge();
+            tokio::time::sleep(Duration::from_millis(2)).await;
         };
         for part in &parts {
-            let end = loop {
-                if let Some(end) = part.attempt_end(map, attempt) {
-                    break end;
-                }
-                if self.disk_full.load(Ordering::Acquire) {
-                    return Err(self.disk_full_error());
-                }
-                if part.lock().deleted {
-                    return Err(deleted());
-                }
-                if tokio::time::Instant::now() > deadline {
-                    return Err(timed_out("written to disk (see flush errors)"));
-                }
-                self.schedule_flush(part.clone());
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            };
+            let end = wait(
+                part,
+                "written to disk (see flush errors)",
+                &|| match part.attempt_end(map, attempt) {
+                    None if self.disk_full.load(Ordering::Acquire) => Err(self.disk_full_error()),
+                    end => Ok(end),
+                },
+                &|| self.schedule_flush(part.clone()),
+            )
+            .await?;
             if level == Durability::ObjectStore {
-                while part.lock().uploaded_to < end {
-                    if part.lock().deleted {
-                        return Err(deleted());
-                    }
-                    if tokio::time::Instant::now() > deadline {
-                        return Err(timed_out("uploaded to the object store"));
-                    }
-                    self.schedule_upload(part.clone());
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
+                wait(
+                    part,
+                    "uploaded to the object store",
+                    &|| Ok((part.lock().uploaded_to >= end).then_some(end)),
+                    &|| self.schedule_upload(part.clone()),
+                )
+                .await?;
             }
         }
         if level == Durability::ObjectStore {
