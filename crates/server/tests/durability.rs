@@ -884,9 +884,21 @@ async fn without_a_whole_upload_a_lost_partition_still_revokes_its_maps() {
 async fn above_its_disk_quota_a_worker_evicts_uploaded_files_and_serves_them_from_the_store() {
     use std::sync::atomic::Ordering::Relaxed;
     let scratch = tempfile::tempdir().unwrap();
-    for url in object_stores(scratch.path()) {
+    let stores = object_stores(scratch.path());
+    // With `disk`, what a commit into a partly evicted file promises must be in the
+    // store too: the restart below drops the local file.
+    let runs = [Durability::ObjectStore, Durability::Disk]
+        .into_iter()
+        .flat_map(|d| stores.iter().map(move |u| (d, u.clone())));
+    for (durability, url) in runs {
+        // A store of its own per run.
+        let url = &match durability {
+            Durability::Disk if url.starts_with("file://") => format!("{url}-disk"),
+            Durability::Disk => own_prefix(&url),
+            _ => url,
+        };
         // A quota of one byte: every wholly uploaded partition file is evicted.
-        let c = Cluster::start_tiered(2, 1, Durability::ObjectStore, tiered(&url, Some(1))).await;
+        let c = Cluster::start_tiered(2, 1, durability, tiered(url, Some(1))).await;
         c.coord.register_app("v", 60_000).await.unwrap();
         let placement = c.coord.register_shuffle("v", 0, 2, 2).await.unwrap();
         for m in 0..2 {
@@ -994,4 +1006,47 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("is not usable"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_commit_into_an_evicted_partition_waits_until_it_is_uploaded() {
+    use std::sync::atomic::Ordering::Relaxed;
+    // A restarted worker drops a partly evicted file, so a disk commit into it is only
+    // durable once uploaded. The upload is held back by a directory standing where the
+    // next segment goes; the commit must wait for it.
+    let scratch = tempfile::tempdir().unwrap();
+    let store = scratch.path().join("store");
+    let url = format!("file://{}", store.display());
+    let c = Cluster::start_tiered(1, 1, Durability::Disk, tiered(&url, Some(1))).await;
+    c.coord.register_app("w", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("w", 0, 1, 1).await.unwrap();
+    run_map(&c, &placement, "w", 0, 0, 1).await.unwrap();
+    let worker = c.nodes[0].worker.clone();
+    eventually("the partition file is evicted", || async {
+        worker.store.stored_bytes.load(Relaxed) == 0
+    })
+    .await;
+    let (_, part) = worker.store.partition("w", 0, 0).unwrap();
+    let next = part.lock().file_written;
+    let blocker = store.join(format!("w/0/0/{:016x}-{next:016x}.seg", worker.incarnation));
+    std::fs::create_dir_all(&blocker).unwrap();
+    let rerun = {
+        let placement = placement.clone();
+        let c = &c;
+        async move { run_map(c, &placement, "w", 0, 1 << 16, 1).await }
+    };
+    tokio::pin!(rerun);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), &mut rerun)
+            .await
+            .is_err(),
+        "the commit waited for the upload"
+    );
+    std::fs::remove_dir(&blocker).unwrap();
+    assert_eq!(rerun.await.unwrap().0, CommitStatus::Committed);
+    let st = part.lock();
+    assert_eq!(
+        st.uploaded_to, st.file_written,
+        "the rerun's batches are uploaded"
+    );
 }

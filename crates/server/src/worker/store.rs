@@ -531,8 +531,9 @@ impl Store {
     }
 
     /// Waits until `map`'s `attempt` is as durable as `level` asks: every batch written
-    /// to its partition file and synced (`Disk`), or written and uploaded
-    /// (`ObjectStore`: the object store is the durable copy, so nothing is synced).
+    /// to its partition file and synced (`Disk`; also uploaded where the partition was
+    /// partly evicted), or written and uploaded (`ObjectStore`: the object store is the
+    /// durable copy, so nothing is synced).
     pub async fn persist_map(
         self: &Arc<Self>,
         app_id: &str,
@@ -605,7 +606,10 @@ impl Store {
                 &|| self.schedule_flush(part.clone()),
             )
             .await?;
-            if level == Durability::ObjectStore {
+            // After an eviction the local file is not a whole copy on its own (a restarted
+            // worker drops it): what a disk commit promises then lives in the store.
+            let evicted = part.lock().local_from > 0;
+            if level == Durability::ObjectStore || evicted {
                 wait(
                     part,
                     "uploaded to the object store",
