@@ -85,6 +85,7 @@ pub struct WorkerMetrics {
     pub flushed_bytes: AtomicU64,
     pub flush_errors: AtomicU64,
     pub uploaded_bytes: AtomicU64,
+    pub uploaded_segments: AtomicU64,
     pub upload_errors: AtomicU64,
     pub evicted_bytes: AtomicU64,
     pub object_read_bytes: AtomicU64,
@@ -402,7 +403,7 @@ impl Render for Worker {
         let labels = format!("worker=\"{id}\"");
         let l = labels.as_str();
         let (apps, shuffles, partitions) = self.store.counts();
-        let rows: [(&str, &str, &str, u64); 18] = [
+        let rows: [(&str, &str, &str, u64); 19] = [
             (
                 "crossdock_worker_pushed_bytes_total",
                 "counter",
@@ -450,6 +451,12 @@ impl Render for Worker {
                 "counter",
                 "Partition file bytes uploaded to the object store.",
                 m.uploaded_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "crossdock_worker_uploaded_segments_total",
+                "counter",
+                "Segments (objects) uploaded to the object store.",
+                m.uploaded_segments.load(Ordering::Relaxed),
             ),
             (
                 "crossdock_worker_upload_errors_total",

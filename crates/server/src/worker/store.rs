@@ -823,10 +823,9 @@ impl Store {
                             let _ = object.delete(&key).await; // deleted meanwhile
                             break;
                         }
-                        store
-                            .metrics
-                            .uploaded_bytes
-                            .fetch_add(bytes, Ordering::Relaxed);
+                        let m = &store.metrics;
+                        m.uploaded_bytes.fetch_add(bytes, Ordering::Relaxed);
+                        m.uploaded_segments.fetch_add(1, Ordering::Relaxed);
                         *store.last_upload_error.lock().expect("lock") = None;
                     }
                     Err(e) => {
