@@ -165,7 +165,7 @@ class ProcessCluster:
 
     def __init__(self, workers: int = 3, replication: int = 1, memory: str = "256MiB",
                  worker_timeout: str = "4s", durability: str = "memory",
-                 object_store: str | None = None):
+                 object_store: str | None = None, small_disk: tuple[int, str] | None = None):
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
@@ -177,6 +177,14 @@ class ProcessCluster:
         self.coordinator = self._start_coordinator("127.0.0.1:0")
         self._memory = memory
         self._object_store = ["--object-store", object_store] if object_store else []
+        # (worker, size): that worker's data directory is a tmpfs of that size (root).
+        self._mounts = []
+        if small_disk:
+            i, size = small_disk
+            path = f"{self.dir.name}/worker-{i}"
+            os.makedirs(path)
+            _run("mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path)
+            self._mounts.append(path)
         self.workers = [self._start_worker(i, "127.0.0.1:0") for i in range(workers)]
         deadline = time.monotonic() + 20
         while self.coordinator.metric("crossdock_coordinator_workers_alive") < workers:
@@ -216,6 +224,8 @@ class ProcessCluster:
     def stop(self) -> None:
         for c in [*self.workers, self.coordinator]:
             c.kill()
+        for path in self._mounts:
+            subprocess.run(["umount", path], check=False, capture_output=True)
         self.dir.cleanup()
 
     def __enter__(self):

@@ -26,10 +26,12 @@ MAPS = 8
 REPORTS: dict[str, dict] = {}
 
 
-def drive_job(coordinator: str | None, block: str, ready, inject, what: str) -> dict:
+def drive_job(coordinator: str | None, block: str, ready, inject, what: str,
+              must_succeed: bool = True) -> dict:
     """Runs failure_job.py with `block` tasks held back; once `ready(gate)` is true,
     calls `inject(gate)` (the fault), lets the held tasks go on, and returns the job's
-    report. `what` names the wait in a timeout message."""
+    report. `what` names the wait in a timeout message. Unless `must_succeed`, a failed
+    job returns {"failed": True, "stderr": ...} instead of failing the test."""
     with tempfile.TemporaryDirectory() as gate:
         out = os.path.join(gate, "report.json")
         cmd = [sys.executable, str(JOB), out, gate, "--block", block]
@@ -48,9 +50,11 @@ def drive_job(coordinator: str | None, block: str, ready, inject, what: str) -> 
         finally:
             if job.poll() is None:
                 job.kill()
+        if job.returncode != 0 and not must_succeed:
+            return {"failed": True, "stderr": err}
         assert job.returncode == 0, f"job failed:\n{err[-5000:]}"
         with open(out) as f:
-            return json.load(f)
+            return {"failed": False, **json.load(f)}
 
 
 def commits(cluster) -> float:
@@ -207,6 +211,35 @@ def test_corrupt_partition_files_without_a_replica_are_recomputed():
     show("partition files corrupted on one worker, replication 1", r)
     assert r["equal"], r
     assert r["map_tasks_recomputed"] >= 1, r
+
+
+def run_on_a_small_disk(size: str, durability: str,
+                        object_store: str | None = None) -> tuple[dict, float]:
+    """Runs the job with worker 0's data directory on a tmpfs of `size`, less than its
+    share of the shuffle (about 17 KB a partition, one or two partitions a worker).
+    Returns the report and worker 0's evicted bytes."""
+    with ProcessCluster(workers=3, durability=durability, object_store=object_store,
+                        small_disk=(0, size)) as cluster:
+        r = drive_job(cluster.address, "none", lambda _gate: True, lambda _gate: None,
+                      "the start", must_succeed=False)
+        return r, cluster.workers[0].metric("crossdock_worker_evicted_bytes_total")
+
+
+def test_a_full_disk_fails_the_job_with_a_precise_message():
+    r, _ = run_on_a_small_disk("8k", "disk")
+    assert r["failed"], "the commits to the full disk cannot succeed"
+    tail = r["stderr"][-20000:]
+    assert "disk full: this worker cannot write to" in tail, tail[-3000:]
+    show("a worker's disk fills up, durability disk", {"failed": True})
+
+
+def test_a_full_disk_with_an_object_store_evicts_and_the_job_succeeds():
+    # 16 KiB: shuffle.meta takes a page, each flush of a partition at most two.
+    r, evicted = run_on_a_small_disk("16k", "object-store", object_store_url())
+    assert not r["failed"], r.get("stderr", "")[-5000:]
+    show("a worker's disk fills up, durability object-store", {**r, "evicted_bytes": evicted})
+    assert r["equal"], r
+    assert evicted > 0, "room was made by evicting uploaded files"
 
 
 def test_coordinator_restarted_in_the_middle_of_the_map_stage():

@@ -1050,3 +1050,64 @@ async fn a_disk_commit_into_an_evicted_partition_waits_until_it_is_uploaded() {
         "the rerun's batches are uploaded"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_object_store_a_full_disk_is_relieved_by_eviction() {
+    // Four pages: shuffle.meta takes one, a partition file a page per 4 KiB (an evicted
+    // file's tail is written again from where the eviction left it: sparse, but the page
+    // under its first byte is taken anew).
+    let disk = SmallDisk::mount("16k");
+    let scratch = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", scratch.path().join("store").display());
+    let c = Cluster::start_tiered(0, 1, Durability::ObjectStore, None).await;
+    let tier = tiered(&url, None);
+    let w = start_worker_on(
+        &c.coord_addr,
+        "127.0.0.1:0",
+        vec![disk.dir.path().join("w")],
+        tier.as_ref(),
+    )
+    .await;
+    let addr = w.worker.addr.to_string();
+    eventually("the worker registered", || async {
+        c.coord.register_app("x", 60_000).await.is_ok()
+            && c.coord.register_shuffle("x", 0, 6, 1).await.is_ok()
+    })
+    .await;
+    // Six maps of 3 KiB each do not fit: the disk fills, uploaded files are evicted, and
+    // every commit goes through.
+    for m in 0..6u32 {
+        let data = payload(m, 0, 0, 3 << 10);
+        push_to(&addr, "x", 0, m, 0, &data).await.unwrap();
+        let stats = vec![PartitionStat {
+            partition: 0,
+            bytes: data.len() as u64,
+            records: 1,
+        }];
+        let r = tokio::time::timeout(
+            Duration::from_secs(20),
+            c.coord.commit_map("x", 0, m, 0, stats),
+        )
+        .await;
+        assert!(
+            matches!(r, Ok(Ok((CommitStatus::Committed, 0)))),
+            "map {m}: {r:?}"
+        );
+    }
+    let got = read_from(&addr, "x", 0, 6).await.unwrap();
+    assert_eq!(got.len(), 6);
+    for (m, (map, bytes)) in got.iter().enumerate() {
+        assert_eq!(
+            (*map, &bytes[..]),
+            (m as u32, &payload(m as u32, 0, 0, 3 << 10)[..])
+        );
+    }
+    assert!(
+        w.worker
+            .metrics
+            .evicted_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    drop(w);
+}

@@ -600,7 +600,10 @@ impl Store {
                 part,
                 "written to disk (see flush errors)",
                 &|| match part.attempt_end(map, attempt) {
-                    None if self.disk_full.load(Ordering::Acquire) => Err(self.disk_full_error()),
+                    // With an object store, eviction makes room: wait for it.
+                    None if self.disk_full.load(Ordering::Acquire) && self.tier.is_none() => {
+                        Err(self.disk_full_error())
+                    }
                     end => Ok(end),
                 },
                 &|| self.schedule_flush(part.clone()),
