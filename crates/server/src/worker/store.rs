@@ -735,12 +735,7 @@ impl Store {
         }
         let store = self.clone();
         tokio::spawn(async move {
-            let _slot = store
-                .flush_slots
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("never closed");
+            let _slot = store.flush_slots.acquire().await.expect("never closed");
             while let Some(job) = part.take_flush() {
                 let path = part.path.clone();
                 let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
@@ -804,12 +799,7 @@ impl Store {
         let (store, object) = (self.clone(), tier.store.clone());
         let writer = tier.writer;
         tokio::spawn(async move {
-            let _slot = store
-                .upload_slots
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("never closed");
+            let _slot = store.upload_slots.acquire().await.expect("never closed");
             while let Some(range) = part.to_upload() {
                 let key: Arc<str> = ObjectStore::segment_key(
                     &part.app_id,
