@@ -788,7 +788,8 @@ impl Store {
     /// Starts uploading the written, not yet uploaded part of `part`'s file as one
     /// segment, unless an upload of it is already scheduled. At most two uploads run at
     /// once; a partition's uploads run one at a time, so while one is in flight the
-    /// next flushes gather into the next segment.
+    /// next flushes gather into the next segment. A failed upload is retried every
+    /// 500 ms (without holding a slot) until it succeeds or the partition is deleted.
     pub fn schedule_upload(self: &Arc<Self>, part: Arc<Partition>) {
         let Some(tier) = &self.tier else {
             return;
@@ -799,8 +800,8 @@ impl Store {
         let (store, object) = (self.clone(), tier.store.clone());
         let writer = tier.writer;
         tokio::spawn(async move {
-            let _slot = store.upload_slots.acquire().await.expect("never closed");
             while let Some(range) = part.to_upload() {
+                let slot = store.upload_slots.acquire().await.expect("never closed");
                 let key: Arc<str> = ObjectStore::segment_key(
                     &part.app_id,
                     part.shuffle_id,
@@ -809,7 +810,9 @@ impl Store {
                     range.start,
                 )
                 .into();
-                match object.upload(&key, &part.path, range.clone()).await {
+                let res = object.upload(&key, &part.path, range.clone()).await;
+                drop(slot);
+                match res {
                     Ok(()) => {
                         let bytes = range.end - range.start;
                         if !part.uploaded(range, key.clone()) {
@@ -821,18 +824,20 @@ impl Store {
                         m.uploaded_segments.fetch_add(1, Ordering::Relaxed);
                         *store.last_upload_error.lock().expect("lock") = None;
                     }
+                    Err(_) if part.lock().deleted => break,
                     Err(e) => {
-                        if !part.lock().deleted {
-                            tracing::error!(error = %e, "upload failed; it is retried");
-                            store.metrics.upload_errors.fetch_add(1, Ordering::Relaxed);
-                            *store.last_upload_error.lock().expect("lock") = Some(e);
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                        }
-                        break;
+                        tracing::error!(error = %e, "upload failed; retrying in 500 ms");
+                        store.metrics.upload_errors.fetch_add(1, Ordering::Relaxed);
+                        *store.last_upload_error.lock().expect("lock") = Some(e);
+                        tokio::time::sleep(Duration::from_millis(500)).await;
                     }
                 }
             }
             part.uploading.store(false, Ordering::Release);
+            // A flush that ended after the last look saw the flag still set.
+            if part.to_upload().is_some() {
+                store.schedule_upload(part);
+            }
         });
     }
 
@@ -987,9 +992,9 @@ impl Store {
     /// Partitions that received nothing for `idle` are written too, so memory held by
     /// finished or abandoned shuffles returns to the budget.
     pub fn relieve_pressure(self: &Arc<Self>, idle: Duration) {
-        let all = self.every_partition();
-        let mut parts: Vec<(u64, bool, &Arc<Partition>)> = all
-            .iter()
+        let mut parts: Vec<(u64, bool, Arc<Partition>)> = self
+            .every_partition()
+            .into_iter()
             .filter_map(|p| {
                 let st = p.lock();
                 let pending: u64 = st.mem_bytes;
@@ -1004,16 +1009,10 @@ impl Store {
         for (bytes, idle, p) in parts {
             if (pressed && used > self.low_water) || idle {
                 used = used.saturating_sub(bytes);
-                self.schedule_flush(p.clone());
+                self.schedule_flush(p);
             }
         }
-        if self.tier.is_some() {
-            // Uploads that failed are tried again from here.
-            for p in all {
-                self.schedule_upload(p);
-            }
-            self.evict();
-        }
+        self.evict();
     }
 
     /// Writes every partition's buffered batches to disk.
