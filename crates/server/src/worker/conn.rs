@@ -707,31 +707,32 @@ async fn load_chunk(
             return (buf, Err(e));
         }
     }
-    if spans.iter().any(|s| !s.object) {
+    // (buffer position, file range) of every span on local disk, read off the runtime.
+    let reads: Vec<(usize, u64, u64)> = spans
+        .iter()
+        .filter(|s| !s.object)
+        .map(|s| (s.pos, s.start, s.end))
+        .collect();
+    if !reads.is_empty() {
         let file = view.file.clone().expect("file opened for file pieces");
         let task = move || {
-            let res = spans
-                .iter()
-                .filter(|s| !s.object)
-                .try_for_each(|s| {
-                    file.read_exact_at(&mut buf[s.pos..s.pos + (s.end - s.start) as usize], s.start)
-                })
-                .map_err(|e| ServerError::io("reading partition file", e));
-            (buf, spans, res)
+            let res = reads.iter().try_for_each(|&(pos, start, end)| {
+                file.read_exact_at(&mut buf[pos..pos + (end - start) as usize], start)
+            });
+            (buf, res)
         };
-        let (returned, spans_back, res) = match tokio::task::spawn_blocking(task).await {
-            Ok(r) => r,
+        match tokio::task::spawn_blocking(task).await {
+            Ok((returned, res)) => {
+                buf = returned;
+                if let Err(e) = res {
+                    return (buf, Err(ServerError::io("reading partition file", e)));
+                }
+            }
             Err(e) => {
                 let err = ServerError::new(ErrorCode::Internal, format!("read task failed: {e}"));
                 return (Vec::new(), Err(err));
             }
-        };
-        buf = returned;
-        if let Err(e) = res {
-            return (buf, Err(e));
         }
-        let out = check_chunk(chunk, &spans_back, &buf);
-        return (buf, out);
     }
     let out = check_chunk(chunk, &spans, &buf);
     (buf, out)
