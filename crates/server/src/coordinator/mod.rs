@@ -146,20 +146,9 @@ impl Coordinator {
         addr: &str,
         msg: &Message,
     ) -> Result<Message, ClientError> {
-        self.call_worker_within(addr, msg, Duration::from_secs(30))
-            .await
-    }
-
-    /// [`Coordinator::call_worker`] for a call that may take up to `limit`.
-    pub(crate) async fn call_worker_within(
-        &self,
-        addr: &str,
-        msg: &Message,
-        limit: Duration,
-    ) -> Result<Message, ClientError> {
         for attempt in 0..2 {
             let conn = self.worker_conns.get(addr).await?;
-            match tokio::time::timeout(limit, conn.call(msg)).await {
+            match tokio::time::timeout(Duration::from_secs(30), conn.call(msg)).await {
                 Ok(Err(e)) if e.is_transport() && attempt == 0 => continue,
                 Ok(res) => return res,
                 Err(_) => {
@@ -167,7 +156,7 @@ impl Coordinator {
                         addr: addr.to_string(),
                         source: std::io::Error::new(
                             std::io::ErrorKind::TimedOut,
-                            format!("worker did not answer within {} s", limit.as_secs()),
+                            "worker did not answer within 30 s",
                         ),
                     })
                 }
