@@ -147,11 +147,6 @@ impl ObjectStore {
         }))
     }
 
-    /// The store's URL, for messages.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Writes, reads back and deletes a small object, so that a wrong endpoint, bucket
     /// or credential stops the worker at start instead of failing its first commit.
     pub async fn probe(&self, writer: u64) -> Result<(), String> {
