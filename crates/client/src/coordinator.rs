@@ -1,6 +1,6 @@
 //! Typed calls to the coordinator.
 
-use crossdock_proto::{CommitStatus, Message, PartitionStat, WorkerInfo};
+use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, WorkerInfo};
 use tokio::sync::Mutex;
 
 use crate::connection::RpcConnection;
@@ -38,7 +38,7 @@ pub struct ShuffleStatus {
     pub committed_maps: u32,
     pub placement: Placement,
     /// Committed attempt per map; `None` for a map that has not committed.
-    pub map_attempts: Vec<Option<u32>>,
+    pub map_attempts: Vec<Option<AttemptId>>,
     pub partition_bytes: Vec<u64>,
     pub partition_records: Vec<u64>,
 }
@@ -154,9 +154,9 @@ impl CoordinatorClient {
         app_id: &str,
         shuffle_id: u32,
         map_id: u32,
-        attempt_id: u32,
+        attempt_id: AttemptId,
         partitions: Vec<PartitionStat>,
-    ) -> Result<(CommitStatus, u32)> {
+    ) -> Result<(CommitStatus, AttemptId)> {
         match self
             .call(&Message::CommitMap {
                 app_id: app_id.into(),
@@ -219,10 +219,7 @@ impl CoordinatorClient {
                     partition_workers,
                     partition_replicas,
                 },
-                map_attempts: map_attempts
-                    .into_iter()
-                    .map(|a| (a != u32::MAX).then_some(a))
-                    .collect(),
+                map_attempts: map_attempts.into_iter().map(AttemptId::some).collect(),
                 partition_bytes,
                 partition_records,
             }),

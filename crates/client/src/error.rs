@@ -56,7 +56,8 @@ impl ClientError {
         }
     }
 
-    pub(crate) fn unexpected(addr: &str, what: impl std::fmt::Debug) -> ClientError {
+    /// A reply of a kind the call did not expect from `addr`.
+    pub fn unexpected(addr: &str, what: impl std::fmt::Debug) -> ClientError {
         let mut what = format!("{what:?}");
         what.truncate(200);
         ClientError::Unexpected {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use crossdock_client::{CoordinatorClient, FetchRange, PartitionReader, Placement, WorkerClient};
-use crossdock_proto::{checksum, CommitStatus, Message, PartitionStat, PushHeader};
+use crossdock_proto::{checksum, AttemptId, CommitStatus, Message, PartitionStat, PushHeader};
 use tokio::sync::Semaphore;
 
 use crate::config::{human_bytes, parse_size};
@@ -468,7 +468,7 @@ async fn push_map(
                 shuffle_id: 0,
                 partition: p,
                 map_id: map,
-                attempt_id: 0,
+                attempt_id: AttemptId(0),
                 batch_seq: seq as u32,
                 crc32c: checksum(payload),
             };
@@ -493,7 +493,7 @@ async fn push_map(
             records: sizes.len() as u64,
         })
         .collect();
-    let (status, winner) = coord.commit_map(app, 0, map, 0, stats).await?;
+    let (status, winner) = coord.commit_map(app, 0, map, AttemptId(0), stats).await?;
     if status != CommitStatus::Committed {
         bail!("map {map} commit returned {status:?} (winner {winner})");
     }

@@ -1,8 +1,10 @@
-//! Primitive encoders and a bounds-checked reader for message bodies.
+//! The wire encoding of field values: primitive encoders, a bounds-checked reader, and
+//! the [`Wire`] trait that gives every field type exactly one encoding.
 //!
 //! Integers are big-endian. A string is a `u16` byte length and UTF-8 bytes; a list is a
-//! `u32` element count followed by the elements. Decoders ignore bytes after the last
-//! field they know, so a newer peer may append fields to a body (see `docs/protocol.md`).
+//! `u32` element count followed by the elements; an optional value is a `u8` flag, then
+//! the value if the flag is 1 (0 means none). Decoders ignore bytes after the last field
+//! they know, so a newer peer may append fields to a body (see `docs/protocol.md`).
 
 use bytes::{Buf, BufMut, Bytes};
 
@@ -20,30 +22,6 @@ pub fn put_str(buf: &mut impl BufMut, s: &str) {
     );
     buf.put_u16(s.len() as u16);
     buf.put_slice(s.as_bytes());
-}
-
-/// Appends a list of `u32`.
-pub fn put_u32_list(buf: &mut impl BufMut, items: &[u32]) {
-    buf.put_u32(items.len() as u32);
-    for &v in items {
-        buf.put_u32(v);
-    }
-}
-
-/// Appends a list of `u64`.
-pub fn put_u64_list(buf: &mut impl BufMut, items: &[u64]) {
-    buf.put_u32(items.len() as u32);
-    for &v in items {
-        buf.put_u64(v);
-    }
-}
-
-/// Appends a list of strings.
-pub fn put_str_list(buf: &mut impl BufMut, items: &[String]) {
-    buf.put_u32(items.len() as u32);
-    for s in items {
-        put_str(buf, s);
-    }
 }
 
 /// A cursor over a frame body whose every read is bounds-checked.
@@ -135,23 +113,111 @@ impl Reader {
         self.need(n.saturating_mul(min_elem), field)?;
         Ok(n)
     }
+}
 
-    /// Reads a list of `u32`.
-    pub fn u32_list(&mut self, field: &'static str) -> Result<Vec<u32>, DecodeError> {
-        let n = self.count(4, field)?;
-        Ok((0..n).map(|_| self.buf.get_u32()).collect())
+/// A value with one wire encoding. Message bodies and journal records are sequences of
+/// such values (see [`crate::wire_enum!`]), so a field's layout is written once, here,
+/// for its type, and never again per message.
+pub trait Wire: Sized {
+    /// The fewest bytes an encoded value takes: a list's count is checked against it
+    /// before anything is allocated, so a hostile count cannot make the reader allocate.
+    const MIN_LEN: usize;
+
+    /// Appends the value.
+    fn put(&self, b: &mut impl BufMut);
+
+    /// Reads a value; `field` names it in the error if the body is cut or malformed.
+    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError>;
+}
+
+macro_rules! wire_int {
+    ($($t:ty => $put:ident, $get:ident;)*) => {$(
+        impl Wire for $t {
+            const MIN_LEN: usize = std::mem::size_of::<$t>();
+            fn put(&self, b: &mut impl BufMut) {
+                b.$put(*self);
+            }
+            fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
+                r.$get(field)
+            }
+        }
+    )*};
+}
+
+wire_int! {
+    u8 => put_u8, u8;
+    u16 => put_u16, u16;
+    u32 => put_u32, u32;
+    u64 => put_u64, u64;
+}
+
+impl Wire for bool {
+    const MIN_LEN: usize = 1;
+    fn put(&self, b: &mut impl BufMut) {
+        b.put_u8(*self as u8);
     }
-
-    /// Reads a list of strings.
-    pub fn string_list(&mut self, field: &'static str) -> Result<Vec<String>, DecodeError> {
-        let n = self.count(2, field)?;
-        (0..n).map(|_| self.string(field)).collect()
+    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
+        r.bool(field)
     }
+}
 
-    /// Reads a list of `u64`.
-    pub fn u64_list(&mut self, field: &'static str) -> Result<Vec<u64>, DecodeError> {
-        let n = self.count(8, field)?;
-        Ok((0..n).map(|_| self.buf.get_u64()).collect())
+impl Wire for String {
+    const MIN_LEN: usize = 2;
+    fn put(&self, b: &mut impl BufMut) {
+        put_str(b, self);
+    }
+    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
+        r.string(field)
+    }
+}
+
+impl<T: Wire> Wire for Vec<T> {
+    const MIN_LEN: usize = 4;
+    fn put(&self, b: &mut impl BufMut) {
+        b.put_u32(self.len() as u32);
+        for v in self {
+            v.put(b);
+        }
+    }
+    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
+        let n = r.count(T::MIN_LEN, field)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(T::get(r, field)?);
+        }
+        Ok(out)
+    }
+}
+
+impl<T: Wire> Wire for Option<T> {
+    const MIN_LEN: usize = 1;
+    fn put(&self, b: &mut impl BufMut) {
+        match self {
+            None => b.put_u8(0),
+            Some(v) => {
+                b.put_u8(1);
+                v.put(b);
+            }
+        }
+    }
+    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
+        if r.bool(field)? {
+            Ok(Some(T::get(r, field)?))
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// Raw bytes are the rest of the body: a payload, which can only be a body's last field
+/// (its length is the frame's).
+impl Wire for Bytes {
+    const MIN_LEN: usize = 0;
+    fn put(&self, b: &mut impl BufMut) {
+        b.put_slice(self);
+    }
+    fn get(r: &mut Reader, _field: &'static str) -> Result<Self, DecodeError> {
+        Ok(r.rest())
     }
 }
 
@@ -162,15 +228,24 @@ mod tests {
     #[test]
     fn primitives_round_trip() {
         let mut b = Vec::new();
-        put_str(&mut b, "app-1");
-        b.put_u8(1);
-        put_u32_list(&mut b, &[1, 2, 3]);
-        put_u64_list(&mut b, &[u64::MAX]);
+        "app-1".to_string().put(&mut b);
+        true.put(&mut b);
+        vec![1u32, 2, 3].put(&mut b);
+        vec![u64::MAX].put(&mut b);
+        Some(7u32).put(&mut b);
+        None::<u32>.put(&mut b);
+        vec!["x".to_string()].put(&mut b);
         let mut r = Reader::new(Bytes::from(b));
-        assert_eq!(r.string("s").unwrap(), "app-1");
-        assert!(r.bool("b").unwrap());
-        assert_eq!(r.u32_list("l").unwrap(), vec![1, 2, 3]);
-        assert_eq!(r.u64_list("l").unwrap(), vec![u64::MAX]);
+        assert_eq!(String::get(&mut r, "s").unwrap(), "app-1");
+        assert!(bool::get(&mut r, "b").unwrap());
+        assert_eq!(Vec::<u32>::get(&mut r, "l").unwrap(), vec![1, 2, 3]);
+        assert_eq!(Vec::<u64>::get(&mut r, "l").unwrap(), vec![u64::MAX]);
+        assert_eq!(Option::<u32>::get(&mut r, "o").unwrap(), Some(7));
+        assert_eq!(Option::<u32>::get(&mut r, "o").unwrap(), None);
+        assert_eq!(
+            Vec::<String>::get(&mut r, "l").unwrap(),
+            vec!["x".to_string()]
+        );
         assert_eq!(r.remaining(), 0);
     }
 
@@ -180,7 +255,7 @@ mod tests {
         b.put_u32(u32::MAX);
         let mut r = Reader::new(Bytes::from(b));
         assert!(matches!(
-            r.u64_list("l"),
+            Vec::<u64>::get(&mut r, "l"),
             Err(DecodeError::Truncated { .. })
         ));
     }

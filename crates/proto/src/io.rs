@@ -114,7 +114,7 @@ mod tests {
                 shuffle_id: 1,
                 partition: 2,
                 map_id: 3,
-                attempt_id: 4,
+                attempt_id: crate::AttemptId(4),
                 batch_seq: 5,
                 crc32c: crate::checksum(b"hello"),
             },

@@ -8,12 +8,18 @@
 //! The shared test vectors in `testdata/protocol/` pin the exact bytes; every client
 //! implementation's tests read the same file.
 
+pub mod attempt;
 pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod io;
 pub mod message;
+mod wire_enum;
 
+/// Re-exported for the code [`wire_enum!`] and [`wire_struct!`] generate in other crates.
+pub use bytes;
+
+pub use attempt::AttemptId;
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameHeader, FLAG_REPLICA, HEADER_LEN, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
 pub use message::*;

@@ -55,6 +55,10 @@ fn workers() -> Vec<WorkerInfo> {
     ]
 }
 
+fn attempts(raw: &[u32]) -> Vec<AttemptId> {
+    raw.iter().map(|&a| AttemptId(a)).collect()
+}
+
 fn samples() -> Vec<(&'static str, u64, Message)> {
     let payload = Bytes::from_static(b"crossdock");
     vec![
@@ -112,7 +116,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
                 map_id: 2,
-                attempt_id: 1,
+                attempt_id: AttemptId(1),
                 partitions: vec![
                     PartitionStat {
                         partition: 0,
@@ -132,7 +136,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             9,
             Message::CommitResult {
                 status: CommitStatus::Committed,
-                winning_attempt: 1,
+                winning_attempt: AttemptId(1),
             },
         ),
         (
@@ -140,7 +144,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             10,
             Message::CommitResult {
                 status: CommitStatus::Rejected,
-                winning_attempt: 0,
+                winning_attempt: AttemptId(0),
             },
         ),
         (
@@ -168,7 +172,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 committed_maps: 2,
                 workers: workers(),
                 partition_workers: vec![1, 0],
-                map_attempts: vec![0, u32::MAX, 2],
+                map_attempts: attempts(&[0, u32::MAX, 2]),
                 partition_bytes: vec![100, 0],
                 partition_records: vec![5, 0],
                 partition_replicas: vec![0, u32::MAX],
@@ -180,7 +184,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::CheckCopies {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
-                map_attempts: vec![0, u32::MAX],
+                map_attempts: attempts(&[0, u32::MAX]),
                 partitions: vec![1, 3],
                 expected_bytes: vec![4096, 0],
                 adopt: true,
@@ -199,7 +203,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::SyncCommits {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
-                map_attempts: vec![0, u32::MAX, 65536],
+                map_attempts: attempts(&[0, u32::MAX, 65536]),
             },
         ),
         (
@@ -265,7 +269,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
                 map_id: 2,
-                attempt_id: 1,
+                attempt_id: AttemptId(1),
                 partitions: vec![PartitionBytes {
                     partition: 3,
                     bytes: 1 << 33,
@@ -280,7 +284,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
                 map_id: 0,
-                attempt_id: 1 << 16,
+                attempt_id: AttemptId(1 << 16),
                 partitions: vec![],
                 durability: Durability::ObjectStore,
             },
@@ -311,7 +315,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     shuffle_id: 7,
                     partition: 3,
                     map_id: 2,
-                    attempt_id: 1,
+                    attempt_id: AttemptId(1),
                     batch_seq: 0,
                     crc32c: checksum(&payload),
                 },

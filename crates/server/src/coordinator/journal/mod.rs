@@ -8,10 +8,10 @@
 //! u32 length (of tag + body) | u32 crc32c (of tag + body) | u8 tag | body
 //! ```
 //!
-//! with bodies encoded like protocol messages (big-endian integers, `u16`-prefixed
-//! strings, `u32`-counted lists). A record is appended before the coordinator answers
-//! the request that caused it. Reading stops at the first record that is torn or fails
-//! its CRC (a crash in the middle of an append), and the log is cut there.
+//! with bodies encoded like protocol messages (see [`record`]). A record is appended
+//! before the coordinator answers the request that caused it. Reading stops at the
+//! first record that is torn or fails its CRC (a crash in the middle of an append),
+//! and the log is cut there.
 //!
 //! `state.snapshot` holds the whole state as records; `state.wal` holds what happened
 //! since. Compaction writes a new snapshot (to a temporary file, synced, then renamed)
@@ -23,208 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use bytes::{BufMut, Bytes};
-use crossdock_proto::codec::{put_str, put_u32_list, Reader};
-use crossdock_proto::{checksum, DecodeError, PartitionStat};
+use bytes::Bytes;
+use crossdock_proto::checksum;
 
-/// One change of the coordinator's durable state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
-    Worker {
-        id: u32,
-        addr: String,
-        incarnation: u64,
-    },
-    App {
-        app_id: String,
-        lease_ms: u32,
-    },
-    AppGone {
-        app_id: String,
-    },
-    Shuffle {
-        app_id: String,
-        shuffle_id: u32,
-        num_maps: u32,
-        num_partitions: u32,
-        primary: Vec<u32>,
-        replica: Vec<u32>,
-    },
-    Layout {
-        app_id: String,
-        shuffle_id: u32,
-        primary: Vec<u32>,
-        replica: Vec<u32>,
-    },
-    Commit {
-        app_id: String,
-        shuffle_id: u32,
-        map_id: u32,
-        attempt_id: u32,
-        stats: Vec<PartitionStat>,
-    },
-    Revoke {
-        app_id: String,
-        shuffle_id: u32,
-        maps: Vec<u32>,
-    },
-    ShuffleGone {
-        app_id: String,
-        shuffle_id: u32,
-    },
-}
+pub use record::Record;
 
-impl Record {
-    fn tag(&self) -> u8 {
-        match self {
-            Record::Worker { .. } => 1,
-            Record::App { .. } => 2,
-            Record::AppGone { .. } => 3,
-            Record::Shuffle { .. } => 4,
-            Record::Layout { .. } => 5,
-            Record::Commit { .. } => 6,
-            Record::Revoke { .. } => 7,
-            Record::ShuffleGone { .. } => 8,
-        }
-    }
-
-    /// Appends the framed record to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&[0u8; 8]);
-        out.put_u8(self.tag());
-        match self {
-            Record::Worker {
-                id,
-                addr,
-                incarnation,
-            } => {
-                out.put_u32(*id);
-                put_str(out, addr);
-                out.put_u64(*incarnation);
-            }
-            Record::App { app_id, lease_ms } => {
-                put_str(out, app_id);
-                out.put_u32(*lease_ms);
-            }
-            Record::AppGone { app_id } => put_str(out, app_id),
-            Record::Shuffle {
-                app_id,
-                shuffle_id,
-                num_maps,
-                num_partitions,
-                primary,
-                replica,
-            } => {
-                put_str(out, app_id);
-                out.put_u32(*shuffle_id);
-                out.put_u32(*num_maps);
-                out.put_u32(*num_partitions);
-                put_u32_list(out, primary);
-                put_u32_list(out, replica);
-            }
-            Record::Layout {
-                app_id,
-                shuffle_id,
-                primary,
-                replica,
-            } => {
-                put_str(out, app_id);
-                out.put_u32(*shuffle_id);
-                put_u32_list(out, primary);
-                put_u32_list(out, replica);
-            }
-            Record::Commit {
-                app_id,
-                shuffle_id,
-                map_id,
-                attempt_id,
-                stats,
-            } => {
-                put_str(out, app_id);
-                out.put_u32(*shuffle_id);
-                out.put_u32(*map_id);
-                out.put_u32(*attempt_id);
-                PartitionStat::put_list(out, stats);
-            }
-            Record::Revoke {
-                app_id,
-                shuffle_id,
-                maps,
-            } => {
-                put_str(out, app_id);
-                out.put_u32(*shuffle_id);
-                put_u32_list(out, maps);
-            }
-            Record::ShuffleGone { app_id, shuffle_id } => {
-                put_str(out, app_id);
-                out.put_u32(*shuffle_id);
-            }
-        }
-        let body = &out[start + 8..];
-        let (len, crc) = (body.len() as u32, checksum(body));
-        out[start..start + 4].copy_from_slice(&len.to_be_bytes());
-        out[start + 4..start + 8].copy_from_slice(&crc.to_be_bytes());
-    }
-
-    /// Decodes a record from its tag and body (CRC already checked).
-    pub fn decode(raw: Bytes) -> Result<Record, DecodeError> {
-        let mut r = Reader::new(raw);
-        let r = &mut r;
-        Ok(match r.u8("tag")? {
-            1 => Record::Worker {
-                id: r.u32("id")?,
-                addr: r.string("addr")?,
-                incarnation: r.u64("incarnation")?,
-            },
-            2 => Record::App {
-                app_id: r.string("app_id")?,
-                lease_ms: r.u32("lease_ms")?,
-            },
-            3 => Record::AppGone {
-                app_id: r.string("app_id")?,
-            },
-            4 => Record::Shuffle {
-                app_id: r.string("app_id")?,
-                shuffle_id: r.u32("shuffle_id")?,
-                num_maps: r.u32("num_maps")?,
-                num_partitions: r.u32("num_partitions")?,
-                primary: r.u32_list("primary")?,
-                replica: r.u32_list("replica")?,
-            },
-            5 => Record::Layout {
-                app_id: r.string("app_id")?,
-                shuffle_id: r.u32("shuffle_id")?,
-                primary: r.u32_list("primary")?,
-                replica: r.u32_list("replica")?,
-            },
-            6 => {
-                let app_id = r.string("app_id")?;
-                let shuffle_id = r.u32("shuffle_id")?;
-                let map_id = r.u32("map_id")?;
-                let attempt_id = r.u32("attempt_id")?;
-                let stats = PartitionStat::read_list(r, "stats")?;
-                Record::Commit {
-                    app_id,
-                    shuffle_id,
-                    map_id,
-                    attempt_id,
-                    stats,
-                }
-            }
-            7 => Record::Revoke {
-                app_id: r.string("app_id")?,
-                shuffle_id: r.u32("shuffle_id")?,
-                maps: r.u32_list("maps")?,
-            },
-            8 => Record::ShuffleGone {
-                app_id: r.string("app_id")?,
-                shuffle_id: r.u32("shuffle_id")?,
-            },
-            t => return Err(DecodeError::Malformed(format!("unknown record tag {t}"))),
-        })
-    }
-}
+pub mod record;
 
 /// Reads the records of a file, up to the first torn or corrupt one. Returns them and
 /// the length of the good prefix.
@@ -354,6 +158,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossdock_proto::{AttemptId, PartitionStat};
 
     fn samples() -> Vec<Record> {
         vec![
@@ -378,7 +183,7 @@ mod tests {
                 app_id: "a".into(),
                 shuffle_id: 1,
                 map_id: 0,
-                attempt_id: 7,
+                attempt_id: AttemptId(7),
                 stats: vec![PartitionStat {
                     partition: 1,
                     bytes: 10,

@@ -3,17 +3,14 @@
 //!
 //! All batches of a partition, from every map, are appended to **one** data file in
 //! large sequential writes (destination-based aggregation). Each batch is stored as a
-//! self-describing record so the file can be checked and re-indexed on its own:
-//!
-//! ```text
-//! u32 magic "CDK1" | u32 map_id | u32 attempt_id | u32 batch_seq | u32 len | u32 crc32c | payload
-//! ```
+//! self-describing record ([`super::record`]), so the file can be checked and
+//! re-indexed on its own.
 //!
 //! A flush writes the pending batches sorted by (map, attempt, seq), so one map's
 //! batches in a flush are contiguous and a map-range read touches few, large extents.
 //!
 //! With an object store, the file is also uploaded in segments (byte ranges of it; see
-//! [`super::object_store`]). Once every byte of the file is uploaded, the local file may
+//! [`super::object`]). Once every byte of the file is uploaded, the local file may
 //! be evicted: reads of offsets below `local_from` then go to the segments, and later
 //! flushes write the file anew from `local_from` on (a sparse file).
 
@@ -24,13 +21,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes};
-use crossdock_proto::ResumePoint;
+use bytes::Bytes;
+use crossdock_proto::{AttemptId, ResumePoint};
 
-/// Size of a record header in the data file.
-pub const RECORD_HEADER: usize = 24;
-/// Magic number that starts every record ("CDK1").
-pub const RECORD_MAGIC: u32 = 0x4344_4B31;
+use super::record::{self, Parsed, RecordHeader, RECORD_HEADER};
 
 /// One batch of one map attempt.
 #[derive(Debug, Clone)]
@@ -63,63 +57,28 @@ pub struct UploadedRange {
     pub key: Arc<str>,
 }
 
-/// A record read from a data file or a segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    pub map: u32,
-    pub attempt: u32,
-    pub seq: u32,
-    pub crc: u32,
-    /// Where the payload starts in the buffer parsed, and its length.
-    pub payload: std::ops::Range<usize>,
-}
-
-/// What [`parse_record`] found at the start of a buffer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Parsed {
-    /// A whole record whose CRC matches.
-    Record(Record),
-    /// The buffer ends inside the record: read more.
-    Incomplete,
-    /// Not a record (bad magic) or a record whose payload fails its CRC.
-    Bad,
-}
-
-/// Parses the record at the start of `buf`.
-pub fn parse_record(buf: &[u8]) -> Parsed {
-    if buf.len() < RECORD_HEADER {
-        return Parsed::Incomplete;
-    }
-    let f = |i: usize| u32::from_be_bytes(buf[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
-    let (magic, map, attempt, seq, len, crc) = (f(0), f(1), f(2), f(3), f(4), f(5));
-    if magic != RECORD_MAGIC {
-        return Parsed::Bad;
-    }
-    let end = RECORD_HEADER + len as usize;
-    if buf.len() < end {
-        return Parsed::Incomplete;
-    }
-    if crossdock_proto::checksum(&buf[RECORD_HEADER..end]) != crc {
-        return Parsed::Bad;
-    }
-    Parsed::Record(Record {
-        map,
-        attempt,
-        seq,
-        crc,
-        payload: RECORD_HEADER..end,
-    })
-}
-
 /// A batch to send to a reducer.
 #[derive(Debug, Clone)]
 pub struct Piece {
     pub map_id: u32,
-    pub attempt_id: u32,
+    pub attempt_id: AttemptId,
     pub seq: u32,
     pub len: u32,
     pub crc: u32,
     pub source: Source,
+}
+
+impl Piece {
+    /// The header its stored record must have.
+    pub fn record_header(&self) -> RecordHeader {
+        RecordHeader {
+            map: self.map_id,
+            attempt: self.attempt_id,
+            seq: self.seq,
+            len: self.len,
+            crc: self.crc,
+        }
+    }
 }
 
 /// Outcome of inserting a pushed batch.
@@ -135,9 +94,9 @@ pub enum Insert {
 /// Mutable state of a partition, behind its mutex.
 pub struct PartitionState {
     /// The map index: (map, attempt) to its batches in sequence order.
-    pub index: BTreeMap<(u32, u32), Vec<Extent>>,
+    pub index: BTreeMap<(u32, AttemptId), Vec<Extent>>,
     /// Batches in memory not yet handed to a flush, as (map, attempt, seq).
-    pub unflushed: Vec<(u32, u32, u32)>,
+    pub unflushed: Vec<(u32, AttemptId, u32)>,
     /// Payload bytes in memory (the credit this partition holds).
     pub mem_bytes: u64,
     /// Next free offset in the data file.
@@ -185,7 +144,7 @@ pub struct FlushJob {
     /// Payloads, in file order (shared with the in-memory index, not copied).
     pub payloads: Vec<Bytes>,
     /// (map, attempt, seq, record offset) of every record.
-    pub records: Vec<(u32, u32, u32, u64)>,
+    pub records: Vec<(u32, AttemptId, u32, u64)>,
     /// Payload bytes the job releases once written.
     pub payload_bytes: u64,
     /// Bytes the job adds to the file.
@@ -267,7 +226,14 @@ impl Partition {
     }
 
     /// Stores a pushed batch in memory. The caller already holds credit for it.
-    pub fn insert(&self, map: u32, attempt: u32, seq: u32, crc: u32, payload: Bytes) -> Insert {
+    pub fn insert(
+        &self,
+        map: u32,
+        attempt: AttemptId,
+        seq: u32,
+        crc: u32,
+        payload: Bytes,
+    ) -> Insert {
         let mut st = self.lock();
         if st.deleted {
             return Insert::Deleted;
@@ -295,7 +261,7 @@ impl Partition {
     }
 
     /// Payload bytes held for one map attempt (in memory and on disk).
-    pub fn attempt_bytes(&self, map: u32, attempt: u32) -> u64 {
+    pub fn attempt_bytes(&self, map: u32, attempt: AttemptId) -> u64 {
         self.lock()
             .index
             .get(&(map, attempt))
@@ -303,7 +269,7 @@ impl Partition {
     }
 
     /// True while a batch of this map attempt is only in memory.
-    pub fn attempt_in_memory(&self, map: u32, attempt: u32) -> bool {
+    pub fn attempt_in_memory(&self, map: u32, attempt: AttemptId) -> bool {
         self.lock()
             .index
             .get(&(map, attempt))
@@ -312,7 +278,7 @@ impl Partition {
 
     /// The end of the last record of a map attempt in the data file, once all its
     /// batches are written there (`None` while one is still only in memory).
-    pub fn attempt_end(&self, map: u32, attempt: u32) -> Option<u64> {
+    pub fn attempt_end(&self, map: u32, attempt: AttemptId) -> Option<u64> {
         let st = self.lock();
         let extents = st.index.get(&(map, attempt))?;
         extents.iter().try_fold(0u64, |end, e| {
@@ -346,29 +312,32 @@ impl Partition {
             while offset + RECORD_HEADER as u64 <= total {
                 buf.resize(RECORD_HEADER, 0);
                 reader.read_exact(&mut buf)?;
-                let len = u32::from_be_bytes(buf[16..20].try_into().expect("4 bytes")) as u64;
-                if offset + RECORD_HEADER as u64 + len > total {
-                    break;
-                }
-                buf.resize(RECORD_HEADER + len as usize, 0);
-                reader.read_exact(&mut buf[RECORD_HEADER..])?;
-                let Parsed::Record(r) = parse_record(&buf) else {
+                let Some(header) = RecordHeader::decode(&buf) else {
                     break;
                 };
-                let extents = st.index.entry((r.map, r.attempt)).or_default();
-                if let Err(pos) = extents.binary_search_by_key(&r.seq, |e| e.seq) {
+                if offset + header.record_len() > total {
+                    break;
+                }
+                buf.resize(header.record_len() as usize, 0);
+                reader.read_exact(&mut buf[RECORD_HEADER..])?;
+                let Parsed::Record(r) = record::parse(&buf) else {
+                    break;
+                };
+                let h = r.header;
+                let extents = st.index.entry((h.map, h.attempt)).or_default();
+                if let Err(pos) = extents.binary_search_by_key(&h.seq, |e| e.seq) {
                     extents.insert(
                         pos,
                         Extent {
-                            seq: r.seq,
-                            len: len as u32,
-                            crc: r.crc,
+                            seq: h.seq,
+                            len: h.len,
+                            crc: h.crc,
                             data: None,
                             file_offset: Some(offset),
                         },
                     );
                 }
-                offset += RECORD_HEADER as u64 + len;
+                offset += h.record_len();
             }
             st.file_end = offset;
             st.file_written = offset;
@@ -413,14 +382,14 @@ impl Partition {
                 continue;
             };
             let data = e.data.as_ref().expect("unflushed batch is in memory");
-            let mut header = [0u8; RECORD_HEADER];
-            let mut h = &mut header[..];
-            h.put_u32(RECORD_MAGIC);
-            h.put_u32(map);
-            h.put_u32(attempt);
-            h.put_u32(seq);
-            h.put_u32(e.len);
-            h.put_u32(e.crc);
+            let header = RecordHeader {
+                map,
+                attempt,
+                seq,
+                len: e.len,
+                crc: e.crc,
+            }
+            .encode();
             job.records
                 .push((map, attempt, seq, offset + job.file_bytes));
             job.headers.push(header);
@@ -472,7 +441,7 @@ impl Partition {
         &self,
         start: u32,
         end: u32,
-        committed: impl Fn(u32) -> Option<u32>,
+        committed: impl Fn(u32) -> Option<AttemptId>,
         resume: Option<ResumePoint>,
     ) -> Vec<Piece> {
         pieces(&self.lock(), start, end, committed, resume)
@@ -485,7 +454,7 @@ impl Partition {
         &self,
         start: u32,
         end: u32,
-        committed: impl Fn(u32) -> Option<u32>,
+        committed: impl Fn(u32) -> Option<AttemptId>,
         resume: Option<ResumePoint>,
     ) -> std::io::Result<ReadView> {
         let st = self.lock();
@@ -573,12 +542,12 @@ fn pieces(
     st: &PartitionState,
     start: u32,
     end: u32,
-    committed: impl Fn(u32) -> Option<u32>,
+    committed: impl Fn(u32) -> Option<AttemptId>,
     resume: Option<ResumePoint>,
 ) -> Vec<Piece> {
     let mut out = Vec::new();
-    let lower = Bound::Included((start, 0));
-    let upper = Bound::Excluded((end, 0));
+    let lower = Bound::Included((start, AttemptId(0)));
+    let upper = Bound::Excluded((end, AttemptId(0)));
     for (&(map, attempt), extents) in st.index.range((lower, upper)) {
         if committed(map) != Some(attempt) {
             continue;
@@ -629,35 +598,35 @@ mod tests {
     fn duplicate_batches_are_dropped() {
         let p = part();
         assert_eq!(
-            p.insert(1, 0, 0, 0, Bytes::from_static(b"ab")),
+            p.insert(1, AttemptId(0), 0, 0, Bytes::from_static(b"ab")),
             Insert::Stored
         );
         assert_eq!(
-            p.insert(1, 0, 0, 0, Bytes::from_static(b"ab")),
+            p.insert(1, AttemptId(0), 0, 0, Bytes::from_static(b"ab")),
             Insert::Duplicate
         );
-        assert_eq!(p.attempt_bytes(1, 0), 2);
+        assert_eq!(p.attempt_bytes(1, AttemptId(0)), 2);
         assert_eq!(p.mem_bytes(), 2);
     }
 
     #[test]
     fn snapshot_keeps_committed_attempts_in_map_seq_order() {
         let p = part();
-        p.insert(2, 0, 1, 0, Bytes::from_static(b"2-0-1"));
-        p.insert(0, 5, 0, 0, Bytes::from_static(b"0-5-0"));
-        p.insert(2, 0, 0, 0, Bytes::from_static(b"2-0-0"));
-        p.insert(2, 1, 0, 0, Bytes::from_static(b"2-1-0"));
-        p.insert(1, 0, 0, 0, Bytes::from_static(b"1-0-0"));
+        p.insert(2, AttemptId(0), 1, 0, Bytes::from_static(b"2-0-1"));
+        p.insert(0, AttemptId(5), 0, 0, Bytes::from_static(b"0-5-0"));
+        p.insert(2, AttemptId(0), 0, 0, Bytes::from_static(b"2-0-0"));
+        p.insert(2, AttemptId(1), 0, 0, Bytes::from_static(b"2-1-0"));
+        p.insert(1, AttemptId(0), 0, 0, Bytes::from_static(b"1-0-0"));
         let committed = |m: u32| match m {
-            0 => Some(5),
-            1 => Some(0),
-            2 => Some(0),
+            0 => Some(AttemptId(5)),
+            1 => Some(AttemptId(0)),
+            2 => Some(AttemptId(0)),
             _ => None,
         };
         let names: Vec<_> = p
             .snapshot(0, 3, committed, None)
             .into_iter()
-            .map(|x| (x.map_id, x.attempt_id, x.seq))
+            .map(|x| (x.map_id, x.attempt_id.0, x.seq))
             .collect();
         assert_eq!(names, vec![(0, 5, 0), (1, 0, 0), (2, 0, 0), (2, 0, 1)]);
         let range: Vec<_> = p
@@ -685,8 +654,8 @@ mod tests {
     #[test]
     fn flush_sorts_records_and_moves_them_to_disk() {
         let p = part();
-        p.insert(3, 0, 0, 7, Bytes::from_static(b"ccc"));
-        p.insert(1, 0, 0, 9, Bytes::from_static(b"a"));
+        p.insert(3, AttemptId(0), 0, 7, Bytes::from_static(b"ccc"));
+        p.insert(1, AttemptId(0), 0, 9, Bytes::from_static(b"a"));
         let job = p.take_flush().unwrap();
         assert_eq!(job.offset, 0);
         assert_eq!(job.records[0].0, 1, "map 1 is written before map 3");
@@ -703,14 +672,14 @@ mod tests {
         assert_eq!(p.complete_flush(&job), Some(4));
         assert_eq!(p.lock().file_written, (2 * RECORD_HEADER + 4) as u64);
         assert_eq!(p.mem_bytes(), 0);
-        let pieces = p.snapshot(0, 4, |_| Some(0), None);
+        let pieces = p.snapshot(0, 4, |_| Some(AttemptId(0)), None);
         assert!(matches!(pieces[1].source, Source::File(o) if o == (RECORD_HEADER + 1) as u64));
     }
 
     #[test]
     fn delete_releases_memory_and_stops_inserts() {
         let p = part();
-        p.insert(0, 0, 0, 0, Bytes::from_static(b"xyz"));
+        p.insert(0, AttemptId(0), 0, 0, Bytes::from_static(b"xyz"));
         let job = p.take_flush().unwrap();
         assert_eq!(p.delete(), (3, 0));
         assert_eq!(
@@ -719,7 +688,7 @@ mod tests {
             "deletion already released the bytes"
         );
         assert_eq!(
-            p.insert(0, 0, 1, 0, Bytes::from_static(b"x")),
+            p.insert(0, AttemptId(0), 1, 0, Bytes::from_static(b"x")),
             Insert::Deleted
         );
     }

@@ -1,0 +1,114 @@
+//! The coordinator's counters and its part of the `/metrics` page.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::metrics::{describe, sample, ErrorCounts};
+
+/// Counters of the coordinator.
+#[derive(Default)]
+pub struct CoordinatorMetrics {
+    pub commits: AtomicU64,
+    pub rejected_commits: AtomicU64,
+    pub expired_apps: AtomicU64,
+    pub registered_shuffles: AtomicU64,
+    /// Partitions that lost every copy with a worker.
+    pub lost_partitions: AtomicU64,
+    pub adopted_partitions: AtomicU64,
+    /// Map commits revoked because their data was lost.
+    pub revoked_maps: AtomicU64,
+    pub errors: ErrorCounts,
+}
+
+impl CoordinatorMetrics {
+    /// Adds `n` to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Appends the coordinator's metrics in Prometheus text format, with the state's
+    /// `counts` (apps, shuffles, live workers, lost workers).
+    pub fn render(&self, out: &mut String, counts: (u64, u64, u64, u64)) {
+        let (apps, shuffles, alive, lost) = counts;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let rows: [(&str, &str, &str, u64); 11] = [
+            (
+                "crossdock_coordinator_apps",
+                "gauge",
+                "Registered apps.",
+                apps,
+            ),
+            (
+                "crossdock_coordinator_shuffles",
+                "gauge",
+                "Registered shuffles.",
+                shuffles,
+            ),
+            (
+                "crossdock_coordinator_workers_alive",
+                "gauge",
+                "Workers whose heartbeats arrive.",
+                alive,
+            ),
+            (
+                "crossdock_coordinator_workers_lost",
+                "gauge",
+                "Workers that missed their heartbeat deadline.",
+                lost,
+            ),
+            (
+                "crossdock_coordinator_commits_total",
+                "counter",
+                "Map attempts committed.",
+                get(&self.commits),
+            ),
+            (
+                "crossdock_coordinator_rejected_commits_total",
+                "counter",
+                "Commits refused because another attempt of the map won.",
+                get(&self.rejected_commits),
+            ),
+            (
+                "crossdock_coordinator_expired_apps_total",
+                "counter",
+                "Apps cleaned up after their lease expired.",
+                get(&self.expired_apps),
+            ),
+            (
+                "crossdock_coordinator_registered_shuffles_total",
+                "counter",
+                "Shuffles registered.",
+                get(&self.registered_shuffles),
+            ),
+            (
+                "crossdock_coordinator_lost_partitions_total",
+                "counter",
+                "Partitions that lost every copy with a worker.",
+                get(&self.lost_partitions),
+            ),
+            (
+                "crossdock_coordinator_adopted_partitions_total",
+                "counter",
+                "Partitions that lost every copy and were restored from the object store.",
+                get(&self.adopted_partitions),
+            ),
+            (
+                "crossdock_coordinator_revoked_maps_total",
+                "counter",
+                "Map commits revoked because their only copy was lost.",
+                get(&self.revoked_maps),
+            ),
+        ];
+        for (name, kind, help, v) in rows {
+            describe(out, name, kind, help);
+            sample(out, name, "", v);
+        }
+        describe(
+            out,
+            "crossdock_coordinator_errors_total",
+            "counter",
+            "Requests rejected, by error kind.",
+        );
+        self.errors
+            .render(out, "crossdock_coordinator_errors_total", "");
+    }
+}

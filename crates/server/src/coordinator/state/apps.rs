@@ -1,0 +1,164 @@
+//! The registered apps, their leases and their shuffles.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::error::StateError;
+use super::progress::ShuffleEntry;
+
+/// A registered app.
+#[derive(Debug)]
+pub struct App {
+    pub lease: Duration,
+    pub expires: Instant,
+    shuffles: HashMap<u32, Arc<ShuffleEntry>>,
+}
+
+impl App {
+    /// The app's shuffles, by id.
+    pub fn shuffles(&self) -> impl Iterator<Item = (u32, &Arc<ShuffleEntry>)> {
+        self.shuffles.iter().map(|(&id, s)| (id, s))
+    }
+}
+
+/// The apps, by id.
+#[derive(Debug, Default)]
+pub struct Apps {
+    apps: HashMap<String, App>,
+}
+
+impl Apps {
+    /// Registers an app or renews the lease of an already registered one.
+    pub fn register(
+        &mut self,
+        app_id: &str,
+        lease_ms: u32,
+        now: Instant,
+    ) -> Result<(), StateError> {
+        if app_id.is_empty() {
+            return Err(StateError::EmptyAppId);
+        }
+        if lease_ms == 0 {
+            return Err(StateError::ZeroLease);
+        }
+        let lease = Duration::from_millis(lease_ms as u64);
+        let app = self.apps.entry(app_id.to_string()).or_insert_with(|| App {
+            lease,
+            expires: now + lease,
+            shuffles: HashMap::new(),
+        });
+        app.lease = lease;
+        app.expires = now + lease;
+        Ok(())
+    }
+
+    /// Extends an app's lease by its length from `now`.
+    pub fn renew(&mut self, app_id: &str, now: Instant) -> Result<(), StateError> {
+        let app = self.get_mut(app_id)?;
+        app.expires = now + app.lease;
+        Ok(())
+    }
+
+    /// Removes an app. True if it was registered.
+    pub fn remove(&mut self, app_id: &str) -> bool {
+        self.apps.remove(app_id).is_some()
+    }
+
+    /// Removes and returns the ids of apps whose lease ran out by `now`.
+    pub fn take_expired(&mut self, now: Instant) -> Vec<String> {
+        let expired: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| a.expires <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for id in &expired {
+            self.apps.remove(id);
+        }
+        expired
+    }
+
+    /// The app `app_id`.
+    pub fn get(&self, app_id: &str) -> Result<&App, StateError> {
+        self.apps.get(app_id).ok_or_else(|| StateError::UnknownApp {
+            app: app_id.to_string(),
+        })
+    }
+
+    fn get_mut(&mut self, app_id: &str) -> Result<&mut App, StateError> {
+        self.apps
+            .get_mut(app_id)
+            .ok_or_else(|| StateError::UnknownApp {
+                app: app_id.to_string(),
+            })
+    }
+
+    /// True if the app is registered.
+    pub fn contains(&self, app_id: &str) -> bool {
+        self.apps.contains_key(app_id)
+    }
+
+    /// The ids of every app.
+    pub fn ids(&self) -> Vec<String> {
+        self.apps.keys().cloned().collect()
+    }
+
+    /// Every app, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &App)> {
+        self.apps.iter()
+    }
+
+    /// A registered shuffle.
+    pub fn shuffle(&self, app_id: &str, shuffle_id: u32) -> Result<Arc<ShuffleEntry>, StateError> {
+        self.get(app_id)?
+            .shuffles
+            .get(&shuffle_id)
+            .cloned()
+            .ok_or_else(|| StateError::UnknownShuffle {
+                app: app_id.to_string(),
+                shuffle: shuffle_id,
+            })
+    }
+
+    /// Adds a shuffle unless one with its id is there; returns the one that counts.
+    pub fn add_shuffle(
+        &mut self,
+        app_id: &str,
+        shuffle_id: u32,
+        entry: ShuffleEntry,
+    ) -> Result<Arc<ShuffleEntry>, StateError> {
+        Ok(self
+            .get_mut(app_id)?
+            .shuffles
+            .entry(shuffle_id)
+            .or_insert_with(|| Arc::new(entry))
+            .clone())
+    }
+
+    /// Sets a shuffle (replay: the journal's record is what counts). Ignored for an
+    /// app that is gone.
+    pub fn put_shuffle(&mut self, app_id: &str, shuffle_id: u32, entry: ShuffleEntry) {
+        if let Ok(app) = self.get_mut(app_id) {
+            app.shuffles.insert(shuffle_id, Arc::new(entry));
+        }
+    }
+
+    /// Removes a shuffle; returns it if it was registered.
+    pub fn remove_shuffle(&mut self, app_id: &str, shuffle_id: u32) -> Option<Arc<ShuffleEntry>> {
+        self.get_mut(app_id).ok()?.shuffles.remove(&shuffle_id)
+    }
+
+    /// Every shuffle of every app: (app id, shuffle id, shuffle).
+    pub fn all_shuffles(&self) -> impl Iterator<Item = (&String, u32, &Arc<ShuffleEntry>)> {
+        self.apps
+            .iter()
+            .flat_map(|(app, a)| a.shuffles().map(move |(id, s)| (app, id, s)))
+    }
+
+    /// (apps, shuffles).
+    pub fn counts(&self) -> (u64, u64) {
+        let shuffles = self.apps.values().map(|a| a.shuffles.len() as u64).sum();
+        (self.apps.len() as u64, shuffles)
+    }
+}

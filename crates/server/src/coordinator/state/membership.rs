@@ -1,0 +1,227 @@
+//! Which workers exist, which are alive, and what they last reported.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crossdock_proto::WorkerInfo;
+
+use super::error::StateError;
+
+/// A registered worker.
+#[derive(Debug, Clone)]
+pub struct WorkerEntry {
+    pub id: u32,
+    pub addr: String,
+    pub memory_budget: u64,
+    pub last_seen: Instant,
+    pub alive: bool,
+    pub buffered_bytes: u64,
+    pub stored_bytes: u64,
+    /// Chosen by the worker process at start: a new value means it restarted.
+    pub incarnation: u64,
+    /// The worker reported a full disk: nothing new is placed on it.
+    pub disk_full: bool,
+}
+
+/// How a registering worker relates to what the coordinator knew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejoin {
+    /// An address never seen.
+    New,
+    /// The same process again (its connection to the coordinator broke, or the
+    /// coordinator restarted).
+    Reconnected,
+    /// A worker marked lost is back: its copies were moved meanwhile.
+    Revived,
+    /// A live worker's process restarted (new incarnation); now marked lost.
+    Restarted,
+}
+
+/// The registered workers, by id (ids are never reused).
+#[derive(Debug, Default)]
+pub struct Membership {
+    workers: BTreeMap<u32, WorkerEntry>,
+    next_id: u32,
+}
+
+impl Membership {
+    /// Registers a worker, or takes back the one with the same address. Returns its id
+    /// and how it came back. A live worker with a new incarnation restarted and lost
+    /// what it held in memory: it is marked lost and not registered, so the caller
+    /// handles its copies first and then registers it again.
+    pub fn register(
+        &mut self,
+        addr: &str,
+        memory_budget: u64,
+        incarnation: u64,
+        now: Instant,
+    ) -> (u32, Rejoin) {
+        if let Some(w) = self.workers.values_mut().find(|w| w.addr == addr) {
+            if w.alive && w.incarnation != incarnation {
+                w.alive = false;
+                return (w.id, Rejoin::Restarted);
+            }
+            let how = if w.alive {
+                Rejoin::Reconnected
+            } else {
+                Rejoin::Revived
+            };
+            w.alive = true;
+            w.last_seen = now;
+            w.memory_budget = memory_budget;
+            w.incarnation = incarnation;
+            return (w.id, how);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let entry = WorkerEntry::new(id, addr, memory_budget, incarnation, now);
+        self.workers.insert(id, entry);
+        (id, Rejoin::New)
+    }
+
+    /// Takes back a worker from the journal. It counts as alive for a heartbeat
+    /// deadline after a restart of the coordinator: the workers re-register meanwhile.
+    pub fn restore(&mut self, id: u32, addr: String, incarnation: u64, now: Instant) {
+        self.next_id = self.next_id.max(id + 1);
+        let w = self
+            .workers
+            .entry(id)
+            .or_insert_with(|| WorkerEntry::new(id, &addr, 0, incarnation, now));
+        w.addr = addr;
+        w.incarnation = incarnation;
+    }
+
+    /// The worker with id `id`.
+    pub fn get(&self, id: u32) -> Option<&WorkerEntry> {
+        self.workers.get(&id)
+    }
+
+    /// Every registered worker, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = &WorkerEntry> {
+        self.workers.values()
+    }
+
+    /// The id of the worker at `addr`.
+    pub fn by_addr(&self, addr: &str) -> Option<u32> {
+        self.workers.values().find(|w| w.addr == addr).map(|w| w.id)
+    }
+
+    /// True if worker `id` is registered and alive.
+    pub fn is_alive(&self, id: u32) -> bool {
+        self.workers.get(&id).is_some_and(|w| w.alive)
+    }
+
+    /// The address of worker `id` (empty if unknown).
+    pub fn addr_of(&self, id: u32) -> String {
+        self.workers
+            .get(&id)
+            .map(|w| w.addr.clone())
+            .unwrap_or_default()
+    }
+
+    /// Records a heartbeat. Returns true if the worker had been marked lost: its
+    /// partitions were moved away meanwhile, so what it still holds must be deleted.
+    pub fn heartbeat(
+        &mut self,
+        id: u32,
+        buffered: u64,
+        stored: u64,
+        now: Instant,
+    ) -> Result<bool, StateError> {
+        let w = self
+            .workers
+            .get_mut(&id)
+            .ok_or(StateError::UnknownWorker { id })?;
+        let revived = !w.alive;
+        if revived {
+            tracing::info!(worker = id, addr = %w.addr, "worker is back; its old data will be deleted");
+        }
+        w.alive = true;
+        w.last_seen = now;
+        w.buffered_bytes = buffered;
+        w.stored_bytes = stored;
+        Ok(revived)
+    }
+
+    /// Marks workers silent for longer than `timeout` at `now` as lost. Returns their
+    /// ids.
+    pub fn mark_silent_lost(&mut self, timeout: Duration, now: Instant) -> Vec<u32> {
+        let mut lost = Vec::new();
+        for w in self.workers.values_mut() {
+            if w.alive && now.saturating_duration_since(w.last_seen) > timeout {
+                w.alive = false;
+                lost.push(w.id);
+                tracing::warn!(worker = w.id, addr = %w.addr, "worker missed its heartbeat deadline; marked lost");
+            }
+        }
+        lost
+    }
+
+    /// Marks a worker lost now. False if it was not alive.
+    pub fn mark_lost(&mut self, id: u32) -> bool {
+        match self.workers.get_mut(&id) {
+            Some(w) if w.alive => {
+                w.alive = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records whether a worker's disk is full.
+    pub fn set_disk_full(&mut self, id: u32, full: bool) {
+        if let Some(w) = self.workers.get_mut(&id) {
+            if w.disk_full != full {
+                if full {
+                    tracing::warn!(worker = id, addr = %w.addr, "worker reports a full disk; no new partitions go there");
+                } else {
+                    tracing::info!(worker = id, addr = %w.addr, "worker's disk has room again");
+                }
+            }
+            w.disk_full = full;
+        }
+    }
+
+    /// The addresses of the live workers.
+    pub fn live_addrs(&self) -> Vec<String> {
+        self.workers
+            .values()
+            .filter(|w| w.alive)
+            .map(|w| w.addr.clone())
+            .collect()
+    }
+
+    /// How clients see the workers `ids`.
+    pub fn infos(&self, ids: impl IntoIterator<Item = u32>) -> Vec<WorkerInfo> {
+        ids.into_iter()
+            .filter_map(|id| self.workers.get(&id))
+            .map(|w| WorkerInfo {
+                id: w.id,
+                addr: w.addr.clone(),
+                alive: w.alive,
+            })
+            .collect()
+    }
+
+    /// (live workers, lost workers).
+    pub fn counts(&self) -> (u64, u64) {
+        let alive = self.workers.values().filter(|w| w.alive).count() as u64;
+        (alive, self.workers.len() as u64 - alive)
+    }
+}
+
+impl WorkerEntry {
+    fn new(id: u32, addr: &str, memory_budget: u64, incarnation: u64, now: Instant) -> Self {
+        WorkerEntry {
+            id,
+            addr: addr.to_string(),
+            memory_budget,
+            last_seen: now,
+            alive: true,
+            buffered_bytes: 0,
+            stored_bytes: 0,
+            incarnation,
+            disk_full: false,
+        }
+    }
+}

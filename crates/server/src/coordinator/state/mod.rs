@@ -1,0 +1,326 @@
+//! The coordinator's in-memory state and its transitions, free of I/O so they can be
+//! tested directly. Its parts are private; everything goes through [`State`]'s methods.
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`error`] | [`StateError`] and its wire codes |
+//! | [`membership`] | the workers: registration, heartbeats, loss |
+//! | [`progress`] | one shuffle: layout, committed attempts, sizes |
+//! | [`apps`] | the apps, their leases and shuffles |
+//! | [`placement`] | where partitions go (new shuffles, lost workers) |
+//! | [`replay`] | the state as journal records and back |
+
+pub mod apps;
+pub mod error;
+pub mod membership;
+pub mod placement;
+pub mod progress;
+pub mod replay;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossdock_proto::Message;
+
+use crate::coordinator::journal::Record;
+use apps::Apps;
+pub use error::StateError;
+use membership::Membership;
+pub use membership::{Rejoin, WorkerEntry};
+use placement::Placer;
+pub use placement::{Relocation, PARTITION_SIZE_ESTIMATE};
+pub use progress::{Progress, ShuffleEntry};
+
+/// Most partitions or maps one shuffle may have.
+pub const MAX_SHUFFLE_DIMENSION: u32 = 1 << 24;
+
+/// Everything the coordinator knows.
+#[derive(Debug)]
+pub struct State {
+    members: Membership,
+    apps: Apps,
+    /// Copies of each partition: 1 (primary only) or 2 (primary and replica).
+    replication: u32,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new(1)
+    }
+}
+
+impl State {
+    pub fn new(replication: u32) -> State {
+        State {
+            members: Membership::default(),
+            apps: Apps::default(),
+            replication: replication.clamp(1, 2),
+        }
+    }
+
+    fn placer(&self) -> Placer<'_> {
+        Placer {
+            members: &self.members,
+            apps: &self.apps,
+            replication: self.replication,
+        }
+    }
+
+    /// The whole durable state as journal records (a snapshot).
+    pub fn snapshot(&self) -> Vec<Record> {
+        replay::snapshot(&self.members, &self.apps)
+    }
+
+    /// Replays one journal record (see [`replay::apply`]).
+    pub fn apply(&mut self, r: Record, now: Instant) {
+        replay::apply(&mut self.members, &mut self.apps, r, now)
+    }
+
+    /// (apps, shuffles, live workers, lost workers).
+    pub fn counts(&self) -> (u64, u64, u64, u64) {
+        let (apps, shuffles) = self.apps.counts();
+        let (alive, lost) = self.members.counts();
+        (apps, shuffles, alive, lost)
+    }
+
+    // ---- workers
+
+    /// Registers a worker (see [`Membership::register`]).
+    pub fn register_worker(
+        &mut self,
+        addr: &str,
+        memory_budget: u64,
+        incarnation: u64,
+        now: Instant,
+    ) -> (u32, Rejoin) {
+        self.members.register(addr, memory_budget, incarnation, now)
+    }
+
+    /// The worker with id `id`.
+    pub fn worker(&self, id: u32) -> Option<&WorkerEntry> {
+        self.members.get(id)
+    }
+
+    /// The id of the worker at `addr`.
+    pub fn worker_by_addr(&self, addr: &str) -> Option<u32> {
+        self.members.by_addr(addr)
+    }
+
+    /// Records a heartbeat and the worker's disk state. Returns true if the worker had
+    /// been marked lost (what it still holds must be deleted).
+    pub fn heartbeat(
+        &mut self,
+        id: u32,
+        buffered: u64,
+        stored: u64,
+        disk_full: bool,
+        now: Instant,
+    ) -> Result<bool, StateError> {
+        let revived = self.members.heartbeat(id, buffered, stored, now)?;
+        self.members.set_disk_full(id, disk_full);
+        Ok(revived)
+    }
+
+    /// Marks workers silent for longer than `timeout` at `now` as lost.
+    pub fn mark_lost_workers(&mut self, timeout: Duration, now: Instant) -> Vec<u32> {
+        self.members.mark_silent_lost(timeout, now)
+    }
+
+    /// Marks a worker lost now. False if it was not alive.
+    pub fn mark_lost(&mut self, id: u32) -> bool {
+        self.members.mark_lost(id)
+    }
+
+    pub fn is_alive(&self, id: u32) -> bool {
+        self.members.is_alive(id)
+    }
+
+    /// The address of worker `id` (empty if unknown).
+    pub fn addr_of(&self, id: u32) -> String {
+        self.members.addr_of(id)
+    }
+
+    pub fn live_worker_addrs(&self) -> Vec<String> {
+        self.members.live_addrs()
+    }
+
+    // ---- apps
+
+    /// Registers an app or renews the lease of an already registered one.
+    pub fn register_app(
+        &mut self,
+        app_id: &str,
+        lease_ms: u32,
+        now: Instant,
+    ) -> Result<(), StateError> {
+        self.apps.register(app_id, lease_ms, now)
+    }
+
+    pub fn renew_lease(&mut self, app_id: &str, now: Instant) -> Result<(), StateError> {
+        self.apps.renew(app_id, now)
+    }
+
+    /// Removes an app. True if it was registered.
+    pub fn remove_app(&mut self, app_id: &str) -> bool {
+        self.apps.remove(app_id)
+    }
+
+    /// True if the app is registered.
+    pub fn has_app(&self, app_id: &str) -> bool {
+        self.apps.contains(app_id)
+    }
+
+    /// The ids of every registered app.
+    pub fn app_ids(&self) -> Vec<String> {
+        self.apps.ids()
+    }
+
+    /// Removes and returns the ids of apps whose lease ran out.
+    pub fn take_expired_apps(&mut self) -> Vec<String> {
+        self.apps.take_expired(Instant::now())
+    }
+
+    // ---- shuffles
+
+    pub fn shuffle(&self, app_id: &str, shuffle_id: u32) -> Result<Arc<ShuffleEntry>, StateError> {
+        self.apps.shuffle(app_id, shuffle_id)
+    }
+
+    /// Removes a shuffle; returns it if it was registered.
+    pub fn remove_shuffle(&mut self, app_id: &str, shuffle_id: u32) -> Option<Arc<ShuffleEntry>> {
+        self.apps.remove_shuffle(app_id, shuffle_id)
+    }
+
+    /// The shuffles with a copy of some partition on `worker`.
+    pub fn shuffles_on(&self, worker: u32) -> Vec<(String, u32, Arc<ShuffleEntry>)> {
+        self.apps
+            .all_shuffles()
+            .filter(|(_, _, s)| !s.partitions_of(worker).is_empty())
+            .map(|(app, id, s)| (app.clone(), id, s.clone()))
+            .collect()
+    }
+
+    /// An existing registration of the shuffle (`Ok`), or a new placement not yet
+    /// recorded (`Err`, to be prepared on its workers and then recorded).
+    pub fn plan_shuffle(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        num_maps: u32,
+        num_partitions: u32,
+    ) -> Result<Result<Arc<ShuffleEntry>, ShuffleEntry>, StateError> {
+        self.apps.get(app_id)?;
+        if num_maps > MAX_SHUFFLE_DIMENSION || num_partitions > MAX_SHUFFLE_DIMENSION {
+            return Err(StateError::TooLarge {
+                max: MAX_SHUFFLE_DIMENSION,
+            });
+        }
+        if let Ok(existing) = self.apps.shuffle(app_id, shuffle_id) {
+            if existing.num_maps != num_maps || existing.num_partitions != num_partitions {
+                return Err(StateError::ShuffleExists {
+                    app: app_id.to_string(),
+                    shuffle: shuffle_id,
+                    maps: existing.num_maps,
+                    partitions: existing.num_partitions,
+                    asked_maps: num_maps,
+                    asked_partitions: num_partitions,
+                });
+            }
+            return Ok(Ok(existing));
+        }
+        let (primary, replica) = self.placer().plan(num_partitions)?;
+        Ok(Err(ShuffleEntry::new(
+            num_maps,
+            num_partitions,
+            primary,
+            replica,
+        )))
+    }
+
+    /// Records a planned shuffle once its workers prepared it. Returns the entry that
+    /// counts (an identical concurrent registration may have won).
+    pub fn record_shuffle(
+        &mut self,
+        app_id: &str,
+        shuffle_id: u32,
+        entry: ShuffleEntry,
+    ) -> Result<Arc<ShuffleEntry>, StateError> {
+        self.apps.add_shuffle(app_id, shuffle_id, entry)
+    }
+
+    /// Moves a shuffle's partitions off the lost worker `lost` (see
+    /// [`Placer::relocate`]).
+    pub fn relocate(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        lost: u32,
+        keep: &BTreeSet<u32>,
+    ) -> Relocation {
+        self.placer()
+            .relocate(app_id, shuffle_id, s, lost, keep, None)
+    }
+
+    /// Moves one partition's copy off `worker`, which found it corrupt.
+    pub fn relocate_one(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        worker: u32,
+        partition: u32,
+    ) -> Relocation {
+        self.placer().relocate(
+            app_id,
+            shuffle_id,
+            s,
+            worker,
+            &BTreeSet::new(),
+            Some(partition),
+        )
+    }
+
+    /// The `PrepareShuffle` that creates (or updates) `parts` on `worker`.
+    pub fn prepare_message(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        p: &Progress,
+        worker: u32,
+        parts: Vec<u32>,
+    ) -> Message {
+        self.placer()
+            .prepare_message(app_id, shuffle_id, s, p, worker, parts)
+    }
+
+    /// The placement message of a shuffle.
+    pub fn placement(&self, s: &ShuffleEntry) -> Message {
+        let p = s.lock();
+        Message::ShufflePlacement {
+            workers: self.members.infos(p.holders()),
+            partition_workers: p.primary.clone(),
+            partition_replicas: p.replica.clone(),
+        }
+    }
+
+    /// The status message of a shuffle.
+    pub fn status(&self, s: &ShuffleEntry) -> Message {
+        let p = s.lock();
+        Message::ShuffleStatus {
+            num_maps: s.num_maps,
+            num_partitions: s.num_partitions,
+            committed_maps: p.committed,
+            workers: self.members.infos(p.holders()),
+            partition_workers: p.primary.clone(),
+            map_attempts: p.map_attempts.clone(),
+            partition_bytes: p.partition_bytes.clone(),
+            partition_records: p.partition_records.clone(),
+            partition_replicas: p.replica.clone(),
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Where partitions go: a new shuffle's layout, and the moves when a worker is lost.
+//! The choice of worker is the pure policy of `crossdock_policy::load_aware`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crossdock_policy::load_aware::{place_partitions, WorkerLoad};
+use crossdock_proto::{Message, NO_WORKER};
+
+use super::apps::Apps;
+use super::error::StateError;
+use super::membership::Membership;
+use super::progress::{Progress, ShuffleEntry};
+
+/// Size assumed for a partition before anything is known about it. It makes a worker's
+/// load grow with every partition placed on it, so one shuffle spreads over the workers
+/// instead of landing on whichever had the fewest bytes a heartbeat ago.
+pub const PARTITION_SIZE_ESTIMATE: u64 = 64 << 20;
+
+/// What a relocation changed in one shuffle, for the coordinator to tell the workers.
+#[derive(Debug, Default)]
+pub struct Relocation {
+    /// `PrepareShuffle` calls: (worker address, message).
+    pub prepares: Vec<(String, Message)>,
+    /// Partitions that lost every copy, placed anew. Unless their new workers adopt
+    /// them from the object store, the maps that wrote into them are revoked
+    /// ([`Progress::revoke_maps_touching`]).
+    pub lost: BTreeSet<u32>,
+    /// Live workers of the shuffle, to which revocations go.
+    pub holders: Vec<String>,
+    /// Partitions that lost a copy but kept one.
+    pub degraded_partitions: usize,
+}
+
+/// Placement decisions over the current membership and shuffles.
+pub struct Placer<'a> {
+    pub members: &'a Membership,
+    pub apps: &'a Apps,
+    /// Copies of each partition: 1 (primary only) or 2 (primary and replica).
+    pub replication: u32,
+}
+
+impl Placer<'_> {
+    /// The layout of a new shuffle of `num_partitions`: (primary, replica) per
+    /// partition, on the least loaded live workers with room on their disks.
+    pub fn plan(&self, num_partitions: u32) -> Result<(Vec<u32>, Vec<u32>), StateError> {
+        let loads = self.live_loads();
+        if loads.is_empty() {
+            let full = self
+                .members
+                .iter()
+                .filter(|w| w.alive && w.disk_full)
+                .count();
+            return Err(if full > 0 {
+                StateError::AllDisksFull { full }
+            } else {
+                StateError::NoWorkers
+            });
+        }
+        let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
+        let estimate = vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize];
+        let primary = place_partitions(&loads, &estimate);
+        let replica = primary
+            .iter()
+            .map(|&w| self.replica_for(w, &live))
+            .collect();
+        Ok((primary, replica))
+    }
+
+    /// Moves a shuffle's partitions off the lost worker `lost` (only partition `only`
+    /// when given: a copy found corrupt). A partition that kept a copy is served by it
+    /// (the replica is promoted). A partition that lost every copy is placed anew, and
+    /// the maps that had written into it are to be revoked, so that the engine
+    /// recomputes them. Copies in `keep` stay (a restarted worker found them whole).
+    /// The caller holds the shuffle's commit lock.
+    pub fn relocate(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        lost: u32,
+        keep: &BTreeSet<u32>,
+        only: Option<u32>,
+    ) -> Relocation {
+        let mut loads = self.live_loads();
+        if only.is_some() {
+            // A copy found corrupt does not go back to the worker that holds it.
+            loads.retain(|l| l.id != lost);
+        }
+        let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
+        let mut p = s.lock();
+        let mut changed: BTreeSet<u32> = BTreeSet::new();
+        let mut lost_parts: BTreeSet<u32> = BTreeSet::new();
+        let mut degraded = 0;
+        for part in 0..s.num_partitions {
+            let i = part as usize;
+            if keep.contains(&part) || only.is_some_and(|o| o != part) {
+                continue; // a restarted worker that still holds this copy whole
+            }
+            if p.primary[i] == lost {
+                let r = p.replica[i];
+                if r != NO_WORKER && self.members.is_alive(r) {
+                    p.primary[i] = r;
+                    p.replica[i] = NO_WORKER;
+                    degraded += 1;
+                } else {
+                    lost_parts.insert(part);
+                    if !loads.is_empty() {
+                        let new = place_partitions(&loads, &[PARTITION_SIZE_ESTIMATE])[0];
+                        if let Some(l) = loads.iter_mut().find(|l| l.id == new) {
+                            l.bytes += PARTITION_SIZE_ESTIMATE;
+                            l.partitions += 1;
+                        }
+                        p.primary[i] = new;
+                        p.replica[i] = self.replica_for(new, &live);
+                    }
+                }
+                changed.insert(part);
+            } else if p.replica[i] == lost {
+                p.replica[i] = NO_WORKER;
+                degraded += 1;
+                changed.insert(part);
+            }
+        }
+        let holders: Vec<u32> = p
+            .holders()
+            .into_iter()
+            .filter(|&w| self.members.is_alive(w))
+            .collect();
+        let prepares = holders
+            .iter()
+            .filter_map(|&w| {
+                let parts: Vec<u32> = p
+                    .copies_of(w)
+                    .into_iter()
+                    .filter(|q| changed.contains(q))
+                    .collect();
+                (!parts.is_empty()).then(|| {
+                    (
+                        self.members.addr_of(w),
+                        self.prepare_message(app_id, shuffle_id, s, &p, w, parts),
+                    )
+                })
+            })
+            .collect();
+        Relocation {
+            prepares,
+            holders: holders.iter().map(|&w| self.members.addr_of(w)).collect(),
+            lost: lost_parts,
+            degraded_partitions: degraded,
+        }
+    }
+
+    /// The `PrepareShuffle` that creates (or updates) `parts` on `worker`, with the
+    /// replica to forward to for the partitions it is primary of.
+    pub fn prepare_message(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        p: &Progress,
+        worker: u32,
+        parts: Vec<u32>,
+    ) -> Message {
+        let forward_to = parts
+            .iter()
+            .map(|&q| {
+                let r = p.replica[q as usize];
+                if p.primary[q as usize] == worker && r != NO_WORKER {
+                    self.members.addr_of(r)
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        Message::PrepareShuffle {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            num_maps: s.num_maps,
+            num_partitions: s.num_partitions,
+            partitions: parts,
+            forward_to,
+        }
+    }
+
+    /// The replica for a partition whose primary is `primary`: the next live worker
+    /// after it in id order, so replicas spread like primaries. None with one worker
+    /// or replication 1.
+    fn replica_for(&self, primary: u32, live: &[u32]) -> u32 {
+        if self.replication < 2 || live.len() < 2 {
+            return NO_WORKER;
+        }
+        let pos = live.iter().position(|&w| w == primary).unwrap_or(0);
+        live[(pos + 1) % live.len()]
+    }
+
+    /// Loads of the live workers with room: reported bytes, or the partitions placed on
+    /// them counted at the estimate, whichever is larger.
+    fn live_loads(&self) -> Vec<WorkerLoad> {
+        // Live shuffles' partitions count as estimated bytes until the workers report
+        // what they really hold.
+        let mut assigned: HashMap<u32, u64> = HashMap::new();
+        for (_, _, s) in self.apps.all_shuffles() {
+            let p = s.lock();
+            for &w in p.primary.iter().chain(p.replica.iter()) {
+                *assigned.entry(w).or_default() += 1;
+            }
+        }
+        self.members
+            .iter()
+            .filter(|w| w.alive && !w.disk_full)
+            .map(|w| {
+                let partitions = assigned.get(&w.id).copied().unwrap_or(0);
+                let reported = w.stored_bytes + w.buffered_bytes;
+                WorkerLoad {
+                    id: w.id,
+                    bytes: reported.max(partitions * PARTITION_SIZE_ESTIMATE),
+                    partitions,
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,121 @@
+//! The coordinator's state as journal records, and back: a snapshot writes it out, a
+//! restart replays the snapshot and the log after it.
+
+use std::time::Instant;
+
+use super::apps::Apps;
+use super::membership::Membership;
+use super::progress::ShuffleEntry;
+use crate::coordinator::journal::Record;
+
+/// The whole durable state as records.
+pub fn snapshot(members: &Membership, apps: &Apps) -> Vec<Record> {
+    let mut out: Vec<Record> = members
+        .iter()
+        .map(|w| Record::Worker {
+            id: w.id,
+            addr: w.addr.clone(),
+            incarnation: w.incarnation,
+        })
+        .collect();
+    for (app_id, app) in apps.iter() {
+        out.push(Record::App {
+            app_id: app_id.clone(),
+            lease_ms: app.lease.as_millis().min(u32::MAX as u128) as u32,
+        });
+        for (shuffle_id, s) in app.shuffles() {
+            let p = s.lock();
+            out.push(Record::Shuffle {
+                app_id: app_id.clone(),
+                shuffle_id,
+                num_maps: s.num_maps,
+                num_partitions: s.num_partitions,
+                primary: p.primary.clone(),
+                replica: p.replica.clone(),
+            });
+            for (m, &a) in p.map_attempts.iter().enumerate() {
+                if !a.is_none() {
+                    out.push(Record::Commit {
+                        app_id: app_id.clone(),
+                        shuffle_id,
+                        map_id: m as u32,
+                        attempt_id: a,
+                        stats: p.map_stats[m].clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Replays one record. Records naming an app or shuffle that no longer exists are
+/// skipped (the journal is written in the order changes happened, but a deletion may
+/// overtake a registration on another connection).
+pub fn apply(members: &mut Membership, apps: &mut Apps, r: Record, now: Instant) {
+    match r {
+        Record::Worker {
+            id,
+            addr,
+            incarnation,
+        } => members.restore(id, addr, incarnation, now),
+        Record::App { app_id, lease_ms } => {
+            let _ = apps.register(&app_id, lease_ms.max(1), now);
+        }
+        Record::AppGone { app_id } => {
+            apps.remove(&app_id);
+        }
+        Record::Shuffle {
+            app_id,
+            shuffle_id,
+            num_maps,
+            num_partitions,
+            primary,
+            replica,
+        } => {
+            let entry = ShuffleEntry::new(num_maps, num_partitions, primary, replica);
+            apps.put_shuffle(&app_id, shuffle_id, entry);
+        }
+        Record::Layout {
+            app_id,
+            shuffle_id,
+            primary,
+            replica,
+        } => {
+            if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
+                let mut p = s.lock();
+                if primary.len() == p.primary.len() && replica.len() == p.replica.len() {
+                    p.primary = primary;
+                    p.replica = replica;
+                }
+            }
+        }
+        Record::Commit {
+            app_id,
+            shuffle_id,
+            map_id,
+            attempt_id,
+            stats,
+        } => {
+            if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
+                let valid =
+                    map_id < s.num_maps && stats.iter().all(|x| x.partition < s.num_partitions);
+                if valid {
+                    s.record_commit(map_id, attempt_id, &stats);
+                }
+            }
+        }
+        Record::Revoke {
+            app_id,
+            shuffle_id,
+            maps,
+        } => {
+            if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
+                s.lock().revoke(&maps);
+            }
+        }
+        Record::ShuffleGone { app_id, shuffle_id } => {
+            apps.remove_shuffle(&app_id, shuffle_id);
+        }
+    }
+}

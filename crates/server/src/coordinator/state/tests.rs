@@ -1,0 +1,314 @@
+//! Tests of the coordinator's state transitions.
+
+use super::*;
+use crate::error::Coded;
+use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, PartitionStat, NO_WORKER};
+
+fn state_with_workers(n: u32) -> State {
+    let mut st = State::default();
+    for i in 0..n {
+        st.register_worker(
+            &format!("127.0.0.1:{}", 7000 + i),
+            1 << 30,
+            1,
+            Instant::now(),
+        );
+    }
+    st
+}
+
+#[test]
+fn same_address_keeps_its_worker_id() {
+    let mut st = state_with_workers(2);
+    assert_eq!(
+        st.register_worker("127.0.0.1:7001", 1, 1, Instant::now()),
+        (1, Rejoin::Reconnected)
+    );
+    assert_eq!(
+        st.register_worker("127.0.0.1:9999", 1, 1, Instant::now()),
+        (2, Rejoin::New)
+    );
+    assert_eq!(
+        st.register_worker("127.0.0.1:7001", 1, 2, Instant::now()),
+        (1, Rejoin::Restarted),
+        "a new incarnation of a live worker is a restart"
+    );
+    assert!(
+        !st.is_alive(1),
+        "handled as lost until its copies are checked"
+    );
+    assert_eq!(
+        st.register_worker("127.0.0.1:7001", 1, 2, Instant::now()),
+        (1, Rejoin::Revived)
+    );
+}
+
+#[test]
+fn silent_workers_are_lost_and_come_back() {
+    let mut st = state_with_workers(1);
+    let later = Instant::now() + Duration::from_secs(60);
+    st.mark_lost_workers(Duration::from_secs(10), later);
+    assert!(!st.is_alive(0));
+    st.heartbeat(0, 0, 0, false, Instant::now()).unwrap();
+    assert!(st.is_alive(0));
+    assert_eq!(
+        st.heartbeat(5, 0, 0, false, Instant::now())
+            .unwrap_err()
+            .code(),
+        ErrorCode::UnknownWorker
+    );
+}
+
+#[test]
+fn placement_balances_and_is_stable_on_reregistration() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let entry = st.plan_shuffle("a", 0, 2, 4).unwrap().unwrap_err();
+    assert_eq!(entry.partitions_of(0).len(), 2);
+    assert_eq!(entry.partitions_of(1).len(), 2);
+    let recorded = st.record_shuffle("a", 0, entry).unwrap();
+    let again = st.plan_shuffle("a", 0, 2, 4).unwrap().unwrap();
+    assert!(Arc::ptr_eq(&recorded, &again));
+    let conflict = st.plan_shuffle("a", 0, 3, 4).unwrap_err();
+    assert_eq!(conflict.code(), ErrorCode::ShuffleExists);
+}
+
+#[test]
+fn slightly_different_loads_still_spread_a_shuffle() {
+    let mut st = state_with_workers(2);
+    st.heartbeat(0, 0, 1000, false, Instant::now()).unwrap();
+    st.heartbeat(1, 0, 0, false, Instant::now()).unwrap();
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 32).unwrap().unwrap_err();
+    assert_eq!(e.partitions_of(0).len(), 16);
+    assert_eq!(e.partitions_of(1).len(), 16);
+}
+
+#[test]
+fn a_heavily_loaded_worker_gets_fewer_partitions() {
+    let mut st = state_with_workers(2);
+    st.heartbeat(0, 0, 8 * PARTITION_SIZE_ESTIMATE, false, Instant::now())
+        .unwrap();
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 20).unwrap().unwrap_err();
+    assert_eq!(
+        e.partitions_of(1).len(),
+        14,
+        "8 estimates of head start, then alternate"
+    );
+    assert_eq!(e.partitions_of(0).len(), 6);
+}
+
+#[test]
+fn second_shuffle_goes_to_the_less_loaded_worker() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 1).unwrap().unwrap_err();
+    let first = e.lock().primary[0];
+    st.record_shuffle("a", 0, e).unwrap();
+    let e2 = st.plan_shuffle("a", 1, 1, 1).unwrap().unwrap_err();
+    assert_ne!(e2.lock().primary[0], first);
+}
+
+#[test]
+fn no_live_worker_is_a_clear_error() {
+    let mut st = State::default();
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    assert_eq!(
+        st.plan_shuffle("a", 0, 1, 1).unwrap_err().code(),
+        ErrorCode::NoWorkers
+    );
+    assert_eq!(
+        st.plan_shuffle("zz", 0, 1, 1).unwrap_err().code(),
+        ErrorCode::UnknownApp
+    );
+}
+
+#[test]
+fn first_attempt_wins() {
+    let mut st = state_with_workers(1);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 2, 1).unwrap().unwrap_err();
+    assert_eq!(e.commit_precheck(0, AttemptId(0)), None);
+    e.record_commit(
+        0,
+        AttemptId(0),
+        &[PartitionStat {
+            partition: 0,
+            bytes: 10,
+            records: 1,
+        }],
+    );
+    assert_eq!(
+        e.commit_precheck(0, AttemptId(0)),
+        Some((CommitStatus::AlreadyCommitted, AttemptId(0)))
+    );
+    assert_eq!(
+        e.commit_precheck(0, AttemptId(1)),
+        Some((CommitStatus::Rejected, AttemptId(0)))
+    );
+    assert_eq!(e.lock().partition_bytes, vec![10]);
+}
+
+fn stat(partition: u32, bytes: u64) -> PartitionStat {
+    PartitionStat {
+        partition,
+        bytes,
+        records: 1,
+    }
+}
+
+#[test]
+fn a_later_generation_replaces_the_commit() {
+    let mut st = state_with_workers(1);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 2).unwrap().unwrap_err();
+    assert_eq!(e.record_commit(0, AttemptId(3), &[stat(0, 10)]), None);
+    // Same generation (stage attempt 0), other task attempt: rejected.
+    assert_eq!(
+        e.commit_precheck(0, AttemptId(4)),
+        Some((CommitStatus::Rejected, AttemptId(3)))
+    );
+    // Stage attempt 1 replaces it, and its figures replace the old ones.
+    let gen1 = AttemptId(1 << 16);
+    assert_eq!(e.commit_precheck(0, gen1), None);
+    assert_eq!(e.record_commit(0, gen1, &[stat(1, 7)]), Some(AttemptId(3)));
+    let p = e.lock();
+    assert_eq!(p.partition_bytes, vec![0, 7]);
+    assert_eq!(p.committed, 1);
+    drop(p);
+    // An old-generation zombie cannot come back.
+    assert_eq!(
+        e.commit_precheck(0, AttemptId(5)),
+        Some((CommitStatus::Rejected, gen1))
+    );
+}
+
+#[test]
+fn replicas_sit_on_another_worker() {
+    let mut st = State::new(2);
+    for i in 0..3 {
+        st.register_worker(&format!("w{i}"), 1 << 30, 1, Instant::now());
+    }
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 9).unwrap().unwrap_err();
+    let p = e.lock();
+    for i in 0..9 {
+        assert_ne!(p.replica[i], NO_WORKER);
+        assert_ne!(p.replica[i], p.primary[i]);
+    }
+    for w in 0..3 {
+        assert_eq!(p.copies_of(w).len(), 6, "3 primaries and 3 replicas each");
+    }
+}
+
+#[test]
+fn one_worker_means_no_replica() {
+    let mut st = State::new(2);
+    st.register_worker("w0", 1 << 30, 1, Instant::now());
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 2).unwrap().unwrap_err();
+    assert_eq!(e.lock().replica, vec![NO_WORKER, NO_WORKER]);
+}
+
+#[test]
+fn losing_a_primary_promotes_its_replica_and_revokes_nothing() {
+    let mut st = State::new(2);
+    for i in 0..3 {
+        st.register_worker(&format!("w{i}"), 1 << 30, 1, Instant::now());
+    }
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 2, 3).unwrap().unwrap_err();
+    let e = st.record_shuffle("a", 0, e).unwrap();
+    e.record_commit(0, AttemptId(0), &[stat(0, 5), stat(1, 5), stat(2, 5)]);
+    let (primary, replica) = {
+        let p = e.lock();
+        (p.primary.clone(), p.replica.clone())
+    };
+    let victim = primary[0];
+    st.mark_lost(victim);
+    let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
+    assert!(r.lost.is_empty());
+    assert_eq!(r.lost.len(), 0);
+    let p = e.lock();
+    assert_eq!(p.primary[0], replica[0], "the replica took over");
+    assert!(!p.primary.contains(&victim) && !p.replica.contains(&victim));
+    assert_eq!(p.committed, 1);
+}
+
+#[test]
+fn losing_the_only_copy_replaces_the_partition_and_revokes_its_maps() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 3, 2).unwrap().unwrap_err();
+    let e = st.record_shuffle("a", 0, e).unwrap();
+    let victim = e.lock().primary[0];
+    let survivor = 1 - victim;
+    e.record_commit(0, AttemptId(0), &[stat(0, 5)]);
+    e.record_commit(1, AttemptId(0), &[stat(1, 5)]);
+    e.record_commit(2, AttemptId(0), &[stat(0, 1), stat(1, 1)]);
+    st.mark_lost(victim);
+    let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
+    assert_eq!(e.lock().revoke_maps_touching(&r.lost), vec![0, 2]);
+    assert_eq!(r.lost.len(), 1);
+    assert_eq!(
+        r.prepares.len(),
+        1,
+        "the survivor creates the moved partition"
+    );
+    let p = e.lock();
+    assert_eq!(p.primary, vec![survivor, survivor]);
+    assert_eq!(
+        p.map_attempts,
+        vec![AttemptId::NONE, AttemptId(0), AttemptId::NONE]
+    );
+    assert_eq!(p.partition_bytes, vec![0, 5]);
+    assert_eq!(p.committed, 1);
+}
+
+#[test]
+fn a_snapshot_replays_to_the_same_state() {
+    let mut st = State::new(2);
+    for i in 0..3 {
+        st.register_worker(&format!("w{i}"), 1 << 30, 10 + i as u64, Instant::now());
+    }
+    st.register_app("a", 5000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 4, 3, 5).unwrap().unwrap_err();
+    let e = st.record_shuffle("a", 4, e).unwrap();
+    e.record_commit(0, AttemptId(2), &[stat(1, 10), stat(4, 3)]);
+    e.record_commit(2, AttemptId(0), &[stat(0, 1)]);
+    let mut restored = State::new(2);
+    for r in st.snapshot() {
+        restored.apply(r, Instant::now());
+    }
+    assert_eq!(restored.snapshot(), st.snapshot());
+    let (a, b) = (
+        st.status(&e),
+        restored.status(&restored.shuffle("a", 4).unwrap()),
+    );
+    assert_eq!(a, b);
+    assert_eq!(restored.worker(2).unwrap().incarnation, 12);
+    // Replaying a revocation and a later registration of a worker id.
+    restored.apply(
+        Record::Revoke {
+            app_id: "a".into(),
+            shuffle_id: 4,
+            maps: vec![0],
+        },
+        Instant::now(),
+    );
+    let p = restored.shuffle("a", 4).unwrap();
+    assert_eq!(p.lock().committed, 1);
+    assert_eq!(p.lock().partition_bytes, vec![1, 0, 0, 0, 0]);
+    assert_eq!(restored.register_worker("new", 1, 1, Instant::now()).0, 3);
+}
+
+#[test]
+fn leases_expire() {
+    let mut st = State::default();
+    st.register_app("a", 1, Instant::now() - Duration::from_secs(1))
+        .unwrap();
+    st.register_app("b", 60_000, Instant::now()).unwrap();
+    assert_eq!(st.take_expired_apps(), vec!["a".to_string()]);
+    assert!(st.has_app("b"));
+}

@@ -1,0 +1,49 @@
+//! How a worker runs: its settings and the split of its memory budget.
+
+use std::path::PathBuf;
+
+/// Largest batch a worker accepts by default.
+pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
+/// Largest chunk of a fetch stream.
+pub const FETCH_CHUNK: u64 = 4 << 20;
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Address to listen on for pushes, fetches and coordinator calls.
+    pub listen: String,
+    /// Address given to the coordinator for clients to connect to; defaults to the
+    /// bound address (which must then not be a wildcard such as 0.0.0.0).
+    pub advertise: Option<String>,
+    /// The coordinator's address.
+    pub coordinator: String,
+    /// Budget for buffered shuffle data (pushed batches in memory and fetch buffers).
+    pub memory: u64,
+    /// Directory for partition files.
+    pub data_dir: PathBuf,
+    /// More directories (other disks): partitions are spread over all of them.
+    pub extra_data_dirs: Vec<PathBuf>,
+    /// The object store partition files are uploaded to (`s3://bucket/prefix?...` or
+    /// `file:///path`), if any.
+    pub object_store: Option<String>,
+    /// With an object store: above this many bytes of partition files on local disk,
+    /// wholly uploaded partitions are evicted from it.
+    pub disk_quota: Option<u64>,
+}
+
+impl WorkerConfig {
+    /// The budget's split: (push credit, fetch buffer credit, max batch).
+    pub fn derived(&self) -> (u64, u64, u64) {
+        let fetch = (self.memory / 8).clamp(FETCH_CHUNK.min(self.memory / 2), 64 << 20);
+        let push = self.memory - fetch;
+        let max_batch = DEFAULT_MAX_BATCH.min(push / 4).max(1);
+        (push, fetch, max_batch)
+    }
+
+    /// Every data directory, the main one first.
+    pub fn data_dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(self.data_dir.clone())
+            .chain(self.extra_data_dirs.iter().cloned())
+            .collect()
+    }
+}

@@ -1,0 +1,140 @@
+//! The coordinator's calls to a worker (placing partitions, commits, copy checks and
+//! adoption, deletion) and `GetWorkerStats`. Each is one call into the storage layer.
+
+use std::io;
+use std::sync::Arc;
+
+use crossdock_proto::{Durability, Message};
+
+use super::node::Worker;
+use super::reply::{answer, answer_later, Replies};
+use super::storage::layout::ShuffleMeta;
+use crate::error::{NotAccepted, ServerError};
+
+/// Handles one control message and queues its reply. Replies that wait (a commit's
+/// durability, an adoption) are computed by tasks of their own while the connection
+/// goes on.
+pub async fn handle(
+    tx: &Replies,
+    worker: &Arc<Worker>,
+    request_id: u64,
+    msg: Message,
+) -> io::Result<()> {
+    let store = &worker.store;
+    let now = |res: Result<Message, ServerError>| answer(tx, request_id, res);
+    match msg {
+        Message::PrepareShuffle {
+            app_id,
+            shuffle_id,
+            num_maps,
+            num_partitions,
+            partitions,
+            forward_to,
+        } => {
+            let meta = ShuffleMeta {
+                app_id,
+                shuffle_id,
+                num_maps,
+                num_partitions,
+            };
+            let res = store.prepare(&meta, &partitions, &forward_to);
+            now(res.map(|()| Message::Ok).map_err(Into::into)).await
+        }
+        Message::MapCommitted {
+            app_id,
+            shuffle_id,
+            map_id,
+            attempt_id,
+            partitions,
+            durability,
+        } => match store.map_committed(&app_id, shuffle_id, map_id, attempt_id, &partitions) {
+            Err(err) => now(Err(err.into())).await,
+            Ok(()) if durability == Durability::Memory => now(Ok(Message::Ok)).await,
+            // Answered once the map's batches are written and synced, or uploaded.
+            Ok(()) => {
+                let store = store.clone();
+                answer_later(tx, request_id, async move {
+                    store
+                        .persist_map(&app_id, shuffle_id, map_id, attempt_id, durability)
+                        .await
+                        .map(|()| Message::Ok)
+                        .map_err(Into::into)
+                })
+                .await
+            }
+        },
+        Message::CheckCopies {
+            app_id,
+            shuffle_id,
+            map_attempts,
+            partitions,
+            expected_bytes,
+            adopt,
+        } if adopt => {
+            // Adoption reads from the object store: answered when done.
+            let store = store.clone();
+            answer_later(tx, request_id, async move {
+                store
+                    .adopt(
+                        &app_id,
+                        shuffle_id,
+                        &map_attempts,
+                        &partitions,
+                        &expected_bytes,
+                    )
+                    .await
+                    .map(|partitions| Message::CopiesHeld { partitions })
+                    .map_err(Into::into)
+            })
+            .await
+        }
+        Message::CheckCopies {
+            app_id,
+            shuffle_id,
+            map_attempts,
+            partitions,
+            expected_bytes,
+            ..
+        } => {
+            let held = store.check_copies(
+                &app_id,
+                shuffle_id,
+                &map_attempts,
+                &partitions,
+                &expected_bytes,
+            );
+            now(held
+                .map(|partitions| Message::CopiesHeld { partitions })
+                .map_err(Into::into))
+            .await
+        }
+        Message::DeleteShuffle {
+            app_id,
+            shuffle_id,
+            everywhere,
+        } => {
+            store.delete_shuffle(&app_id, shuffle_id, everywhere);
+            now(Ok(Message::Ok)).await
+        }
+        Message::DeleteApp { app_id, everywhere } => {
+            store.delete_app(&app_id, everywhere);
+            now(Ok(Message::Ok)).await
+        }
+        Message::SyncCommits {
+            app_id,
+            shuffle_id,
+            map_attempts,
+        } => {
+            let res = store.sync_commits(&app_id, shuffle_id, &map_attempts);
+            now(res.map(|()| Message::Ok).map_err(Into::into)).await
+        }
+        Message::GetWorkerStats => now(Ok(worker.stats())).await,
+        other => {
+            let err = NotAccepted {
+                endpoint: "a worker",
+                kind: other.kind(),
+            };
+            now(Err(err.into())).await
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! A fetch: the committed batches of a partition's map range, streamed as `FetchChunk`
+//! frames of up to [`FETCH_CHUNK`] bytes and a closing `FetchEnd`.
+//!
+//! The path is a straight line: this module asks the storage layer to open the read
+//! (checks, a consistent view) and to load each chunk (memory, file or object store,
+//! every record checked), and writes the chunks to the socket. The read buffer's
+//! memory is credit from the worker's fetch budget.
+
+use std::io;
+use std::sync::atomic::Ordering;
+
+use bytes::BufMut;
+use crossdock_proto::io::write_message;
+use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind, ResumePoint};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::config::FETCH_CHUNK;
+use super::node::Worker;
+use super::storage::read::{stored_len, Loaded};
+use super::storage::StorageError;
+use crate::memory::MemoryBudget;
+
+/// What a `Fetch` asks for.
+pub struct FetchRequest {
+    pub app_id: String,
+    pub shuffle_id: u32,
+    pub partition: u32,
+    pub start_map: u32,
+    pub end_map: u32,
+    pub resume_after: Option<ResumePoint>,
+}
+
+/// Streams a fetch. The outer error is a broken connection; the inner one a refusal
+/// to report to the reducer.
+pub async fn stream<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    worker: &Worker,
+    request_id: u64,
+    req: FetchRequest,
+) -> io::Result<Result<(), StorageError>> {
+    let store = &worker.store;
+    let range = (req.start_map, req.end_map);
+    let view = match store
+        .open_read(
+            &req.app_id,
+            req.shuffle_id,
+            req.partition,
+            range,
+            req.resume_after,
+        )
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e)),
+    };
+    let (mut batches, mut bytes) = (0u64, 0u64);
+    // One read buffer for the whole stream, sized by its largest chunk.
+    let mut buf: Vec<u8> = Vec::new();
+    let mut credit = Credit {
+        budget: &worker.fetch_budget,
+        held: 0,
+    };
+    let mut rest = &view.pieces[..];
+    while !rest.is_empty() {
+        // One chunk: as many pieces as fit in FETCH_CHUNK (at least one).
+        let mut n = 0;
+        let mut size = 0u64;
+        while n < rest.len() && (n == 0 || size + rest[n].len as u64 <= FETCH_CHUNK) {
+            size += rest[n].len as u64;
+            n += 1;
+        }
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        // The read buffer grows to the largest chunk read from file or store; the
+        // stream holds credit for it until it ends (the guard returns it on every path).
+        credit.grow_to(stored_len(chunk)).await;
+        let (returned, loaded) = store
+            .load_chunk(&view, chunk, std::mem::take(&mut buf))
+            .await;
+        buf = returned;
+        match loaded {
+            Ok(out) => write_chunk(w, request_id, &out, &buf).await?,
+            Err(e) => {
+                if let StorageError::Corrupt { .. } = e {
+                    // Before the reducer hears of it, so that when it asks the
+                    // coordinator, this copy no longer counts.
+                    worker
+                        .links
+                        .report_corruption(
+                            &worker.advertised,
+                            &req.app_id,
+                            req.shuffle_id,
+                            req.partition,
+                        )
+                        .await;
+                }
+                return Ok(Err(e));
+            }
+        }
+        batches += chunk.len() as u64;
+        bytes += size;
+    }
+    let m = &worker.metrics;
+    m.fetched_batches.fetch_add(batches, Ordering::Relaxed);
+    m.fetched_bytes.fetch_add(bytes, Ordering::Relaxed);
+    write_message(w, request_id, &Message::FetchEnd { batches, bytes }).await?;
+    w.flush().await?;
+    Ok(Ok(()))
+}
+
+/// Credit held from a memory budget, returned when dropped.
+struct Credit<'a> {
+    budget: &'a MemoryBudget,
+    held: u64,
+}
+
+impl Credit<'_> {
+    /// Holds at least `n` bytes (never more than the whole budget). To grow, it first
+    /// returns what it holds and then queues for the whole amount, so streams never
+    /// wait on each other while holding credit (no deadlock).
+    async fn grow_to(&mut self, n: u64) {
+        let n = n.min(self.budget.total());
+        if n > self.held {
+            self.budget.give_back(std::mem::take(&mut self.held));
+            self.budget.take(n).await;
+            self.held = n;
+        }
+    }
+}
+
+impl Drop for Credit<'_> {
+    fn drop(&mut self) {
+        self.budget.give_back(self.held);
+    }
+}
+
+/// Writes one `FetchChunk` frame without copying the payloads.
+async fn write_chunk<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    request_id: u64,
+    batches: &[Loaded],
+    buf: &[u8],
+) -> io::Result<()> {
+    let body_len: usize = 4 + batches
+        .iter()
+        .map(|b| FetchedBatch::HEADER_LEN + b.payload_len())
+        .sum::<usize>();
+    let mut head = Vec::with_capacity(20);
+    head.extend_from_slice(
+        &FrameHeader::new(MessageKind::FetchChunk as u8, request_id, body_len as u32).encode(),
+    );
+    head.put_u32(batches.len() as u32);
+    w.write_all(&head).await?;
+    for b in batches {
+        let mut bh = [0u8; FetchedBatch::HEADER_LEN];
+        FetchedBatch::put_header(&mut &mut bh[..], b.map_id, b.seq, b.payload_len() as u32, b.crc);
+        w.write_all(&bh).await?;
+        w.write_all(b.payload(buf)).await?;
+    }
+    Ok(())
+}

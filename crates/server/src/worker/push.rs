@@ -1,0 +1,137 @@
+//! A pushed batch: routing header first, memory credit second, payload last.
+//!
+//! The header is checked before anything is allocated, so a refused push costs no
+//! memory, and its payload is skipped so the connection stays usable. Credit for the
+//! payload comes from the worker's budget before the payload is read: with no credit
+//! left the connection stops reading, the pusher's TCP window fills, and that is the
+//! back-pressure. A primary forwards the stored batch to the partition's replica and
+//! acknowledges only once the replica did.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use crossdock_proto::codec::Reader;
+use crossdock_proto::io::{read_exact_bytes, skip};
+use crossdock_proto::{DecodeError, FrameHeader, Message, PushHeader, FLAG_REPLICA};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::node::Worker;
+use super::reply::{answer, send, Next, Pending, Replies, Reply};
+use crate::error::ServerError;
+
+/// Reads and stores one `PushBatch` frame whose header `h` was read.
+pub async fn handle<R: AsyncRead + Unpin>(
+    r: &mut R,
+    tx: &Replies,
+    worker: &Arc<Worker>,
+    h: FrameHeader,
+) -> io::Result<Next> {
+    let body_len = h.body_len as u64;
+    let header = match read_header(r, body_len).await? {
+        Ok(header) => header,
+        Err(e) => {
+            answer(tx, h.request_id, Err(e.into())).await?;
+            return Ok(Next::Continue);
+        }
+    };
+    let payload_len = body_len - header.encoded_len() as u64;
+    let store = &worker.store;
+    let (shuffle, part) = match store.admit_push(&header, payload_len) {
+        Ok(x) => x,
+        Err(err) => {
+            // Skip the payload so the connection stays usable, unless it is absurdly
+            // large, which means the stream is not what it claims to be.
+            let next = if payload_len <= 4 * store.max_batch + (1 << 20) {
+                skip(r, payload_len).await?;
+                Next::Continue
+            } else {
+                Next::Close
+            };
+            answer(tx, h.request_id, Err(err.into())).await?;
+            return Ok(next);
+        }
+    };
+    store.budget.take(payload_len).await;
+    let payload = match read_exact_bytes(r, payload_len as usize).await {
+        Ok(p) => p,
+        Err(e) => {
+            store.budget.give_back(payload_len);
+            return Err(e);
+        }
+    };
+    let copy = payload.clone();
+    let m = &worker.metrics;
+    match store.insert(&shuffle, &part, &header, payload) {
+        Ok(true) => {
+            m.pushed_bytes.fetch_add(payload_len, Ordering::Relaxed);
+            m.pushed_batches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(false) => {
+            m.duplicate_batches.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(err) => {
+            answer(tx, h.request_id, Err(err.into())).await?;
+            return Ok(Next::Continue);
+        }
+    }
+    // A primary acknowledges only once the replica holds the batch too (a retried,
+    // duplicate batch is forwarded again: the replica may be the one that missed it).
+    let forward = if h.flags & FLAG_REPLICA == 0 {
+        part.forward_to()
+    } else {
+        None
+    };
+    let reply = match forward {
+        None => Reply::Now(h.request_id, Ok(Message::Ok)),
+        Some(addr) => match worker.links.forward(&addr, &header, &copy).await {
+            Ok(ack) => {
+                let pending: Pending = Box::pin(async move {
+                    match ack.await {
+                        Ok(res) => res.map(|()| Message::Ok).map_err(ServerError::from),
+                        Err(e) => Err(ServerError::task("forward", e)),
+                    }
+                });
+                Reply::Later(h.request_id, pending)
+            }
+            Err(err) => Reply::Now(h.request_id, Err(err.into())),
+        },
+    };
+    send(tx, reply).await?;
+    Ok(Next::Continue)
+}
+
+/// Reads the routing header of a push frame whose body is `body_len` bytes: its first
+/// two bytes give its length. Outer error: the connection broke; inner: the header is
+/// cut or malformed (the rest of the frame was skipped).
+async fn read_header<R: AsyncRead + Unpin>(
+    r: &mut R,
+    body_len: u64,
+) -> io::Result<Result<PushHeader, DecodeError>> {
+    if body_len < 2 {
+        skip(r, body_len).await?;
+        return Ok(Err(DecodeError::Truncated {
+            field: "app_id",
+            missing: (2 - body_len) as usize,
+        }));
+    }
+    let mut raw = vec![0u8; 2];
+    r.read_exact(&mut raw).await?;
+    let app_len = u16::from_be_bytes([raw[0], raw[1]]) as u64;
+    let header_len = 2 + app_len + PushHeader::FIXED_LEN as u64;
+    if body_len < header_len {
+        skip(r, body_len - 2).await?;
+        return Ok(Err(DecodeError::Truncated {
+            field: "push header",
+            missing: (header_len - body_len) as usize,
+        }));
+    }
+    raw.resize(header_len as usize, 0);
+    r.read_exact(&mut raw[2..]).await?;
+    let decoded = PushHeader::decode(&mut Reader::new(Bytes::from(raw)));
+    if decoded.is_err() {
+        skip(r, body_len - header_len).await?;
+    }
+    Ok(decoded)
+}

@@ -1,0 +1,287 @@
+//! Memory to local disk, and local disk to nothing: the flush policy, the flushes
+//! themselves, what the partition files take on disk, and eviction of files the object
+//! store holds whole.
+//!
+//! **Flush policy** ([`LocalDisk::relieve_pressure`]): batches stay in memory, where
+//! reducers read them fastest, until the buffered bytes pass 90% of the budget; then the
+//! largest partitions are written, each as one vectored sequential write straight from
+//! the batch buffers, until the buffered bytes are under 70%. A partition idle for
+//! [`IDLE_FLUSH`] is written too, so memory held by finished or abandoned shuffles
+//! returns to the budget.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::error::StorageError;
+use super::layout;
+use super::metrics::StorageMetrics;
+use super::partition::{FlushJob, Partition};
+use super::upload::Uploader;
+use crate::memory::MemoryBudget;
+
+/// A partition that received nothing for this long is written to disk.
+pub const IDLE_FLUSH: Duration = Duration::from_secs(30);
+/// Flushes running at once on one worker.
+const FLUSH_SLOTS: usize = 2;
+
+/// The worker's local disks as a tier below its memory.
+pub struct LocalDisk {
+    roots: Vec<PathBuf>,
+    /// Credit of buffered pushed bytes; a flush gives back what it wrote.
+    budget: Arc<MemoryBudget>,
+    /// Above this many buffered bytes the largest partitions are written to disk...
+    high_water: u64,
+    /// ...until the buffered bytes fall below this.
+    low_water: u64,
+    slots: Semaphore,
+    /// Bytes of partition files on local disk.
+    stored_bytes: AtomicU64,
+    /// Set when a flush failed for lack of space, cleared by the next one that worked.
+    disk_full: AtomicBool,
+    metrics: Arc<StorageMetrics>,
+    /// Where written files go next, if anywhere.
+    uploads: Option<Arc<Uploader>>,
+}
+
+impl LocalDisk {
+    pub fn new(
+        roots: Vec<PathBuf>,
+        budget: Arc<MemoryBudget>,
+        metrics: Arc<StorageMetrics>,
+        uploads: Option<Arc<Uploader>>,
+    ) -> Arc<LocalDisk> {
+        let total = budget.total();
+        Arc::new(LocalDisk {
+            roots,
+            budget,
+            high_water: total / 10 * 9,
+            low_water: total / 10 * 7,
+            slots: Semaphore::new(FLUSH_SLOTS),
+            stored_bytes: AtomicU64::new(0),
+            disk_full: AtomicBool::new(false),
+            metrics,
+            uploads,
+        })
+    }
+
+    /// The buffered bytes above which flushing starts.
+    pub fn high_water(&self) -> u64 {
+        self.high_water
+    }
+
+    /// Bytes of partition files on local disk.
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts bytes found on disk (recovered files).
+    pub fn add_stored(&self, bytes: u64) {
+        self.stored_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// True while the last flush failed for lack of space.
+    pub fn is_full(&self) -> bool {
+        self.disk_full.load(Ordering::Acquire)
+    }
+
+    /// The error of a write refused because the disk is full.
+    pub fn full_error(&self) -> StorageError {
+        StorageError::DiskFull {
+            dirs: self
+                .roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// Where written files are uploaded, if anywhere.
+    pub fn uploads(&self) -> Option<&Arc<Uploader>> {
+        self.uploads.as_ref()
+    }
+
+    /// Drops a deleted partition's memory and disk accounting.
+    pub fn release(&self, part: &Partition) {
+        let (memory, disk) = part.delete();
+        self.budget.give_back(memory);
+        self.stored_bytes.fetch_sub(disk, Ordering::Relaxed);
+    }
+
+    /// The flush policy (see the module documentation), then eviction.
+    pub fn relieve_pressure(self: &Arc<Self>, partitions: Vec<Arc<Partition>>, idle: Duration) {
+        let mut parts: Vec<(u64, bool, Arc<Partition>)> = partitions
+            .iter()
+            .filter_map(|p| {
+                let st = p.lock();
+                let pending: u64 = st.mem_bytes;
+                let idle = st.last_push.elapsed() >= idle;
+                drop(st);
+                (pending > 0).then(|| (pending, idle, p.clone()))
+            })
+            .collect();
+        parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+        let mut used = self.budget.used();
+        let pressed = used > self.high_water;
+        for (bytes, idle, p) in parts {
+            if (pressed && used > self.low_water) || idle {
+                used = used.saturating_sub(bytes);
+                self.schedule_flush(p);
+            }
+        }
+        self.evict(partitions);
+    }
+
+    /// Starts a flush of `part` unless one is already scheduled.
+    pub fn schedule_flush(self: &Arc<Self>, part: Arc<Partition>) {
+        if part.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let disk = self.clone();
+        tokio::spawn(async move {
+            let _slot = disk.slots.acquire().await.expect("never closed");
+            while let Some(job) = part.take_flush() {
+                let path = part.path.clone();
+                let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
+                match written {
+                    Ok((job, Ok(()))) => disk.flushed(&part, &job),
+                    Ok((job, Err(e))) => {
+                        if !part.lock().deleted {
+                            disk.flush_failed(&part, &job, e);
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "flush task failed");
+                        break;
+                    }
+                }
+                if disk.budget.used() <= disk.low_water {
+                    break;
+                }
+            }
+            part.flushing.store(false, Ordering::Release);
+        });
+    }
+
+    fn flushed(&self, part: &Arc<Partition>, job: &FlushJob) {
+        self.disk_full.store(false, Ordering::Release);
+        if let Some(freed) = part.complete_flush(job) {
+            self.budget.give_back(freed);
+            StorageMetrics::add(&self.metrics.flushed_bytes, job.payload_bytes);
+            self.stored_bytes
+                .fetch_add(job.file_bytes, Ordering::Relaxed);
+            if let Some(up) = &self.uploads {
+                up.schedule(part.clone());
+            }
+        }
+    }
+
+    /// A failed flush leaves its batches in memory to be retried, and gives its range
+    /// of the file back (cut, so no garbage sits between records).
+    fn flush_failed(&self, part: &Partition, job: &FlushJob, e: std::io::Error) {
+        tracing::error!(path = %part.path.display(), error = %e, "flush failed; batches stay in memory and will be retried");
+        StorageMetrics::add(&self.metrics.flush_errors, 1);
+        let no_space = e.kind() == std::io::ErrorKind::StorageFull
+            || e.kind() == std::io::ErrorKind::QuotaExceeded;
+        if no_space && !self.disk_full.swap(true, Ordering::AcqRel) {
+            tracing::error!(dir = %part.path.display(), "disk full: this worker takes no data beyond its memory until space is freed");
+        }
+        part.abort_flush(job);
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&part.path)
+            .and_then(|f| f.set_len(job.offset));
+    }
+
+    /// The eviction policy: while the partition files on local disk take more than the
+    /// disk quota, or the disk is full, the largest wholly uploaded partitions are
+    /// evicted from it (their reads go to the object store from then on). Returns the
+    /// bytes freed.
+    pub fn evict(&self, partitions: Vec<Arc<Partition>>) -> u64 {
+        let Some(up) = &self.uploads else {
+            return 0;
+        };
+        let stored = self.stored_bytes();
+        let excess = if self.is_full() {
+            stored
+        } else {
+            match up.tier.disk_quota {
+                Some(q) if stored > q => stored - q,
+                _ => return 0,
+            }
+        };
+        let mut parts: Vec<(u64, Arc<Partition>)> = partitions
+            .into_iter()
+            .filter_map(|p| {
+                let st = p.lock();
+                let local = st.file_written.saturating_sub(st.local_from);
+                let whole = st.uploaded_to == st.file_written && st.file_end == st.file_written;
+                drop(st);
+                (local > 0 && whole).then_some((local, p))
+            })
+            .collect();
+        parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+        let mut freed = 0;
+        for (_, p) in parts {
+            if freed >= excess {
+                break;
+            }
+            match p.evict(&layout::evicted_marker(&p.path)) {
+                None => {}
+                Some(Ok(bytes)) => {
+                    freed += bytes;
+                    self.stored_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                    StorageMetrics::add(&self.metrics.evicted_bytes, bytes);
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(path = %p.path.display(), error = %e, "could not evict a partition file")
+                }
+            }
+        }
+        if freed > 0 {
+            tracing::info!(
+                freed,
+                stored = stored - freed,
+                "evicted uploaded partition files from local disk"
+            );
+        }
+        freed
+    }
+
+    /// Syncs partition files to the device (a file evicted meanwhile needs no sync:
+    /// only wholly uploaded files are evicted).
+    pub async fn sync(paths: Vec<PathBuf>) -> Result<(), StorageError> {
+        tokio::task::spawn_blocking(move || {
+            for path in paths {
+                match std::fs::File::open(&path) {
+                    Ok(f) => f.sync_data()?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        })
+        .await
+        .map_err(|source| StorageError::Task {
+            what: "sync",
+            source,
+        })?
+        .map_err(StorageError::io("syncing partition files"))
+    }
+}
+
+fn write_job(path: &Path, job: FlushJob) -> (FlushJob, std::io::Result<()>) {
+    let res = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(path)
+        .and_then(|mut f| job.write_to(&mut f));
+    (job, res)
+}

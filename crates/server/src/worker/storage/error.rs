@@ -1,0 +1,160 @@
+//! Why the storage layer refused or failed a request, and the one place where each
+//! reason is given its wire error code.
+
+use crossdock_proto::{AttemptId, ErrorCode};
+
+use super::object::ObjectError;
+use crate::error::Coded;
+
+/// A refused or failed storage request.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("app '{app}' has no shuffle on this worker (unknown, expired or unregistered)")]
+    UnknownApp { app: String },
+    #[error("shuffle {shuffle} of app '{app}' is not on this worker")]
+    UnknownShuffle { app: String, shuffle: u32 },
+    #[error("partition {partition} of shuffle {shuffle} of app '{app}' is out of range (the shuffle has {partitions} partitions)")]
+    PartitionOutOfRange {
+        app: String,
+        shuffle: u32,
+        partition: u32,
+        partitions: u32,
+    },
+    #[error(
+        "partition {partition} of shuffle {shuffle} of app '{app}' is not placed on this worker"
+    )]
+    PartitionNotHere {
+        app: String,
+        shuffle: u32,
+        partition: u32,
+    },
+    #[error("map {map} is out of range (the shuffle has {maps} maps)")]
+    MapOutOfRange { map: u32, maps: u32 },
+    #[error("map range [{start}, {end}) is empty or exceeds the shuffle's {maps} maps")]
+    BadMapRange { start: u32, end: u32, maps: u32 },
+    #[error(
+        "shuffle {shuffle} of app '{app}' exists with {maps} maps and {partitions} partitions"
+    )]
+    ShuffleExists {
+        app: String,
+        shuffle: u32,
+        maps: u32,
+        partitions: u32,
+    },
+    #[error("{forwards} forward addresses for {partitions} partitions")]
+    ForwardCount { forwards: usize, partitions: usize },
+    #[error("partition {partition} is out of range for {partitions} partitions")]
+    PreparedOutOfRange { partition: u32, partitions: u32 },
+    #[error("{given} map attempts for a shuffle of {maps} maps")]
+    AttemptCount { given: usize, maps: u32 },
+    #[error("batch {seq} of map {map} attempt {attempt} for partition {partition}: CRC32C {found:08x} does not match the header's {expected:08x}; the batch was dropped")]
+    BadChecksum {
+        partition: u32,
+        map: u32,
+        attempt: AttemptId,
+        seq: u32,
+        found: u32,
+        expected: u32,
+    },
+    #[error("batch of {len} bytes exceeds this worker's limit of {limit} bytes; split it")]
+    BatchTooLarge { len: u64, limit: u64 },
+    #[error("map {map} of shuffle {shuffle} already committed (attempt {committed}); batch {seq} of attempt {attempt} is refused")]
+    PushAfterCommit {
+        shuffle: u32,
+        map: u32,
+        committed: AttemptId,
+        seq: u32,
+        attempt: AttemptId,
+    },
+    #[error("map {map} attempt {attempt} reported {want} bytes for partition {partition} but this worker holds {have}")]
+    CommitMismatch {
+        map: u32,
+        attempt: AttemptId,
+        partition: u32,
+        want: u64,
+        have: u64,
+    },
+    #[error("{missing} map(s) of [{start}, {end}) have not committed yet (first: map {first}); fetch after the map stage completes")]
+    NotCommitted {
+        start: u32,
+        end: u32,
+        first: u32,
+        missing: u32,
+    },
+    #[error("partition {partition} is still being restored after {secs} s; read it again later")]
+    StillRestoring { partition: u32, secs: u64 },
+    #[error("shuffle {shuffle} of app '{app}' was deleted")]
+    Deleted { app: String, shuffle: u32 },
+    #[error("disk full: this worker cannot write to {dirs} and its memory is used up; it takes no more data until space is freed")]
+    DiskFull { dirs: String },
+    #[error("the coordinator commits to the object store, but this worker has none: start every worker with --object-store")]
+    NoObjectStore,
+    #[error("map {map} attempt {attempt} could not be {what} within {secs} s{}", last_upload_error.as_ref().map_or(String::new(), |e| format!("; last upload error: {e}")))]
+    NotDurable {
+        map: u32,
+        attempt: AttemptId,
+        what: &'static str,
+        secs: u64,
+        last_upload_error: Option<String>,
+    },
+    #[error("stored batch {seq} of map {map} (attempt {attempt}) failed its check at offset {offset} of the partition file{}", if *from_object { " (read from the object store)" } else { "" })]
+    Corrupt {
+        map: u32,
+        attempt: AttemptId,
+        seq: u32,
+        offset: u64,
+        from_object: bool,
+    },
+    #[error("no uploaded segment holds offset {offset} of an evicted partition file")]
+    MissingSegment { offset: u64 },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error("{what} task failed: {source}")]
+    Task {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
+}
+
+impl StorageError {
+    /// An I/O failure while doing `context`.
+    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StorageError {
+        let context = context.into();
+        move |source| StorageError::Io { context, source }
+    }
+}
+
+impl Coded for StorageError {
+    fn code(&self) -> ErrorCode {
+        use StorageError as E;
+        match self {
+            E::UnknownApp { .. } => ErrorCode::UnknownApp,
+            E::UnknownShuffle { .. } | E::Deleted { .. } => ErrorCode::UnknownShuffle,
+            E::PartitionOutOfRange { .. } | E::PartitionNotHere { .. } => {
+                ErrorCode::UnknownPartition
+            }
+            E::MapOutOfRange { .. } => ErrorCode::UnknownMap,
+            E::BadMapRange { .. }
+            | E::ForwardCount { .. }
+            | E::PreparedOutOfRange { .. }
+            | E::AttemptCount { .. }
+            | E::NoObjectStore => ErrorCode::InvalidArgument,
+            E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
+            E::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
+            E::BadChecksum { .. } => ErrorCode::BadChecksum,
+            E::PushAfterCommit { .. } => ErrorCode::PushAfterCommit,
+            E::CommitMismatch { .. } => ErrorCode::CommitMismatch,
+            E::NotCommitted { .. } | E::StillRestoring { .. } => ErrorCode::ShuffleNotComplete,
+            E::Corrupt { .. } => ErrorCode::CorruptData,
+            E::DiskFull { .. } | E::NotDurable { .. } | E::Io { .. } | E::Object(_) => {
+                ErrorCode::Io
+            }
+            E::MissingSegment { .. } | E::Task { .. } => ErrorCode::Internal,
+        }
+    }
+}

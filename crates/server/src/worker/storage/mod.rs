@@ -1,0 +1,442 @@
+//! The worker's storage layer: everything a worker keeps of the shuffles placed on it,
+//! in memory, in partition files on its disks and in the object store. The layer knows
+//! nothing of connections or of the protocol's framing; the worker's handlers call the
+//! [`ShuffleStore`] and turn its [`StorageError`]s into replies.
+//!
+//! The modules, lowest first (each uses only those above it in this list):
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`record`] | the stored record format: written, parsed and checked in one place |
+//! | [`layout`] | names of directories, files and keys; `shuffle.meta` |
+//! | [`error`], [`metrics`] | what this layer reports |
+//! | [`object`] | the object tier: one S3 or DFS store, through opendal |
+//! | [`partition`] | one partition: its batches in memory, its file, its map index |
+//! | [`shuffle`] | one shuffle: its partitions here and its committed attempts |
+//! | [`registry`] | the apps and shuffles held |
+//! | [`upload`] | disk to object store, behind the flush |
+//! | [`disk`] | memory to disk (the flush policy), disk accounting, eviction |
+//! | [`durability`] | a commit's wait for its data to be on disk or uploaded |
+//! | [`recovery`] | a restarted worker's files, indexed again |
+//! | [`adopt`] | a lost partition restored from the object store |
+//! | [`read`] | a fetch's batches, from memory, file or object store, checked |
+//!
+//! and this module, [`ShuffleStore`], the face the worker's handlers use.
+
+pub mod adopt;
+pub mod disk;
+pub mod durability;
+pub mod error;
+pub mod layout;
+pub mod metrics;
+pub mod object;
+pub mod partition;
+pub mod read;
+pub mod record;
+pub mod recovery;
+pub mod registry;
+pub mod shuffle;
+pub mod upload;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossdock_proto::{AttemptId, Durability, PartitionBytes, PushHeader, ResumePoint};
+
+use crate::memory::MemoryBudget;
+use disk::LocalDisk;
+pub use error::StorageError;
+pub use metrics::StorageMetrics;
+use object::ObjectTier;
+use partition::{Insert, Partition, Piece, ReadView};
+use read::{ChunkReader, Loaded};
+use registry::Registry;
+use shuffle::Shuffle;
+pub use upload::Tier;
+use upload::Uploader;
+
+/// How long a fetch waits for a partition being restored (see `Partition::restoring`).
+const RESTORE_WAIT: Duration = Duration::from_secs(60);
+
+/// Everything a worker stores.
+pub struct ShuffleStore {
+    registry: Registry,
+    disk: Arc<LocalDisk>,
+    /// Credit for buffered pushed bytes.
+    pub budget: Arc<MemoryBudget>,
+    /// Largest payload one push may carry.
+    pub max_batch: u64,
+    metrics: Arc<StorageMetrics>,
+}
+
+impl ShuffleStore {
+    /// A store over the data directories `roots` (the first is the main one), keeping
+    /// at most `budget` pushed bytes in memory, with an object tier if `tier` is given.
+    pub fn new(
+        roots: Vec<PathBuf>,
+        budget: Arc<MemoryBudget>,
+        max_batch: u64,
+        tier: Option<Tier>,
+    ) -> Arc<ShuffleStore> {
+        let metrics = Arc::new(StorageMetrics::default());
+        let uploads = tier.map(|t| Uploader::new(t, metrics.clone()));
+        let disk = LocalDisk::new(roots.clone(), budget.clone(), metrics.clone(), uploads);
+        Arc::new(ShuffleStore {
+            registry: Registry::new(roots),
+            disk,
+            budget,
+            max_batch,
+            metrics,
+        })
+    }
+
+    /// The layer's counters.
+    pub fn metrics(&self) -> &StorageMetrics {
+        &self.metrics
+    }
+
+    /// The object store partition files are uploaded to, if any.
+    pub fn object_tier(&self) -> Option<&Arc<ObjectTier>> {
+        self.disk.uploads().map(|u| &u.tier.store)
+    }
+
+    /// The main data directory.
+    pub fn root(&self) -> &Path {
+        self.registry.root()
+    }
+
+    /// A shuffle's directory in the main data directory.
+    pub fn shuffle_dir(&self, app_id: &str, shuffle_id: u32) -> PathBuf {
+        layout::shuffle_dir(self.root(), app_id, shuffle_id)
+    }
+
+    /// Number of apps, shuffles and partitions held.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        self.registry.counts()
+    }
+
+    /// Bytes of partition files on local disk.
+    pub fn stored_bytes(&self) -> u64 {
+        self.disk.stored_bytes()
+    }
+
+    /// True while the disk is full (writes beyond memory are refused).
+    pub fn disk_full(&self) -> bool {
+        self.disk.is_full()
+    }
+
+    /// Looks a shuffle up, telling an unknown app from an unknown shuffle.
+    pub fn shuffle(&self, app_id: &str, shuffle_id: u32) -> Result<Arc<Shuffle>, StorageError> {
+        self.registry.shuffle(app_id, shuffle_id)
+    }
+
+    /// Looks up the partition a reducer or pusher names.
+    pub fn partition(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        partition: u32,
+    ) -> Result<(Arc<Shuffle>, Arc<Partition>), StorageError> {
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        let part = shuffle.placed(partition)?;
+        Ok((shuffle, part))
+    }
+
+    /// Checks a push's header before its payload is read, so a refused push costs no
+    /// memory. Returns the partition to store into.
+    pub fn admit_push(
+        &self,
+        h: &PushHeader,
+        payload_len: u64,
+    ) -> Result<(Arc<Shuffle>, Arc<Partition>), StorageError> {
+        if payload_len > self.max_batch {
+            return Err(StorageError::BatchTooLarge {
+                len: payload_len,
+                limit: self.max_batch,
+            });
+        }
+        let (shuffle, part) = self.partition(&h.app_id, h.shuffle_id, h.partition)?;
+        // With the disk full, memory is all there is: refuse instead of waiting for a
+        // spill that cannot happen.
+        if self.disk.is_full() && self.budget.used() + payload_len > self.disk.high_water() {
+            return Err(self.disk.full_error());
+        }
+        shuffle.admit(h.map_id, h.attempt_id, h.batch_seq)?;
+        Ok((shuffle, part))
+    }
+
+    /// Stores an admitted push whose credit is taken, once its payload matches the
+    /// header's CRC32C. Returns whether it was new (a duplicate is a retried push). The
+    /// credit is given back unless the batch is stored.
+    pub fn insert(
+        &self,
+        shuffle: &Shuffle,
+        part: &Partition,
+        h: &PushHeader,
+        payload: Bytes,
+    ) -> Result<bool, StorageError> {
+        let len = payload.len() as u64;
+        let crc = crossdock_proto::checksum(&payload);
+        if crc != h.crc32c {
+            self.budget.give_back(len);
+            return Err(StorageError::BadChecksum {
+                partition: h.partition,
+                map: h.map_id,
+                attempt: h.attempt_id,
+                seq: h.batch_seq,
+                found: crc,
+                expected: h.crc32c,
+            });
+        }
+        match part.insert(h.map_id, h.attempt_id, h.batch_seq, h.crc32c, payload) {
+            Insert::Stored => {
+                if self.budget.used() > self.disk.high_water() {
+                    self.budget.pressure.notify_one();
+                }
+                Ok(true)
+            }
+            Insert::Duplicate => {
+                self.budget.give_back(len);
+                Ok(false)
+            }
+            Insert::Deleted => {
+                self.budget.give_back(len);
+                Err(StorageError::Deleted {
+                    app: shuffle.app_id.clone(),
+                    shuffle: shuffle.shuffle_id,
+                })
+            }
+        }
+    }
+
+    /// Creates (or confirms) a shuffle and the partitions placed here, each with the
+    /// replica it forwards to (`forward_to`, empty or one per partition).
+    pub fn prepare(
+        &self,
+        meta: &layout::ShuffleMeta,
+        partitions: &[u32],
+        forward_to: &[String],
+    ) -> Result<(), StorageError> {
+        if !forward_to.is_empty() && forward_to.len() != partitions.len() {
+            return Err(StorageError::ForwardCount {
+                forwards: forward_to.len(),
+                partitions: partitions.len(),
+            });
+        }
+        if let Some(&p) = partitions.iter().find(|&&p| p >= meta.num_partitions) {
+            return Err(StorageError::PreparedOutOfRange {
+                partition: p,
+                partitions: meta.num_partitions,
+            });
+        }
+        let shuffle = self.registry.get_or_create(meta)?;
+        shuffle.place(partitions, forward_to);
+        Ok(())
+    }
+
+    /// Records the coordinator's decision on which attempt counts for `map` (see
+    /// [`Shuffle::commit`]).
+    pub fn map_committed(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map: u32,
+        attempt: AttemptId,
+        expected: &[PartitionBytes],
+    ) -> Result<(), StorageError> {
+        self.shuffle(app_id, shuffle_id)?
+            .commit(map, attempt, expected)
+    }
+
+    /// Waits until `map`'s `attempt` is as durable as `level` asks.
+    pub async fn persist_map(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map: u32,
+        attempt: AttemptId,
+        level: Durability,
+    ) -> Result<(), StorageError> {
+        if level == Durability::Memory {
+            return Ok(());
+        }
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        durability::persist(&self.disk, &shuffle, map, attempt, level).await
+    }
+
+    /// Takes the coordinator's view of which attempt counts for every map.
+    pub fn sync_commits(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map_attempts: &[AttemptId],
+    ) -> Result<(), StorageError> {
+        self.shuffle(app_id, shuffle_id)?.sync_commits(map_attempts)
+    }
+
+    /// Finds the shuffles a previous run of this worker left in its data directories.
+    /// Returns the number of partitions found.
+    pub fn recover(&self) -> std::io::Result<usize> {
+        recovery::recover(&self.registry, &self.disk)
+    }
+
+    /// Which of `partitions` this worker holds whole: the bytes of the committed
+    /// attempts (`map_attempts`) add up to `expected`. Takes `map_attempts` as the
+    /// commits either way; the partitions held whole are served from then on.
+    pub fn check_copies(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map_attempts: &[AttemptId],
+        partitions: &[u32],
+        expected: &[u64],
+    ) -> Result<Vec<u32>, StorageError> {
+        let Ok(shuffle) = self.shuffle(app_id, shuffle_id) else {
+            return Ok(Vec::new()); // nothing of it survived
+        };
+        shuffle.sync_commits(map_attempts)?;
+        let held = shuffle.held_whole(map_attempts, partitions, expected);
+        for &p in &held {
+            if let Some(part) = shuffle.partition(p) {
+                part.restoring.store(false, Ordering::Release);
+            }
+        }
+        Ok(held)
+    }
+
+    /// Restores `partitions` from the object store (see [`adopt::Adoption::run`]).
+    /// Without an object store nothing is adopted.
+    pub async fn adopt(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        map_attempts: &[AttemptId],
+        partitions: &[u32],
+        expected: &[u64],
+    ) -> Result<Vec<u32>, StorageError> {
+        let Some(store) = self.object_tier() else {
+            return Ok(Vec::new());
+        };
+        let shuffle = self.shuffle(app_id, shuffle_id)?;
+        let adoption = adopt::Adoption {
+            store,
+            budget: &self.budget,
+            metrics: &self.metrics,
+        };
+        adoption
+            .run(&shuffle, map_attempts, partitions, expected)
+            .await
+    }
+
+    /// Deletes a shuffle's data; `everywhere` also deletes what every worker uploaded of
+    /// it to the object store. Unknown shuffles are fine (deletion is idempotent).
+    pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32, everywhere: bool) {
+        if let Some(s) = self.registry.remove_shuffle(app_id, shuffle_id) {
+            self.drop_shuffle(&s);
+        }
+        if let Some(up) = self.disk.uploads().filter(|_| everywhere) {
+            up.delete_shuffle(app_id, shuffle_id);
+        }
+    }
+
+    /// Deletes all data of an app; `everywhere` as for [`ShuffleStore::delete_shuffle`].
+    pub fn delete_app(&self, app_id: &str, everywhere: bool) {
+        for s in self.registry.remove_app(app_id) {
+            self.drop_shuffle(&s);
+        }
+        for dir in self.registry.app_dirs(app_id) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(up) = self.disk.uploads().filter(|_| everywhere) {
+            up.delete_app(app_id);
+        }
+    }
+
+    fn drop_shuffle(&self, s: &Shuffle) {
+        for p in s.partitions() {
+            self.disk.release(&p);
+        }
+        for dir in &s.dirs {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %dir.display(), error = %e, "could not delete shuffle data");
+                }
+            }
+        }
+        tracing::info!(app = %s.app_id, shuffle = s.shuffle_id, "deleted shuffle data");
+    }
+
+    /// Runs the flush policy and then the eviction policy (see [`disk`]).
+    pub fn relieve_pressure(&self, idle: Duration) {
+        self.disk
+            .relieve_pressure(self.registry.every_partition(), idle);
+    }
+
+    /// Writes every partition's buffered batches to disk.
+    pub fn flush_all(&self) {
+        for p in self.registry.every_partition() {
+            self.disk.schedule_flush(p);
+        }
+    }
+
+    /// Opens a fetch of maps `[start, end)` of a partition, after `resume` if given:
+    /// checks the range, waits while the partition is being restored, refuses while a
+    /// map of the range has not committed, and takes a consistent view of the batches
+    /// of the committed attempts.
+    pub async fn open_read(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        partition: u32,
+        (start, end): (u32, u32),
+        resume: Option<ResumePoint>,
+    ) -> Result<ReadView, StorageError> {
+        let (shuffle, part) = self.partition(app_id, shuffle_id, partition)?;
+        if start >= end || end > shuffle.num_maps {
+            return Err(StorageError::BadMapRange {
+                start,
+                end,
+                maps: shuffle.num_maps,
+            });
+        }
+        // A copy placed here for a lost one is read once the coordinator found it whole.
+        let deadline = tokio::time::Instant::now() + RESTORE_WAIT;
+        while part.restoring.load(Ordering::Acquire) {
+            if tokio::time::Instant::now() > deadline {
+                return Err(StorageError::StillRestoring {
+                    partition,
+                    secs: RESTORE_WAIT.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if let Some((first, missing)) = shuffle.first_uncommitted(start, end) {
+            return Err(StorageError::NotCommitted {
+                start,
+                end,
+                first,
+                missing,
+            });
+        }
+        part.read_view(start, end, |m| shuffle.committed(m), resume)
+            .map_err(StorageError::io(format!("opening {}", part.path.display())))
+    }
+
+    /// Loads one chunk of an open read into `buf` (see [`read::ChunkReader::load`]).
+    pub async fn load_chunk(
+        &self,
+        view: &ReadView,
+        chunk: &[Piece],
+        buf: Vec<u8>,
+    ) -> (Vec<u8>, Result<Vec<Loaded>, StorageError>) {
+        let reader = ChunkReader {
+            view,
+            tier: self.object_tier().map(|t| &**t),
+            metrics: &self.metrics,
+        };
+        reader.load(chunk, buf).await
+    }
+}

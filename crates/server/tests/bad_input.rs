@@ -1,0 +1,256 @@
+//! Bad input from clients: corrupt, cut, oversize and unknown frames, unknown ids,
+//! pushes and commits that do not fit. Each gets a clear error, and the service goes on
+//! serving well-behaved clients.
+
+mod common;
+
+use crossdock_client::WorkerClient;
+use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, FrameHeader, Message};
+
+use common::embedded::{
+    assert_code, assert_error_frame, healthy_round_trip, push, raw_exchange, read_all, Cluster,
+};
+use common::{header, payload, stat};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_checksum_is_rejected_and_the_connection_stays_usable() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let app = "crc";
+    let placement = c.shuffle(app, 1, 1).await;
+    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+        .await
+        .unwrap();
+    let data = payload(0, 0, 0, 4096);
+    let mut h = header(app, 0, 0, 0, 0, &data);
+    h.crc32c ^= 1;
+    let p = w.push(&h, &data).await.unwrap();
+    assert_code(w.finish_push(p).await, ErrorCode::BadChecksum);
+    // Nothing was stored; the same connection accepts the good batch.
+    let p = w
+        .push(&header(app, 0, 0, 0, 0, &data), &data)
+        .await
+        .unwrap();
+    w.finish_push(p).await.unwrap();
+    c.coord
+        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 4096)])
+        .await
+        .unwrap();
+    assert_eq!(read_all(&placement, app, 0, 0, 1).await.unwrap().len(), 1);
+    healthy_round_trip(&c, "crc-neighbour").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_app_shuffle_and_partition_are_named() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let placement = c.shuffle("known", 1, 2).await;
+    let d = b"x".to_vec();
+    assert_code(
+        push(&placement, "stranger", 0, 0, 0, 0, &d).await,
+        ErrorCode::UnknownApp,
+    );
+    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+        .await
+        .unwrap();
+    let mut h = header("known", 0, 0, 0, 0, &d);
+    h.shuffle_id = 9;
+    let p = w.push(&h, &d).await.unwrap();
+    assert_code(w.finish_push(p).await, ErrorCode::UnknownShuffle);
+    let p = w.push(&header("known", 5, 0, 0, 0, &d), &d).await.unwrap();
+    assert_code(w.finish_push(p).await, ErrorCode::UnknownPartition);
+    assert_code(
+        c.coord
+            .commit_map("stranger", 0, 0, AttemptId(0), vec![])
+            .await,
+        ErrorCode::UnknownApp,
+    );
+    assert_code(
+        c.coord.shuffle_status("known", 9).await,
+        ErrorCode::UnknownShuffle,
+    );
+    assert_code(
+        c.coord.register_shuffle("stranger", 0, 1, 1).await,
+        ErrorCode::UnknownApp,
+    );
+    assert_code(c.coord.renew_lease("stranger").await, ErrorCode::UnknownApp);
+    healthy_round_trip(&c, "neighbour").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversize_batch_and_oversize_frame_are_refused() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let placement = c.shuffle("big", 1, 1).await;
+    let worker = c.worker_for(&placement, 0);
+    let big = vec![1u8; worker.store.max_batch as usize + 1];
+    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+        .await
+        .unwrap();
+    let p = w
+        .push(&header("big", 0, 0, 0, 0, &big), &big)
+        .await
+        .unwrap();
+    assert_code(w.finish_push(p).await, ErrorCode::BatchTooLarge);
+    // The connection skipped the refused payload and still works.
+    let ok = vec![2u8; 100];
+    let p = w.push(&header("big", 0, 0, 0, 0, &ok), &ok).await.unwrap();
+    w.finish_push(p).await.unwrap();
+    // A control frame claiming 1 GiB is refused before anything is read.
+    let frame = FrameHeader::new(Message::GetWorkerStats.kind() as u8, 3, 1 << 30).encode();
+    let coord_addr = c.sa.coordinator.addr.to_string();
+    assert_error_frame(
+        raw_exchange(&coord_addr, &frame).await,
+        ErrorCode::FrameTooLarge,
+    );
+    assert_error_frame(
+        raw_exchange(&worker.addr.to_string(), &frame).await,
+        ErrorCode::FrameTooLarge,
+    );
+    healthy_round_trip(&c, "big-neighbour").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_frames_get_a_truncation_error() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let placement = c.shuffle("trunc", 1, 1).await;
+    // RegisterShuffle whose length covers only part of its fields.
+    let mut frame = Message::RegisterShuffle {
+        app_id: "trunc".into(),
+        shuffle_id: 1,
+        num_maps: 1,
+        num_partitions: 1,
+    }
+    .encode_frame(4);
+    frame.truncate(frame.len() - 6);
+    let len = (frame.len() - 4) as u32;
+    frame[0..4].copy_from_slice(&len.to_be_bytes());
+    assert_error_frame(
+        raw_exchange(&c.sa.coordinator.addr.to_string(), &frame).await,
+        ErrorCode::TruncatedFrame,
+    );
+    // A push whose frame ends inside the push header.
+    let mut push = Vec::new();
+    push.extend_from_slice(&FrameHeader::new(Message::Ok.kind() as u8 + 0x3f, 5, 10).encode());
+    push.extend_from_slice(&[0, 5, b't', b'r', b'u', b'n', b'c', 0, 0, 0]);
+    assert_eq!(push[5], 0x40, "kind is PushBatch");
+    assert_error_frame(
+        raw_exchange(&placement.worker_of(0).unwrap().addr, &push).await,
+        ErrorCode::TruncatedFrame,
+    );
+    healthy_round_trip(&c, "trunc-neighbour").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_version_and_unknown_kind_are_refused() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let coord_addr = c.sa.coordinator.addr.to_string();
+    let mut frame = Message::RenewLease { app_id: "a".into() }.encode_frame(8);
+    frame[4] = 9;
+    let reply = raw_exchange(&coord_addr, &frame).await;
+    assert_eq!(reply.as_ref().unwrap().0.request_id, 8);
+    assert_error_frame(reply, ErrorCode::UnsupportedVersion);
+    let worker_addr = c.sa.workers[0].addr.to_string();
+    assert_error_frame(
+        raw_exchange(&worker_addr, &frame).await,
+        ErrorCode::UnsupportedVersion,
+    );
+    let mut frame = Message::RenewLease { app_id: "a".into() }.encode_frame(8);
+    frame[5] = 0x7e;
+    assert_error_frame(
+        raw_exchange(&coord_addr, &frame).await,
+        ErrorCode::UnknownMessageKind,
+    );
+    // A worker-only message sent to the coordinator.
+    let frame = Message::GetWorkerStats.encode_frame(2);
+    assert_error_frame(
+        raw_exchange(&coord_addr, &frame).await,
+        ErrorCode::UnknownMessageKind,
+    );
+    healthy_round_trip(&c, "version-neighbour").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_after_commit_is_refused() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let app = "late";
+    let placement = c.shuffle(app, 1, 1).await;
+    let d = payload(0, 0, 0, 100);
+    push(&placement, app, 0, 0, 0, 0, &d).await.unwrap();
+    c.coord
+        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 100)])
+        .await
+        .unwrap();
+    assert_code(
+        push(&placement, app, 0, 0, 0, 1, &d).await,
+        ErrorCode::PushAfterCommit,
+    );
+    assert_code(
+        push(&placement, app, 0, 0, 1, 0, &d).await,
+        ErrorCode::PushAfterCommit,
+    );
+    assert_eq!(read_all(&placement, app, 0, 0, 1).await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_of_unknown_map_or_wrong_sizes_is_refused() {
+    let c = Cluster::start(2, 64 << 20).await;
+    let app = "commits";
+    let placement = c.shuffle(app, 2, 2).await;
+    assert_code(
+        c.coord.commit_map(app, 0, 2, AttemptId(0), vec![]).await,
+        ErrorCode::UnknownMap,
+    );
+    assert_code(
+        c.coord
+            .commit_map(app, 0, 0, AttemptId(0), vec![stat(7, 1)])
+            .await,
+        ErrorCode::InvalidArgument,
+    );
+    let d = payload(0, 1, 0, 300);
+    push(&placement, app, 1, 0, 0, 0, &d).await.unwrap();
+    // The map claims more bytes than the worker received: a lost batch is caught.
+    assert_code(
+        c.coord
+            .commit_map(app, 0, 0, AttemptId(0), vec![stat(1, 600)])
+            .await,
+        ErrorCode::CommitMismatch,
+    );
+    // It also claims nothing for partition 0 while... (nothing was pushed there: fine).
+    let status = c.coord.shuffle_status(app, 0).await.unwrap();
+    assert_eq!(status.committed_maps, 0, "a refused commit does not count");
+    // A retry of the map (new attempt) pushes and commits normally.
+    push(&placement, app, 1, 0, 1, 0, &d).await.unwrap();
+    assert_eq!(
+        c.coord
+            .commit_map(app, 0, 0, AttemptId(1), vec![stat(1, 300)])
+            .await
+            .unwrap()
+            .0,
+        CommitStatus::Committed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_before_the_maps_committed_is_refused() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let app = "early";
+    let placement = c.shuffle(app, 2, 1).await;
+    let d = payload(0, 0, 0, 100);
+    push(&placement, app, 0, 0, 0, 0, &d).await.unwrap();
+    c.coord
+        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 100)])
+        .await
+        .unwrap();
+    assert_code(
+        read_all(&placement, app, 0, 0, 2).await,
+        ErrorCode::ShuffleNotComplete,
+    );
+    // The committed map alone can be read.
+    assert_eq!(read_all(&placement, app, 0, 0, 1).await.unwrap().len(), 1);
+    assert_code(
+        read_all(&placement, app, 0, 1, 1).await,
+        ErrorCode::InvalidArgument,
+    );
+    assert_code(
+        read_all(&placement, app, 0, 0, 3).await,
+        ErrorCode::InvalidArgument,
+    );
+}

@@ -1,0 +1,175 @@
+//! What the integration tests share: data, pushes and reads, waiting, small disks and
+//! object stores. Each test binary uses part of it.
+#![allow(dead_code)]
+
+pub mod embedded;
+pub mod nodes;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossdock_client::{ClientError, FetchRange, PartitionReader, WorkerClient};
+use crossdock_proto::{checksum, AttemptId, PartitionStat, PushHeader};
+
+/// The test payload of one batch: a pattern of its map, partition and `tag` (its
+/// sequence number or its attempt), so every batch read back can be checked.
+pub fn payload(map: u32, partition: u32, tag: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32 ^ map.wrapping_mul(31) ^ partition.wrapping_mul(7) ^ tag) as u8)
+        .collect()
+}
+
+/// The routing header of a batch of shuffle 0.
+pub fn header(
+    app: &str,
+    partition: u32,
+    map: u32,
+    attempt: u32,
+    seq: u32,
+    payload: &[u8],
+) -> PushHeader {
+    PushHeader {
+        app_id: app.into(),
+        shuffle_id: 0,
+        partition,
+        map_id: map,
+        attempt_id: AttemptId(attempt),
+        batch_seq: seq,
+        crc32c: checksum(payload),
+    }
+}
+
+/// Pushes one batch to the worker at `addr` and waits for its acknowledgement.
+pub async fn push_batch(
+    addr: &str,
+    app: &str,
+    partition: u32,
+    (map, attempt, seq): (u32, u32, u32),
+    data: &[u8],
+) -> Result<(), ClientError> {
+    let w = WorkerClient::connect(addr).await?;
+    let p = w
+        .push(&header(app, partition, map, attempt, seq, data), data)
+        .await?;
+    w.finish_push(p).await
+}
+
+/// A reader of maps `[start, end)` of a partition of shuffle 0.
+pub fn reader(addr: &str, app: &str, partition: u32, start: u32, end: u32) -> PartitionReader {
+    PartitionReader::new(
+        addr,
+        FetchRange {
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition,
+            start_map: start,
+            end_map: end,
+        },
+    )
+}
+
+/// Every batch a reader reads: (map, sequence number, payload).
+pub async fn read_batches(mut r: PartitionReader) -> Result<Vec<(u32, u32, Bytes)>, ClientError> {
+    let mut out = Vec::new();
+    while let Some(b) = r.next_batch().await? {
+        out.push((b.map_id, b.batch_seq, b.payload));
+    }
+    Ok(out)
+}
+
+/// One partition's figures in a commit (one record).
+pub fn stat(partition: u32, bytes: usize) -> PartitionStat {
+    PartitionStat {
+        partition,
+        bytes: bytes as u64,
+        records: 1,
+    }
+}
+
+/// The committed attempts as plain numbers, for comparison with literals.
+pub fn attempts(a: &[Option<AttemptId>]) -> Vec<Option<u32>> {
+    a.iter().map(|a| a.map(|a| a.0)).collect()
+}
+
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
+pub struct SmallDisk {
+    pub dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("running mount");
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs needs root (CI runs as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A number not used before in this test binary.
+pub fn rand_id() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+// Object-store tests run against a directory store (`file://`, what a mounted DFS
+// looks like) and, when the test scripts started one (`CROSSDOCK_TEST_S3`), against a
+// real S3 server.
+
+/// The object stores to test against: a directory always, and the S3 server the test
+/// scripts started, if any. With `CROSSDOCK_REQUIRE_S3` set (CI), a missing S3 server
+/// fails the test instead of being skipped.
+pub fn object_stores(dir: &std::path::Path) -> Vec<String> {
+    let mut urls = vec![format!("file://{}", dir.join("store").display())];
+    match std::env::var("CROSSDOCK_TEST_S3") {
+        Ok(url) => urls.push(own_prefix(&url)),
+        Err(_) if std::env::var_os("CROSSDOCK_REQUIRE_S3").is_some() => {
+            panic!("CROSSDOCK_REQUIRE_S3 is set but no S3 server was started (CROSSDOCK_TEST_S3)")
+        }
+        Err(_) => {
+            eprintln!("no S3 server (CROSSDOCK_TEST_S3 unset): testing the directory store only")
+        }
+    }
+    urls
+}
+
+/// Gives an S3 URL a prefix of its own (`s3://bucket?endpoint=..` becomes
+/// `s3://bucket/t<pid>-<nanos>?endpoint=..`), so runs never see each other's objects.
+pub fn own_prefix(url: &str) -> String {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{base}/t{}-{nanos}?{query}", std::process::id())
+}

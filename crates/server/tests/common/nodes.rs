@@ -1,0 +1,220 @@
+//! A coordinator and workers started one by one (each with its own shutdown), for the
+//! failure tests: workers are killed, restarted on their directories, given small disks
+//! or object stores.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossdock_client::{ClientError, CoordinatorClient, Placement, ShuffleStatus};
+use crossdock_proto::{AttemptId, CommitStatus, Durability};
+use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::worker::{Worker, WorkerConfig};
+
+use super::{payload, push_batch, read_batches, reader, stat};
+
+pub struct Node {
+    pub worker: Arc<Worker>,
+    pub stop: tokio::sync::watch::Sender<bool>,
+}
+
+pub struct Cluster {
+    pub coord: CoordinatorClient,
+    pub coord_addr: String,
+    pub nodes: Vec<Node>,
+    pub dir: tempfile::TempDir,
+    /// The workers' object-store tier.
+    pub tier: Option<TierCfg>,
+    /// Stops the coordinator when dropped.
+    pub stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// A worker's object store and disk quota.
+#[derive(Clone)]
+pub struct TierCfg {
+    pub url: String,
+    pub disk_quota: Option<u64>,
+}
+
+pub async fn start_worker(coordinator: &str, listen: &str, dir: std::path::PathBuf) -> Node {
+    start_worker_on(coordinator, listen, vec![dir], None).await
+}
+
+pub async fn start_worker_on(
+    coordinator: &str,
+    listen: &str,
+    dirs: Vec<std::path::PathBuf>,
+    tier: Option<&TierCfg>,
+) -> Node {
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
+    let worker = Worker::start(
+        WorkerConfig {
+            listen: listen.into(),
+            advertise: None,
+            coordinator: coordinator.into(),
+            memory: 64 << 20,
+            data_dir: dir,
+            extra_data_dirs: extra,
+            object_store: tier.map(|t| t.url.clone()),
+            disk_quota: tier.and_then(|t| t.disk_quota),
+        },
+        shutdown,
+    )
+    .await
+    .unwrap();
+    Node { worker, stop }
+}
+
+impl Cluster {
+    pub async fn start(workers: usize, replication: u32) -> Cluster {
+        Cluster::start_with(workers, replication, Durability::Memory).await
+    }
+
+    pub async fn start_with(workers: usize, replication: u32, durability: Durability) -> Cluster {
+        Cluster::start_tiered(workers, replication, durability, None).await
+    }
+
+    pub async fn start_tiered(
+        workers: usize,
+        replication: u32,
+        durability: Durability,
+        tier: Option<TierCfg>,
+    ) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("coordinator"));
+        cfg.replication = replication;
+        cfg.durability = durability;
+        cfg.heartbeat = Duration::from_millis(50);
+        let coordinator = Coordinator::start(cfg, shutdown).await.unwrap();
+        let coord_addr = coordinator.addr.to_string();
+        let mut nodes = Vec::new();
+        for i in 0..workers {
+            let dir = dir.path().join(format!("w{i}"));
+            nodes.push(start_worker_on(&coord_addr, "127.0.0.1:0", vec![dir], tier.as_ref()).await);
+        }
+        for _ in 0..500 {
+            if coordinator.lock().counts().2 == workers as u64 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(coordinator.lock().counts().2, workers as u64);
+        let coord = CoordinatorClient::connect(&coord_addr).await.unwrap();
+        Cluster {
+            coord,
+            coord_addr,
+            nodes,
+            dir,
+            tier,
+            stop,
+        }
+    }
+
+    pub fn node(&self, addr: &str) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.worker.addr.to_string() == addr)
+            .unwrap()
+    }
+
+    /// Stops the worker at `addr` and has the coordinator find out at once.
+    pub async fn kill(&self, addr: &str) {
+        self.node(addr).stop.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.coord.report_worker_failure(addr).await.unwrap();
+    }
+
+    pub async fn status(&self, app: &str) -> ShuffleStatus {
+        self.coord.shuffle_status(app, 0).await.unwrap()
+    }
+}
+
+/// Pushes one batch (sequence number 0) to the worker at `addr`.
+pub async fn push_to(
+    addr: &str,
+    app: &str,
+    partition: u32,
+    map: u32,
+    attempt: u32,
+    data: &[u8],
+) -> Result<(), ClientError> {
+    push_batch(addr, app, partition, (map, attempt, 0), data).await
+}
+
+/// Pushes one batch of `map` to every partition's primary and commits it.
+pub async fn run_map(
+    c: &Cluster,
+    placement: &Placement,
+    app: &str,
+    map: u32,
+    attempt: u32,
+    partitions: u32,
+) -> Result<(CommitStatus, u32), ClientError> {
+    let mut stats = Vec::new();
+    for p in 0..partitions {
+        let data = payload(map, p, attempt, 1000 + p as usize);
+        push_to(
+            &placement.worker_of(p).unwrap().addr,
+            app,
+            p,
+            map,
+            attempt,
+            &data,
+        )
+        .await?;
+        stats.push(stat(p, data.len()));
+    }
+    let (status, winner) = c
+        .coord
+        .commit_map(app, 0, map, AttemptId(attempt), stats)
+        .await?;
+    Ok((status, winner.0))
+}
+
+pub async fn read_from(
+    addr: &str,
+    app: &str,
+    partition: u32,
+    maps: u32,
+) -> Result<Vec<(u32, Bytes)>, ClientError> {
+    let r = reader(addr, app, partition, 0, maps).with_max_resumes(0);
+    let batches = read_batches(r).await?;
+    Ok(batches.into_iter().map(|(m, _, b)| (m, b)).collect())
+}
+
+pub fn expected(partition: u32, attempts: &[u32]) -> Vec<(u32, Bytes)> {
+    attempts
+        .iter()
+        .enumerate()
+        .map(|(m, &a)| {
+            (
+                m as u32,
+                Bytes::from(payload(m as u32, partition, a, 1000 + partition as usize)),
+            )
+        })
+        .collect()
+}
+
+/// Stops the worker at `addr` and starts a new process of it on the same address with
+/// the same data directory, within the heartbeat deadline.
+pub async fn restart_in_place(c: &Cluster, addr: &str) -> Node {
+    let i = c
+        .nodes
+        .iter()
+        .position(|n| n.worker.addr.to_string() == addr)
+        .unwrap();
+    c.nodes[i].stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let dir = c.dir.path().join(format!("w{i}"));
+    start_worker_on(&c.coord_addr, addr, vec![dir], c.tier.as_ref()).await
+}
+
+/// A worker tier for [`Cluster::start_tiered`].
+pub fn tiered(url: &str, disk_quota: Option<u64>) -> Option<TierCfg> {
+    Some(TierCfg {
+        url: url.to_string(),
+        disk_quota,
+    })
+}
