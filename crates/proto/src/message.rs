@@ -14,32 +14,16 @@ use crate::frame::{FrameHeader, HEADER_LEN, PROTOCOL_VERSION};
 /// A worker id meaning "no worker" (a partition without a replica).
 pub const NO_WORKER: u32 = u32::MAX;
 
-/// The commit rule: where a map's data must be before its commit counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum Durability {
-    /// Held by every copy's worker (in memory or on disk).
-    Memory = 0,
-    /// Written and synced to every copy's local disk.
-    Disk = 1,
-    /// Stored in the workers' object store (or DFS).
-    ObjectStore = 2,
-}
-
-impl Wire for Durability {
-    const MIN_LEN: usize = 1;
-    fn put(&self, b: &mut impl BufMut) {
-        b.put_u8(*self as u8);
-    }
-    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
-        match r.u8(field)? {
-            0 => Ok(Durability::Memory),
-            1 => Ok(Durability::Disk),
-            2 => Ok(Durability::ObjectStore),
-            v => Err(DecodeError::Malformed(format!(
-                "durability must be 0 (memory), 1 (disk) or 2 (object store), got {v}"
-            ))),
-        }
+crate::wire_u8_enum! {
+    /// The commit rule: where a map's data must be before its commit counts.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Durability ("durability") {
+        /// Held by every copy's worker (in memory or on disk).
+        Memory = 0,
+        /// Written and synced to every copy's local disk.
+        Disk = 1,
+        /// Stored in the workers' object store (or DFS).
+        ObjectStore = 2,
     }
 }
 
@@ -89,32 +73,16 @@ crate::wire_struct! {
     }
 }
 
-/// Outcome of a map commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[repr(u8)]
-pub enum CommitStatus {
-    /// This attempt is now the map's committed attempt.
-    Committed = 0,
-    /// This attempt had already committed; the repeated commit changed nothing.
-    AlreadyCommitted = 1,
-    /// Another attempt of the map committed first; this attempt's output is ignored.
-    Rejected = 2,
-}
-
-impl Wire for CommitStatus {
-    const MIN_LEN: usize = 1;
-    fn put(&self, b: &mut impl BufMut) {
-        b.put_u8(*self as u8);
-    }
-    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
-        match r.u8(field)? {
-            0 => Ok(CommitStatus::Committed),
-            1 => Ok(CommitStatus::AlreadyCommitted),
-            2 => Ok(CommitStatus::Rejected),
-            v => Err(DecodeError::Malformed(format!(
-                "commit status {v} is not 0, 1 or 2"
-            ))),
-        }
+crate::wire_u8_enum! {
+    /// Outcome of a map commit.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum CommitStatus ("commit status") {
+        /// This attempt is now the map's committed attempt.
+        Committed = 0,
+        /// This attempt had already committed; the repeated commit changed nothing.
+        AlreadyCommitted = 1,
+        /// Another attempt of the map committed first; this attempt's output is ignored.
+        Rejected = 2,
     }
 }
 

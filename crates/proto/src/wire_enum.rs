@@ -57,6 +57,46 @@ macro_rules! wire_struct {
     };
 }
 
+/// Declares a field-less enum encoded as one byte (its discriminant), and its
+/// [`Wire`](crate::codec::Wire) impl; any other byte is malformed, the error naming
+/// `$what` and the values allowed.
+#[macro_export]
+macro_rules! wire_u8_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident ($what:literal) {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(u8)]
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant = $value ),*
+        }
+
+        impl $crate::codec::Wire for $name {
+            const MIN_LEN: usize = 1;
+
+            fn put(&self, b: &mut impl $crate::bytes::BufMut) {
+                b.put_u8(*self as u8);
+            }
+
+            fn get(
+                r: &mut $crate::codec::Reader,
+                field: &'static str,
+            ) -> ::std::result::Result<Self, $crate::DecodeError> {
+                match r.u8(field)? {
+                    $( $value => Ok($name::$variant), )*
+                    v => Err($crate::DecodeError::Malformed(format!(
+                        concat!($what, " must be ", $( stringify!($value), " (", stringify!($variant), ") ", )* "but is {}"),
+                        v
+                    ))),
+                }
+            }
+        }
+    };
+}
+
 /// Declares an enum whose variants are told apart by a tag byte, the tag enum `$kind`
 /// (with `from_u8`), and on the enum: `kind()`, `encode_body()` (the fields of the
 /// variant in the order written) and `decode_body()`.

@@ -3,55 +3,23 @@
 //!
 //! - [`coordinator`]: membership, app leases, shuffle placement, map commits.
 //! - [`worker`]: the push path (destination aggregation into one file per partition,
-//!   bounded by a memory budget), the map index and the fetch path.
+//!   bounded by a memory budget), the storage layer and the fetch path.
 //! - [`standalone`]: a coordinator and N workers in one process.
-//! - [`metrics`]: counters and the Prometheus `/metrics` endpoint.
+//!
+//! Shared by both, lowest in the crate: [`error`] (the wire reply and how each layer's
+//! errors become one), [`memory`] (byte budgets), [`metrics`] (the Prometheus
+//! endpoint), [`net`] (accept loop, shutdown), [`peers`] (cached connections to other
+//! servers). Every module imports only modules below it and never its parent
+//! (`tests/layers.rs` checks it).
 
 pub mod coordinator;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod net;
 pub mod peers;
 pub mod standalone;
 pub mod worker;
 
 pub use error::ServerError;
-
-/// Signals shutdown to the accept loops and background tasks of a server.
-pub type ShutdownSignal = tokio::sync::watch::Receiver<bool>;
-
-/// Accepts connections until `shutdown` fires, serving each on its own task until then.
-pub(crate) async fn accept_loop<F, Fut>(
-    what: &'static str,
-    listener: tokio::net::TcpListener,
-    mut shutdown: ShutdownSignal,
-    serve: F,
-) where
-    F: Fn(tokio::net::TcpStream) -> Fut,
-    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
-{
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let fut = serve(stream);
-                    let mut stop = shutdown.clone();
-                    // Connections end with the server, as they would with its process.
-                    tokio::spawn(async move {
-                        tokio::select! {
-                            res = fut => if let Err(e) = res {
-                                tracing::debug!(%peer, error = %e, "{what} connection ended with an error");
-                            },
-                            _ = stop.changed() => {}
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "{what}: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            _ = shutdown.changed() => return,
-        }
-    }
-}
+pub use net::ShutdownSignal;

@@ -69,7 +69,7 @@ pub trait Render: Send + Sync {
 pub async fn serve(
     addr: &str,
     sources: Vec<Arc<dyn Render>>,
-    mut shutdown: crate::ShutdownSignal,
+    mut shutdown: crate::net::ShutdownSignal,
 ) -> std::io::Result<SocketAddr> {
     use axum::routing::get;
     let listener = tokio::net::TcpListener::bind(addr).await?;

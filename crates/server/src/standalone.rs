@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::coordinator::{Coordinator, CoordinatorConfig};
+use crate::net::ShutdownSignal;
 use crate::worker::{Worker, WorkerConfig};
-use crate::ShutdownSignal;
 
 /// How a standalone cluster runs.
 #[derive(Debug, Clone)]

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::ShutdownSignal;
+use crate::net::ShutdownSignal;
 pub use config::CoordinatorConfig;
 pub use metrics::CoordinatorMetrics;
 pub use node::Coordinator;
@@ -74,7 +74,7 @@ impl Coordinator {
         let coord = Arc::new(Coordinator::new(addr, cfg, state, journal));
         tracing::info!(%addr, "coordinator listening");
         let c = coord.clone();
-        tokio::spawn(crate::accept_loop(
+        tokio::spawn(crate::net::accept_loop(
             "coordinator",
             listener,
             shutdown.clone(),

@@ -10,7 +10,7 @@ use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
 use super::recovery::handle_loss;
-use crate::ShutdownSignal;
+use crate::net::ShutdownSignal;
 
 /// Runs until `shutdown` fires.
 pub async fn run(coord: Arc<Coordinator>, mut shutdown: ShutdownSignal) {

@@ -9,6 +9,7 @@ use crossdock_proto::{Durability, Message};
 use super::node::Worker;
 use super::reply::{answer, answer_later, Replies};
 use super::storage::layout::ShuffleMeta;
+use super::storage::StorageError;
 use crate::error::{NotAccepted, ServerError};
 
 /// Handles one control message and queues its reply. Replies that wait (a commit's
@@ -70,11 +71,25 @@ pub async fn handle(
             partitions,
             expected_bytes,
             adopt,
-        } if adopt => {
+        } => {
+            let held = |res: Result<Vec<u32>, StorageError>| {
+                res.map(|partitions| Message::CopiesHeld { partitions })
+                    .map_err(ServerError::from)
+            };
+            if !adopt {
+                let res = store.check_copies(
+                    &app_id,
+                    shuffle_id,
+                    &map_attempts,
+                    &partitions,
+                    &expected_bytes,
+                );
+                return now(held(res)).await;
+            }
             // Adoption reads from the object store: answered when done.
             let store = store.clone();
             answer_later(tx, request_id, async move {
-                store
+                let res = store
                     .adopt(
                         &app_id,
                         shuffle_id,
@@ -82,30 +97,9 @@ pub async fn handle(
                         &partitions,
                         &expected_bytes,
                     )
-                    .await
-                    .map(|partitions| Message::CopiesHeld { partitions })
-                    .map_err(Into::into)
+                    .await;
+                held(res)
             })
-            .await
-        }
-        Message::CheckCopies {
-            app_id,
-            shuffle_id,
-            map_attempts,
-            partitions,
-            expected_bytes,
-            ..
-        } => {
-            let held = store.check_copies(
-                &app_id,
-                shuffle_id,
-                &map_attempts,
-                &partitions,
-                &expected_bytes,
-            );
-            now(held
-                .map(|partitions| Message::CopiesHeld { partitions })
-                .map_err(Into::into))
             .await
         }
         Message::DeleteShuffle {

@@ -153,7 +153,13 @@ async fn write_chunk<W: AsyncWrite + Unpin>(
     w.write_all(&head).await?;
     for b in batches {
         let mut bh = [0u8; FetchedBatch::HEADER_LEN];
-        FetchedBatch::put_header(&mut &mut bh[..], b.map_id, b.seq, b.payload_len() as u32, b.crc);
+        FetchedBatch::put_header(
+            &mut &mut bh[..],
+            b.map_id,
+            b.seq,
+            b.payload_len() as u32,
+            b.crc,
+        );
         w.write_all(&bh).await?;
         w.write_all(b.payload(buf)).await?;
     }

@@ -10,7 +10,7 @@ use crossdock_client::{ClientError, RpcConnection};
 use crossdock_proto::{ErrorCode, Message};
 
 use super::node::Worker;
-use crate::ShutdownSignal;
+use crate::net::ShutdownSignal;
 
 /// Runs until `shutdown` fires.
 pub async fn run(worker: Arc<Worker>, mut shutdown: ShutdownSignal) {

@@ -38,7 +38,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::memory::MemoryBudget;
-use crate::ShutdownSignal;
+use crate::net::ShutdownSignal;
 pub use config::WorkerConfig;
 use links::Links;
 pub use metrics::WorkerMetrics;
@@ -92,11 +92,11 @@ impl Worker {
                 let invalid = |e: storage::object::ObjectError| {
                     std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
                 };
-                let store = ObjectTier::open(url).map_err(invalid)?;
-                store.probe(incarnation).await.map_err(invalid)?;
+                let object = ObjectTier::open(url).map_err(invalid)?;
+                object.probe(incarnation).await.map_err(invalid)?;
                 tracing::info!(url = %url, disk_quota = ?cfg.disk_quota, "object-store tier ready");
                 Some(Tier {
-                    store,
+                    object,
                     writer: incarnation,
                     disk_quota: cfg.disk_quota,
                 })
@@ -127,7 +127,7 @@ impl Worker {
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
         let w = worker.clone();
-        tokio::spawn(crate::accept_loop(
+        tokio::spawn(crate::net::accept_loop(
             "worker",
             listener,
             shutdown.clone(),

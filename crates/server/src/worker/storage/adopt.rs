@@ -18,7 +18,7 @@ const ADOPT_READ: u64 = 8 << 20;
 
 /// What an adoption reads from and stores into.
 pub struct Adoption<'a> {
-    pub store: &'a ObjectTier,
+    pub object: &'a ObjectTier,
     pub budget: &'a MemoryBudget,
     pub metrics: &'a StorageMetrics,
 }
@@ -43,7 +43,7 @@ impl Adoption<'_> {
             };
             part.restoring.store(true, Ordering::Release);
             let segments = self
-                .store
+                .object
                 .segments(&shuffle.app_id, shuffle.shuffle_id, p)
                 .await?;
             let mut restored = 0u64;
@@ -66,7 +66,7 @@ impl Adoption<'_> {
         part: &Partition,
         map_attempts: &[AttemptId],
     ) -> Result<u64, StorageError> {
-        let size = self.store.size(&seg.key).await?;
+        let size = self.object.size(&seg.key).await?;
         let (mut at, mut buf, mut restored) = (0u64, Vec::<u8>::new(), 0u64);
         loop {
             let mut pos = 0;
@@ -93,7 +93,7 @@ impl Adoption<'_> {
                 return Ok(restored);
             }
             let n = (size - at).min(ADOPT_READ);
-            let more = self.store.read_range(&seg.key, at..at + n).await?;
+            let more = self.object.read_range(&seg.key, at..at + n).await?;
             buf.extend_from_slice(&more);
             at += n;
         }

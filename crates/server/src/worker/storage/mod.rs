@@ -100,7 +100,7 @@ impl ShuffleStore {
 
     /// The object store partition files are uploaded to, if any.
     pub fn object_tier(&self) -> Option<&Arc<ObjectTier>> {
-        self.disk.uploads().map(|u| &u.tier.store)
+        self.disk.uploads().map(|u| &u.tier.object)
     }
 
     /// The main data directory.
@@ -317,12 +317,12 @@ impl ShuffleStore {
         partitions: &[u32],
         expected: &[u64],
     ) -> Result<Vec<u32>, StorageError> {
-        let Some(store) = self.object_tier() else {
+        let Some(object) = self.object_tier() else {
             return Ok(Vec::new());
         };
         let shuffle = self.shuffle(app_id, shuffle_id)?;
         let adoption = adopt::Adoption {
-            store,
+            object,
             budget: &self.budget,
             metrics: &self.metrics,
         };

@@ -172,7 +172,7 @@ impl ChunkReader<'_> {
     /// Reads bytes `[start, start + dst.len())` of an evicted partition file from the
     /// segments that hold them.
     async fn read_evicted(&self, start: u64, dst: &mut [u8]) -> Result<(), StorageError> {
-        let store = self
+        let object = self
             .tier
             .ok_or(StorageError::MissingSegment { offset: start })?;
         let segments: &[UploadedRange] = &self.view.segments;
@@ -184,7 +184,7 @@ impl ChunkReader<'_> {
                 .find(|s| s.start <= at && at < s.end)
                 .ok_or(StorageError::MissingSegment { offset: at })?;
             let upto = end.min(seg.end);
-            let bytes = store
+            let bytes = object
                 .read_range(&seg.key, at - seg.start..upto - seg.start)
                 .await?;
             let from = (at - start) as usize;

@@ -22,7 +22,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(500);
 
 /// How a worker uses its object store.
 pub struct Tier {
-    pub store: Arc<ObjectTier>,
+    pub object: Arc<ObjectTier>,
     /// Names this worker's segments (its incarnation).
     pub writer: u64,
     /// Above this many bytes of partition files on local disk, wholly uploaded
@@ -64,7 +64,7 @@ impl Uploader {
         }
         let up = self.clone();
         tokio::spawn(async move {
-            let store = &up.tier.store;
+            let object = &up.tier.object;
             while let Some(range) = part.to_upload() {
                 let slot = up.slots.acquire().await.expect("never closed");
                 let key: Arc<str> = ObjectTier::segment_key(
@@ -75,13 +75,13 @@ impl Uploader {
                     range.start,
                 )
                 .into();
-                let res = store.upload(&key, &part.path, range.clone()).await;
+                let res = object.upload(&key, &part.path, range.clone()).await;
                 drop(slot);
                 match res {
                     Ok(()) => {
                         let bytes = range.end - range.start;
                         if !part.uploaded(range, key.clone()) {
-                            let _ = store.delete(&key).await; // deleted meanwhile
+                            let _ = object.delete(&key).await; // deleted meanwhile
                             break;
                         }
                         StorageMetrics::add(&up.metrics.uploaded_bytes, bytes);
@@ -107,9 +107,9 @@ impl Uploader {
 
     /// Deletes what every worker uploaded of a shuffle, in the background.
     pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32) {
-        let (store, app_id) = (self.tier.store.clone(), app_id.to_string());
+        let (object, app_id) = (self.tier.object.clone(), app_id.to_string());
         tokio::spawn(async move {
-            if let Err(e) = store.delete_shuffle(&app_id, shuffle_id).await {
+            if let Err(e) = object.delete_shuffle(&app_id, shuffle_id).await {
                 tracing::warn!(error = %e, "could not delete a shuffle's segments");
             }
         });
@@ -117,9 +117,9 @@ impl Uploader {
 
     /// Deletes what every worker uploaded of an app, in the background.
     pub fn delete_app(&self, app_id: &str) {
-        let (store, app_id) = (self.tier.store.clone(), app_id.to_string());
+        let (object, app_id) = (self.tier.object.clone(), app_id.to_string());
         tokio::spawn(async move {
-            if let Err(e) = store.delete_app(&app_id).await {
+            if let Err(e) = object.delete_app(&app_id).await {
                 tracing::warn!(error = %e, "could not delete an app's segments");
             }
         });

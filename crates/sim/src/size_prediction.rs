@@ -1,4 +1,4 @@
-//! `crossdock sim prediction`: accuracy of SCache's partition-size prediction (Fu & Qi,
+//! `crossdock sim size-prediction`: accuracy of SCache's partition-size prediction (Fu & Qi,
 //! Section 3.2.2, Fig. 7): weighted reservoir sampling (Eq. 1, `s` = 3) against linear
 //! extrapolation from a random subset of finished map tasks.
 //!
@@ -22,7 +22,7 @@ use crossdock_policy::size_prediction::{
 
 use crate::rng::{splitmix64, Discrete, Rng};
 
-/// Arguments of `crossdock sim prediction`.
+/// Arguments of `crossdock sim size-prediction`.
 #[derive(Debug, Clone, Args)]
 pub struct PredictArgs {
     /// Input partitions (map tasks), m.

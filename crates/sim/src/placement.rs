@@ -1,4 +1,4 @@
-//! `crossdock sim prescheduling`: SCache's pre-scheduling schemes (Fu & Qi, Section 3.2.3,
+//! `crossdock sim placement`: SCache's pre-scheduling schemes (Fu & Qi, Section 3.2.3,
 //! Fig. 4) on synthetic skewed reduce stages with 1 to 10 rounds.
 //!
 //! The paper replays the OpenCloud trace; we cannot, so we synthesize reduce stages: task
@@ -25,7 +25,7 @@ use std::collections::BinaryHeap;
 
 use crate::rng::Rng;
 
-/// Arguments of `crossdock sim prescheduling`.
+/// Arguments of `crossdock sim placement`.
 #[derive(Debug, Clone, Args)]
 pub struct PreschedArgs {
     /// Nodes (the paper: 50 EC2 m4.xlarge).
