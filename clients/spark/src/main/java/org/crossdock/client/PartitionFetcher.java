@@ -51,20 +51,6 @@ public final class PartitionFetcher implements Closeable {
   private long bytes;
   private long batches;
 
-  public PartitionFetcher(
-      String addr,
-      String appId,
-      int shuffleId,
-      int partition,
-      int startMap,
-      int endMap,
-      int connectTimeoutMs,
-      int readTimeoutMs,
-      int maxResumes) {
-    this(List.of(addr), appId, shuffleId, partition, startMap, endMap, connectTimeoutMs,
-        readTimeoutMs, maxResumes, null);
-  }
-
   /**
    * A fetcher that reads from {@code copies} in turn: when a copy fails for good (unreachable
    * after {@code maxResumes} reconnections, corrupt, or no longer holding the partition), the

@@ -2,16 +2,29 @@ package org.crossdock.protocol;
 
 import java.nio.ByteBuffer;
 import java.util.List;
+import org.crossdock.protocol.Wire.Encodable;
+import org.crossdock.protocol.Wire.Reader;
+import org.crossdock.protocol.Wire.Writer;
 
 /**
  * Every message of protocol version 1 (docs/protocol.md, "Messages"). Integers the protocol
  * defines as {@code u32} are held in Java {@code int}s and are unsigned (use {@link
  * Integer#toUnsignedLong}); {@code u64} in {@code long}s. Payloads are read-only {@link
  * ByteBuffer} views, never copied by the decoder.
+ *
+ * <p>Each message and each structure inside a body is declared once: its fields, its {@code
+ * encode} (the fields in wire order) and its static {@code decode} (the same order) stand
+ * together, as in Spark's {@code network-common} messages and as the Rust declaration in
+ * crates/proto/src/message.rs. {@link Codec} adds the framing and maps each kind byte to its
+ * decoder. Decoders ignore bytes after the last known field.
  */
-public sealed interface Message {
+public sealed interface Message extends Encodable {
   /** The message's kind byte. */
   int kind();
+
+  /** Appends the message's body: its fields in wire order. */
+  @Override
+  void encode(Writer w);
 
   int KIND_OK = 0x01;
   int KIND_ERROR = 0x02;
@@ -44,19 +57,64 @@ public sealed interface Message {
   int KIND_GET_WORKER_STATS = 0x44;
   int KIND_WORKER_STATS = 0x45;
 
-  /** Attempt id meaning "not committed" in ShuffleStatus, reserved otherwise. */
-  int NO_ATTEMPT = -1; // 4294967295 as u32
+  /** Worker id meaning "none" (a partition without a replica). */
+  int NO_WORKER = -1;
 
-  // ---- records used inside bodies ----
+  // ---- structures used inside bodies ----
 
   /** A worker as the coordinator describes it: {@code addr} is the data endpoint host:port. */
-  record WorkerInfo(int id, String addr, boolean alive) implements java.io.Serializable {}
+  record WorkerInfo(int id, String addr, boolean alive) implements Encodable, java.io.Serializable {
+    /** Encoded size with an empty address: the least a list element takes. */
+    static final int MIN_LEN = 4 + 2 + 1;
 
-  record PartitionStat(int partition, long bytes, long records) {}
+    @Override
+    public void encode(Writer w) {
+      w.u32(id);
+      w.str(addr);
+      w.bool(alive);
+    }
 
-  record PartitionBytes(int partition, long bytes) {}
+    public static WorkerInfo decode(Reader r) throws ProtocolException {
+      return new WorkerInfo(r.u32("worker.id"), r.str("worker.addr"), r.bool("worker.alive"));
+    }
 
-  enum CommitStatus {
+    static List<WorkerInfo> decodeList(Reader r) throws ProtocolException {
+      return r.list(MIN_LEN, "workers", WorkerInfo::decode);
+    }
+  }
+
+  /** Bytes and records one map wrote to one partition. */
+  record PartitionStat(int partition, long bytes, long records) implements Encodable {
+    static final int MIN_LEN = 4 + 8 + 8;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(partition);
+      w.u64(bytes);
+      w.u64(records);
+    }
+
+    public static PartitionStat decode(Reader r) throws ProtocolException {
+      return new PartitionStat(r.u32("partition"), r.u64("bytes"), r.u64("records"));
+    }
+  }
+
+  /** Bytes one map attempt wrote to one partition, as a worker must hold them. */
+  record PartitionBytes(int partition, long bytes) implements Encodable {
+    static final int MIN_LEN = 4 + 8;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(partition);
+      w.u64(bytes);
+    }
+
+    public static PartitionBytes decode(Reader r) throws ProtocolException {
+      return new PartitionBytes(r.u32("partition"), r.u64("bytes"));
+    }
+  }
+
+  enum CommitStatus implements Encodable {
     COMMITTED(0, "Committed"),
     ALREADY_COMMITTED(1, "AlreadyCommitted"),
     REJECTED(2, "Rejected");
@@ -77,21 +135,91 @@ public sealed interface Message {
       }
       return null;
     }
+
+    @Override
+    public void encode(Writer w) {
+      w.u8(wire);
+    }
+
+    public static CommitStatus decode(Reader r) throws ProtocolException {
+      int raw = r.u8("status");
+      CommitStatus s = fromWire(raw);
+      if (s == null) {
+        throw new ProtocolException(ErrorCode.MALFORMED_FRAME, "unknown commit status " + raw);
+      }
+      return s;
+    }
   }
 
   /** Routing header of a pushed batch; the payload follows it in the frame. */
   record PushHeader(
-      String appId, int shuffleId, int partition, int mapId, int attemptId, int batchSeq, int crc32c) {}
+      String appId, int shuffleId, int partition, int mapId, int attemptId, int batchSeq, int crc32c)
+      implements Encodable {
+    @Override
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(partition);
+      w.u32(mapId);
+      w.u32(attemptId);
+      w.u32(batchSeq);
+      w.u32(crc32c);
+    }
 
-  record FetchedBatch(int mapId, int batchSeq, int crc32c, ByteBuffer payload) {}
+    public static PushHeader decode(Reader r) throws ProtocolException {
+      return new PushHeader(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
+          r.u32("map_id"), r.u32("attempt_id"), r.u32("batch_seq"), r.u32("crc32c"));
+    }
+  }
 
-  record ResumePoint(int mapId, int batchSeq) {}
+  /** One batch of a fetched chunk: {@code u32 len} before the CRC, then the payload. */
+  record FetchedBatch(int mapId, int batchSeq, int crc32c, ByteBuffer payload)
+      implements Encodable {
+    /** Encoded size of a batch's header (an empty payload). */
+    static final int MIN_LEN = 16;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(mapId);
+      w.u32(batchSeq);
+      w.u32(payload.remaining());
+      w.u32(crc32c);
+      w.bytes(payload);
+    }
+
+    public static FetchedBatch decode(Reader r) throws ProtocolException {
+      int map = r.u32("batch.map_id");
+      int seq = r.u32("batch.batch_seq");
+      long len = Integer.toUnsignedLong(r.u32("batch.len"));
+      int crc = r.u32("batch.crc32c");
+      return new FetchedBatch(map, seq, crc, r.bytes(len, "batch.payload"));
+    }
+  }
+
+  /** Where a resumed fetch starts: after this batch of this map. */
+  record ResumePoint(int mapId, int batchSeq) implements Encodable {
+    @Override
+    public void encode(Writer w) {
+      w.u32(mapId);
+      w.u32(batchSeq);
+    }
+
+    public static ResumePoint decode(Reader r) throws ProtocolException {
+      return new ResumePoint(r.u32("resume_map_id"), r.u32("resume_batch_seq"));
+    }
+  }
 
   // ---- messages ----
 
   record Ok() implements Message {
     public int kind() {
       return KIND_OK;
+    }
+
+    public void encode(Writer w) {}
+
+    public static Ok decode(Reader r) {
+      return new Ok();
     }
   }
 
@@ -105,11 +233,29 @@ public sealed interface Message {
     public ErrorCode errorCode() {
       return ErrorCode.fromCode(code);
     }
+
+    public void encode(Writer w) {
+      w.u16(code);
+      w.str(message);
+    }
+
+    public static Error decode(Reader r) throws ProtocolException {
+      return new Error(r.u16("code"), r.str("message"));
+    }
   }
 
   record RegisterApp(String appId, int leaseMs) implements Message {
     public int kind() {
       return KIND_REGISTER_APP;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(leaseMs);
+    }
+
+    public static RegisterApp decode(Reader r) throws ProtocolException {
+      return new RegisterApp(r.str("app_id"), r.u32("lease_ms"));
     }
   }
 
@@ -117,11 +263,27 @@ public sealed interface Message {
     public int kind() {
       return KIND_RENEW_LEASE;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+    }
+
+    public static RenewLease decode(Reader r) throws ProtocolException {
+      return new RenewLease(r.str("app_id"));
+    }
   }
 
   record UnregisterApp(String appId) implements Message {
     public int kind() {
       return KIND_UNREGISTER_APP;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+    }
+
+    public static UnregisterApp decode(Reader r) throws ProtocolException {
+      return new UnregisterApp(r.str("app_id"));
     }
   }
 
@@ -130,15 +292,36 @@ public sealed interface Message {
     public int kind() {
       return KIND_REGISTER_SHUFFLE;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(numMaps);
+      w.u32(numPartitions);
+    }
+
+    public static RegisterShuffle decode(Reader r) throws ProtocolException {
+      return new RegisterShuffle(
+          r.str("app_id"), r.u32("shuffle_id"), r.u32("num_maps"), r.u32("num_partitions"));
+    }
   }
 
-  /** Worker id meaning "none" (a partition without a replica). */
-  int NO_WORKER = -1;
-
+  /** Replica ids are {@link #NO_WORKER} where a partition has none. */
   record ShufflePlacement(List<WorkerInfo> workers, int[] partitionWorkers, int[] partitionReplicas)
       implements Message {
     public int kind() {
       return KIND_SHUFFLE_PLACEMENT;
+    }
+
+    public void encode(Writer w) {
+      w.list(workers);
+      w.u32List(partitionWorkers);
+      w.u32List(partitionReplicas);
+    }
+
+    public static ShufflePlacement decode(Reader r) throws ProtocolException {
+      return new ShufflePlacement(WorkerInfo.decodeList(r), r.u32List("partition_workers"),
+          r.u32List("partition_replicas"));
     }
   }
 
@@ -148,11 +331,33 @@ public sealed interface Message {
     public int kind() {
       return KIND_COMMIT_MAP;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(mapId);
+      w.u32(attemptId);
+      w.list(partitions);
+    }
+
+    public static CommitMap decode(Reader r) throws ProtocolException {
+      return new CommitMap(r.str("app_id"), r.u32("shuffle_id"), r.u32("map_id"),
+          r.u32("attempt_id"), r.list(PartitionStat.MIN_LEN, "partitions", PartitionStat::decode));
+    }
   }
 
   record CommitResult(CommitStatus status, int winningAttempt) implements Message {
     public int kind() {
       return KIND_COMMIT_RESULT;
+    }
+
+    public void encode(Writer w) {
+      status.encode(w);
+      w.u32(winningAttempt);
+    }
+
+    public static CommitResult decode(Reader r) throws ProtocolException {
+      return new CommitResult(CommitStatus.decode(r), r.u32("winning_attempt"));
     }
   }
 
@@ -160,53 +365,71 @@ public sealed interface Message {
     public int kind() {
       return KIND_UNREGISTER_SHUFFLE;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+    }
+
+    public static UnregisterShuffle decode(Reader r) throws ProtocolException {
+      return new UnregisterShuffle(r.str("app_id"), r.u32("shuffle_id"));
+    }
   }
 
   record GetShuffleStatus(String appId, int shuffleId) implements Message {
     public int kind() {
       return KIND_GET_SHUFFLE_STATUS;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+    }
+
+    public static GetShuffleStatus decode(Reader r) throws ProtocolException {
+      return new GetShuffleStatus(r.str("app_id"), r.u32("shuffle_id"));
+    }
   }
 
-  record ShuffleStatus(
-      int numMaps,
-      int numPartitions,
-      int committedMaps,
-      List<WorkerInfo> workers,
-      int[] partitionWorkers,
-      int[] mapAttempts,
-      long[] partitionBytes,
-      long[] partitionRecords,
-      int[] partitionReplicas)
-      implements Message {
+  /** {@code mapAttempts} holds {@link AttemptIds#NO_ATTEMPT} for a map not committed. */
+  record ShuffleStatus(int numMaps, int numPartitions, int committedMaps, List<WorkerInfo> workers,
+      int[] partitionWorkers, int[] mapAttempts, long[] partitionBytes, long[] partitionRecords,
+      int[] partitionReplicas) implements Message {
     public int kind() {
       return KIND_SHUFFLE_STATUS;
     }
-  }
 
-  /** With {@code adopt}, the worker first restores the partitions from its object store. */
-  record CheckCopies(
-      String appId,
-      int shuffleId,
-      int[] mapAttempts,
-      int[] partitions,
-      long[] expectedBytes,
-      boolean adopt)
-      implements Message {
-    public int kind() {
-      return KIND_CHECK_COPIES;
+    public void encode(Writer w) {
+      w.u32(numMaps);
+      w.u32(numPartitions);
+      w.u32(committedMaps);
+      w.list(workers);
+      w.u32List(partitionWorkers);
+      w.u32List(mapAttempts);
+      w.u64List(partitionBytes);
+      w.u64List(partitionRecords);
+      w.u32List(partitionReplicas);
+    }
+
+    public static ShuffleStatus decode(Reader r) throws ProtocolException {
+      return new ShuffleStatus(r.u32("num_maps"), r.u32("num_partitions"), r.u32("committed_maps"),
+          WorkerInfo.decodeList(r), r.u32List("partition_workers"), r.u32List("map_attempts"),
+          r.u64List("partition_bytes"), r.u64List("partition_records"),
+          r.u32List("partition_replicas"));
     }
   }
 
-  record CopiesHeld(int[] partitions) implements Message {
+  record ReportWorkerFailure(String addr) implements Message {
     public int kind() {
-      return KIND_COPIES_HELD;
+      return KIND_REPORT_WORKER_FAILURE;
     }
-  }
 
-  record SyncCommits(String appId, int shuffleId, int[] mapAttempts) implements Message {
-    public int kind() {
-      return KIND_SYNC_COMMITS;
+    public void encode(Writer w) {
+      w.str(addr);
+    }
+
+    public static ReportWorkerFailure decode(Reader r) throws ProtocolException {
+      return new ReportWorkerFailure(r.str("addr"));
     }
   }
 
@@ -215,11 +438,17 @@ public sealed interface Message {
     public int kind() {
       return KIND_REPORT_CORRUPTION;
     }
-  }
 
-  record ReportWorkerFailure(String addr) implements Message {
-    public int kind() {
-      return KIND_REPORT_WORKER_FAILURE;
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(partition);
+      w.str(workerAddr);
+    }
+
+    public static ReportCorruption decode(Reader r) throws ProtocolException {
+      return new ReportCorruption(
+          r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"), r.str("worker_addr"));
     }
   }
 
@@ -227,11 +456,30 @@ public sealed interface Message {
     public int kind() {
       return KIND_REGISTER_WORKER;
     }
+
+    public void encode(Writer w) {
+      w.str(addr);
+      w.u64(memoryBudget);
+      w.u64(incarnation);
+    }
+
+    public static RegisterWorker decode(Reader r) throws ProtocolException {
+      return new RegisterWorker(r.str("addr"), r.u64("memory_budget"), r.u64("incarnation"));
+    }
   }
 
   record WorkerRegistered(int workerId, int heartbeatMs) implements Message {
     public int kind() {
       return KIND_WORKER_REGISTERED;
+    }
+
+    public void encode(Writer w) {
+      w.u32(workerId);
+      w.u32(heartbeatMs);
+    }
+
+    public static WorkerRegistered decode(Reader r) throws ProtocolException {
+      return new WorkerRegistered(r.u32("worker_id"), r.u32("heartbeat_ms"));
     }
   }
 
@@ -240,29 +488,43 @@ public sealed interface Message {
     public int kind() {
       return KIND_HEARTBEAT;
     }
-  }
 
-  record PrepareShuffle(
-      String appId,
-      int shuffleId,
-      int numMaps,
-      int numPartitions,
-      int[] partitions,
-      List<String> forwardTo)
-      implements Message {
-    public int kind() {
-      return KIND_PREPARE_SHUFFLE;
+    public void encode(Writer w) {
+      w.u32(workerId);
+      w.u64(bufferedBytes);
+      w.u64(storedBytes);
+      w.bool(diskFull);
+    }
+
+    public static Heartbeat decode(Reader r) throws ProtocolException {
+      return new Heartbeat(r.u32("worker_id"), r.u64("buffered_bytes"), r.u64("stored_bytes"),
+          r.bool("disk_full"));
     }
   }
 
-  record MapCommitted(
-      String appId,
-      int shuffleId,
-      int mapId,
-      int attemptId,
-      List<PartitionBytes> partitions,
-      int durability)
-      implements Message {
+  record PrepareShuffle(String appId, int shuffleId, int numMaps, int numPartitions,
+      int[] partitions, List<String> forwardTo) implements Message {
+    public int kind() {
+      return KIND_PREPARE_SHUFFLE;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(numMaps);
+      w.u32(numPartitions);
+      w.u32List(partitions);
+      w.strList(forwardTo);
+    }
+
+    public static PrepareShuffle decode(Reader r) throws ProtocolException {
+      return new PrepareShuffle(r.str("app_id"), r.u32("shuffle_id"), r.u32("num_maps"),
+          r.u32("num_partitions"), r.u32List("partitions"), r.strList("forward_to"));
+    }
+  }
+
+  record MapCommitted(String appId, int shuffleId, int mapId, int attemptId,
+      List<PartitionBytes> partitions, int durability) implements Message {
     /** The map's data is held by its workers. */
     public static final int DURABILITY_MEMORY = 0;
     /** The map's data is written and synced to its workers' disks. */
@@ -273,12 +535,46 @@ public sealed interface Message {
     public int kind() {
       return KIND_MAP_COMMITTED;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(mapId);
+      w.u32(attemptId);
+      w.list(partitions);
+      w.u8(durability);
+    }
+
+    public static MapCommitted decode(Reader r) throws ProtocolException {
+      String app = r.str("app_id");
+      int shuffle = r.u32("shuffle_id");
+      int map = r.u32("map_id");
+      int attempt = r.u32("attempt_id");
+      List<PartitionBytes> ps =
+          r.list(PartitionBytes.MIN_LEN, "partitions", PartitionBytes::decode);
+      int durability = r.u8("durability");
+      if (durability > DURABILITY_OBJECT_STORE) {
+        throw new ProtocolException(ErrorCode.MALFORMED_FRAME,
+            "durability must be 0 (memory), 1 (disk) or 2 (object store), got " + durability);
+      }
+      return new MapCommitted(app, shuffle, map, attempt, ps, durability);
+    }
   }
 
   /** With {@code everywhere}, the object-store copies of every worker go too. */
   record DeleteShuffle(String appId, int shuffleId, boolean everywhere) implements Message {
     public int kind() {
       return KIND_DELETE_SHUFFLE;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.bool(everywhere);
+    }
+
+    public static DeleteShuffle decode(Reader r) throws ProtocolException {
+      return new DeleteShuffle(r.str("app_id"), r.u32("shuffle_id"), r.bool("everywhere"));
     }
   }
 
@@ -287,20 +583,109 @@ public sealed interface Message {
     public int kind() {
       return KIND_DELETE_APP;
     }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.bool(everywhere);
+    }
+
+    public static DeleteApp decode(Reader r) throws ProtocolException {
+      return new DeleteApp(r.str("app_id"), r.bool("everywhere"));
+    }
   }
 
+  record SyncCommits(String appId, int shuffleId, int[] mapAttempts) implements Message {
+    public int kind() {
+      return KIND_SYNC_COMMITS;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32List(mapAttempts);
+    }
+
+    public static SyncCommits decode(Reader r) throws ProtocolException {
+      return new SyncCommits(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"));
+    }
+  }
+
+  /** With {@code adopt}, the worker first restores the partitions from its object store. */
+  record CheckCopies(String appId, int shuffleId, int[] mapAttempts, int[] partitions,
+      long[] expectedBytes, boolean adopt) implements Message {
+    public int kind() {
+      return KIND_CHECK_COPIES;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32List(mapAttempts);
+      w.u32List(partitions);
+      w.u64List(expectedBytes);
+      w.bool(adopt);
+    }
+
+    public static CheckCopies decode(Reader r) throws ProtocolException {
+      return new CheckCopies(r.str("app_id"), r.u32("shuffle_id"), r.u32List("map_attempts"),
+          r.u32List("partitions"), r.u64List("expected_bytes"), r.bool("adopt"));
+    }
+  }
+
+  record CopiesHeld(int[] partitions) implements Message {
+    public int kind() {
+      return KIND_COPIES_HELD;
+    }
+
+    public void encode(Writer w) {
+      w.u32List(partitions);
+    }
+
+    public static CopiesHeld decode(Reader r) throws ProtocolException {
+      return new CopiesHeld(r.u32List("partitions"));
+    }
+  }
+
+  /** The payload is everything after the header (see {@link Codec#encodePushPrefix}). */
   record PushBatch(PushHeader header, ByteBuffer payload) implements Message {
     public int kind() {
       return KIND_PUSH_BATCH;
     }
+
+    public void encode(Writer w) {
+      header.encode(w);
+      w.bytes(payload);
+    }
+
+    public static PushBatch decode(Reader r) throws ProtocolException {
+      return new PushBatch(PushHeader.decode(r), r.rest());
+    }
   }
 
-  /** {@code resumeAfter} is null for a fresh fetch. */
+  /** {@code resumeAfter} is null for a fresh fetch; on the wire it is {@code bool has_resume}. */
   record Fetch(
       String appId, int shuffleId, int partition, int startMap, int endMap, ResumePoint resumeAfter)
       implements Message {
     public int kind() {
       return KIND_FETCH;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(partition);
+      w.u32(startMap);
+      w.u32(endMap);
+      w.bool(resumeAfter != null);
+      if (resumeAfter != null) {
+        resumeAfter.encode(w);
+      }
+    }
+
+    public static Fetch decode(Reader r) throws ProtocolException {
+      return new Fetch(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
+          r.u32("start_map"), r.u32("end_map"),
+          r.bool("has_resume") ? ResumePoint.decode(r) : null);
     }
   }
 
@@ -308,11 +693,28 @@ public sealed interface Message {
     public int kind() {
       return KIND_FETCH_CHUNK;
     }
+
+    public void encode(Writer w) {
+      w.list(batches);
+    }
+
+    public static FetchChunk decode(Reader r) throws ProtocolException {
+      return new FetchChunk(r.list(FetchedBatch.MIN_LEN, "batches", FetchedBatch::decode));
+    }
   }
 
   record FetchEnd(long batches, long bytes) implements Message {
     public int kind() {
       return KIND_FETCH_END;
+    }
+
+    public void encode(Writer w) {
+      w.u64(batches);
+      w.u64(bytes);
+    }
+
+    public static FetchEnd decode(Reader r) throws ProtocolException {
+      return new FetchEnd(r.u64("batches"), r.u64("bytes"));
     }
   }
 
@@ -320,19 +722,34 @@ public sealed interface Message {
     public int kind() {
       return KIND_GET_WORKER_STATS;
     }
+
+    public void encode(Writer w) {}
+
+    public static GetWorkerStats decode(Reader r) {
+      return new GetWorkerStats();
+    }
   }
 
-  record WorkerStats(
-      int workerId,
-      long budgetBytes,
-      long bufferedBytes,
-      long peakBufferedBytes,
-      long storedBytes,
-      long peakRssBytes,
-      long processBudgetBytes)
-      implements Message {
+  record WorkerStats(int workerId, long budgetBytes, long bufferedBytes, long peakBufferedBytes,
+      long storedBytes, long peakRssBytes, long processBudgetBytes) implements Message {
     public int kind() {
       return KIND_WORKER_STATS;
+    }
+
+    public void encode(Writer w) {
+      w.u32(workerId);
+      w.u64(budgetBytes);
+      w.u64(bufferedBytes);
+      w.u64(peakBufferedBytes);
+      w.u64(storedBytes);
+      w.u64(peakRssBytes);
+      w.u64(processBudgetBytes);
+    }
+
+    public static WorkerStats decode(Reader r) throws ProtocolException {
+      return new WorkerStats(r.u32("worker_id"), r.u64("budget_bytes"), r.u64("buffered_bytes"),
+          r.u64("peak_buffered_bytes"), r.u64("stored_bytes"), r.u64("peak_rss_bytes"),
+          r.u64("process_budget_bytes"));
     }
   }
 }

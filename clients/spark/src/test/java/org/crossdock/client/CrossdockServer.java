@@ -4,6 +4,7 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -78,6 +79,13 @@ public final class CrossdockServer implements AutoCloseable {
       String err = Files.exists(dir.resolve("stderr.log"))
           ? Files.readString(dir.resolve("stderr.log")) : "";
       throw new IllegalStateException("crossdock standalone did not start: " + e + "\n" + err, e);
+    }
+  }
+
+  /** A local address nothing listens on (a port that was free a moment ago). */
+  public static String unusedAddr() throws IOException {
+    try (ServerSocket s = new ServerSocket(0)) {
+      return "127.0.0.1:" + s.getLocalPort();
     }
   }
 

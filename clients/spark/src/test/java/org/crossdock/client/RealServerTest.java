@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.*;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -12,6 +11,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntUnaryOperator;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.Message;
@@ -57,6 +57,24 @@ class RealServerTest {
     return b;
   }
 
+  /** What {@link #pushMap} pushed to {@code partition} for maps {@code [start, end)}, in order. */
+  static byte[] expected(int partition, int start, int end, int batches, IntUnaryOperator sizeOfMap)
+      throws IOException {
+    ByteArrayOutputStream want = new ByteArrayOutputStream();
+    for (int map = start; map < end; map++) {
+      for (int s = 0; s < batches; s++) {
+        want.write(payload(map, partition, s, sizeOfMap.applyAsInt(map)));
+      }
+    }
+    return want.toByteArray();
+  }
+
+  static byte[] bytes(ByteBuffer b) {
+    byte[] raw = new byte[b.remaining()];
+    b.duplicate().get(raw);
+    return raw;
+  }
+
   static byte[] readAll(PartitionFetcher f, List<int[]> order) throws Exception {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     Message.FetchedBatch b;
@@ -64,11 +82,16 @@ class RealServerTest {
       if (order != null) {
         order.add(new int[] {b.mapId(), b.batchSeq()});
       }
-      byte[] raw = new byte[b.payload().remaining()];
-      b.payload().duplicate().get(raw);
-      out.write(raw);
+      out.write(bytes(b.payload()));
     }
     return out.toByteArray();
+  }
+
+  /** Registers {@code app} and one shuffle of it. */
+  static Placement registerShuffle(String app, int shuffle, int maps, int partitions)
+      throws Exception {
+    coord.registerApp(app, 60_000);
+    return coord.registerShuffle(app, shuffle, maps, partitions);
   }
 
   /** Pushes {@code batches} batches of {@code size} bytes for every partition of one map. */
@@ -89,14 +112,14 @@ class RealServerTest {
   }
 
   static PartitionFetcher fetcher(Placement pl, String app, int shuffle, int part, int start, int end) {
-    return new PartitionFetcher(pl.addrOf(part), app, shuffle, part, start, end, 3000, TIMEOUT, 3);
+    return new PartitionFetcher(
+        List.of(pl.addrOf(part)), app, shuffle, part, start, end, 3000, TIMEOUT, 3, null);
   }
 
   @Test
   void registerPushCommitFetch() throws Exception {
     String app = "java-basic";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 1, 3, 4);
+    Placement pl = registerShuffle(app, 1, 3, 4);
     assertEquals(4, pl.numPartitions());
     assertEquals(2, pl.workerAddrs().size(), "4 partitions spread over the 2 workers");
     // Same sizes again: same placement.
@@ -117,13 +140,7 @@ class RealServerTest {
       try (PartitionFetcher f = fetcher(pl, app, 1, p, 0, 3)) {
         got = readAll(f, order);
       }
-      ByteArrayOutputStream want = new ByteArrayOutputStream();
-      for (int map = 0; map < 3; map++) {
-        for (int s = 0; s < 2; s++) {
-          want.write(payload(map, p, s, 1000 + map));
-        }
-      }
-      assertArrayEquals(want.toByteArray(), got, "partition " + p);
+      assertArrayEquals(expected(p, 0, 3, 2, map -> 1000 + map), got, "partition " + p);
       assertEquals(6, order.size());
       for (int i = 0; i < 6; i++) {
         assertArrayEquals(new int[] {i / 2, i % 2}, order.get(i), "(map, seq) order");
@@ -161,8 +178,7 @@ class RealServerTest {
   @Test
   void mapRangeFetchReadsOnlyThoseMaps() throws Exception {
     String app = "java-range";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 2, 4, 2);
+    Placement pl = registerShuffle(app, 2, 4, 2);
     for (int map = 0; map < 4; map++) {
       coord.commitMap(app, 2, map, 0, pushMap(app, 2, pl, map, 0, 3, 500, 1 << 20));
     }
@@ -176,21 +192,14 @@ class RealServerTest {
     for (int[] o : order) {
       assertTrue(o[0] == 1 || o[0] == 2, "map " + o[0] + " is outside [1, 3)");
     }
-    ByteArrayOutputStream want = new ByteArrayOutputStream();
-    for (int map = 1; map < 3; map++) {
-      for (int s = 0; s < 3; s++) {
-        want.write(payload(map, 1, s, 500));
-      }
-    }
-    assertArrayEquals(want.toByteArray(), got);
+    assertArrayEquals(expected(1, 1, 3, 3, map -> 500), got);
     coord.unregisterApp(app);
   }
 
   @Test
   void pushWindowBoundsBytesInFlight() throws Exception {
     String app = "java-window";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 3, 1, 2);
+    Placement pl = registerShuffle(app, 3, 1, 2);
     long window = 256 << 10;
     int size = 64 << 10;
     try (MapPusher p = new MapPusher(pool, app, 3, 0, 0, 2, window, TIMEOUT)) {
@@ -215,8 +224,7 @@ class RealServerTest {
   @Test
   void commitWithWrongSizesIsAMismatch() throws Exception {
     String app = "java-mismatch";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 4, 1, 1);
+    Placement pl = registerShuffle(app, 4, 1, 1);
     pushMap(app, 4, pl, 0, 0, 2, 100, 1 << 20);
     CrossdockException e = assertThrows(CrossdockException.class,
         () -> coord.commitMap(app, 4, 0, 0, List.of(new PartitionStat(0, 150, 2))));
@@ -227,8 +235,7 @@ class RealServerTest {
   @Test
   void corruptCrcIsBadChecksum() throws Exception {
     String app = "java-crc";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 5, 1, 1);
+    Placement pl = registerShuffle(app, 5, 1, 1);
     byte[] data = payload(0, 0, 0, 128);
     int crc = Checksums.crc32c(data, 0, data.length);
     RpcConnection c = pool.get(pl.addrOf(0));
@@ -251,8 +258,7 @@ class RealServerTest {
     assertEquals(CrossdockException.Kind.REMOTE, e.kind());
     // And on a worker: a push for an app it does not know.
     String app = "java-known";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 1, 1, 1);
+    Placement pl = registerShuffle(app, 1, 1, 1);
     try (MapPusher p = new MapPusher(pool, "java-unknown", 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
       p.push(0, pl.addrOf(0), new byte[10], 10);
       CrossdockException pe = assertThrows(CrossdockException.class, p::awaitAll);
@@ -264,8 +270,7 @@ class RealServerTest {
   @Test
   void fetchOfUncommittedMapsIsRefused() throws Exception {
     String app = "java-incomplete";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 1, 2, 1);
+    Placement pl = registerShuffle(app, 1, 2, 1);
     coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 1, 10, 1 << 20));
     try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 2)) {
       CrossdockException e = assertThrows(CrossdockException.class, f::next);
@@ -280,8 +285,7 @@ class RealServerTest {
   @Test
   void fetchResumesAfterABrokenConnection() throws Exception {
     String app = "java-resume";
-    coord.registerApp(app, 60_000);
-    Placement pl = coord.registerShuffle(app, 1, 1, 1);
+    Placement pl = registerShuffle(app, 1, 1, 1);
     int size = 3 << 20;
     coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 4, size, 64 << 20));
     try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 1)) {
@@ -289,41 +293,28 @@ class RealServerTest {
       Message.FetchedBatch b = f.next();
       assertEquals(0, b.batchSeq());
       f.dropConnection();
-      byte[] raw = new byte[b.payload().remaining()];
-      b.payload().duplicate().get(raw);
-      got.write(raw);
+      got.write(bytes(b.payload()));
       got.write(readAll(f, null));
       assertEquals(1, f.resumes());
-      ByteArrayOutputStream want = new ByteArrayOutputStream();
-      for (int s = 0; s < 4; s++) {
-        want.write(payload(0, 0, s, size));
-      }
-      assertArrayEquals(want.toByteArray(), got.toByteArray());
+      assertArrayEquals(expected(0, 0, 1, 4, map -> size), got.toByteArray());
     }
     coord.unregisterApp(app);
   }
 
   @Test
   void unreachableCoordinatorFailsFast() throws Exception {
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
+    String addr = CrossdockServer.unusedAddr();
     long t0 = System.nanoTime();
     CrossdockException e = assertThrows(CrossdockException.class,
-        () -> new CoordinatorClient("127.0.0.1:" + port, 2000, 5000));
+        () -> new CoordinatorClient(addr, 2000, 5000));
     assertTrue(e.isTransport());
-    assertTrue(e.getMessage().contains("127.0.0.1:" + port), e.getMessage());
+    assertTrue(e.getMessage().contains(addr), e.getMessage());
     assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(5));
   }
 
   @Test
   void unreachableWorkerFailsThePushFast() throws Exception {
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
-    String addr = "127.0.0.1:" + port;
+    String addr = CrossdockServer.unusedAddr();
     long t0 = System.nanoTime();
     try (MapPusher p = new MapPusher(pool, "java-noworker", 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
       IOException e = assertThrows(IOException.class, () -> {
@@ -333,7 +324,8 @@ class RealServerTest {
       assertTrue(e.getMessage().contains("Crossdock worker") && e.getMessage().contains(addr),
           e.getMessage());
     }
-    try (PartitionFetcher f = new PartitionFetcher(addr, "a", 1, 0, 0, 1, 2000, 5000, 3)) {
+    try (PartitionFetcher f =
+        new PartitionFetcher(List.of(addr), "a", 1, 0, 0, 1, 2000, 5000, 3, null)) {
       CrossdockException e = assertThrows(CrossdockException.class, f::next);
       assertTrue(e.isTransport() && e.getMessage().contains(addr), e.getMessage());
     }

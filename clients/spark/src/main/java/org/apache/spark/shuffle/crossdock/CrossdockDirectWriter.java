@@ -8,14 +8,11 @@ import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.serializer.SerializerManager;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.storage.ShuffleBlockId;
-import org.crossdock.client.MapPusher;
-import org.crossdock.client.Placement;
 import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
@@ -36,18 +33,11 @@ import scala.collection.Iterator;
  * and size sampling cost this path's runtime and GC). The reader decodes each batch as its own
  * frame ({@code framedBatches} in the handle).
  *
- * <p>Attempt ids, commit, losing the race and the MapStatus are as in {@link
- * CrossdockShuffleWriter}.
+ * <p>Attempt ids, the commit, losing the race and the MapStatus are {@link MapAttempt}'s.
  */
 final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final CrossdockShuffleHandle<K, V, C> handle;
-  private final CrossdockShuffleManager manager;
-  private final long mapTaskId;
-  private final TaskContext context;
-  private final ShuffleWriteMetricsReporter metrics;
-  private final CrossdockConf conf;
-  private final int mapIndex;
-  private final int attemptId;
+  private final MapAttempt attempt;
 
   /**
    * Most raw bytes in one frame: 15 MiB, so that a frame of incompressible data, with the
@@ -56,12 +46,6 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   static final int MAX_FRAME_RAW = 15 << 20;
 
   private static final scala.reflect.ClassTag<Object> OBJECT = scala.reflect.ClassTag$.MODULE$.Object();
-
-  private MapPusher pusher;
-  private long[] lengths;
-  private MapStatus mapStatus;
-  private Placement placement;
-  private boolean stopping;
 
   // Per-partition buffers of serialized, not yet compressed records.
   private byte[][] bufs;
@@ -75,14 +59,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   CrossdockDirectWriter(CrossdockShuffleHandle<K, V, C> handle, CrossdockShuffleManager manager,
       long mapTaskId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
     this.handle = handle;
-    this.manager = manager;
-    this.mapTaskId = mapTaskId;
-    this.context = context;
-    this.metrics = metrics;
-    this.conf = manager.conf();
-    this.mapIndex = context.partitionId();
-    this.attemptId = CrossdockShuffleWriter.attemptId(context.stageAttemptNumber(),
-        context.attemptNumber());
+    this.attempt = new MapAttempt(handle, manager, mapTaskId, context, metrics);
   }
 
   /** Whether a dependency's shuffle is written by this writer (decided once, on the driver). */
@@ -122,43 +99,29 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
 
   @Override
   public void write(Iterator<Product2<K, V>> input) throws IOException {
-    ShuffleDependency<K, V, C> dep = handle.dependency();
-    Partitioner partitioner = dep.partitioner();
-    int numPartitions = partitioner.numPartitions();
+    if (attempt.finishEmptyShuffle(input)) {
+      return;
+    }
+    int numPartitions = attempt.numPartitions;
     bufs = new byte[numPartitions][];
     lens = new int[numPartitions];
     bytes = new long[numPartitions];
     records = new long[numPartitions];
-    if (handle.placement == null) {
-      if (input.hasNext()) {
-        throw new IOException("shuffle " + dep.shuffleId() + " has no partitions but got records");
-      }
-      lengths = bytes;
-      mapStatus = MapStatus$.MODULE$.apply(
-          SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
-      return;
-    }
-    placement = manager.placement(handle, context);
-    pusher = new MapPusher(manager.pool(), handle.appId, dep.shuffleId(), mapIndex, attemptId,
-        numPartitions, conf.maxInFlight, conf.networkTimeoutMs);
-    try {
-      pushAll(input, dep, partitioner, numPartitions);
-    } catch (IOException e) {
-      CrossdockShuffleWriter.failed(manager, handle, pusher);
-      throw e;
-    }
-    lengths = bytes.clone();
-    mapStatus = MapStatus$.MODULE$.apply(
-        SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, 0L);
+    attempt.startPushing();
+    attempt.pushAndCommit(() -> pushAll(input), bytes, records);
+    attempt.finish(bytes, 0L);
   }
 
-  private void pushAll(Iterator<Product2<K, V>> input, ShuffleDependency<K, V, C> dep,
-      Partitioner partitioner, int numPartitions) throws IOException {
+  /** Serializes and pushes every record; returns the time spent compressing and pushing. */
+  private long pushAll(Iterator<Product2<K, V>> input) throws IOException {
+    ShuffleDependency<K, V, C> dep = handle.dependency();
+    Partitioner partitioner = dep.partitioner();
+    int numPartitions = attempt.numPartitions;
     SerializerManager serializerManager = SparkEnv.get().serializerManager();
     Sink scratch = new Sink(64 << 10);
     SerializationStream out = dep.serializer().newInstance().serializeStream(scratch);
-    int batch = conf.batchSize;
-    long budget = conf.maxInFlight;
+    int batch = attempt.conf.batchSize;
+    long budget = attempt.conf.maxInFlight;
     while (input.hasNext()) {
       Product2<K, V> r = input.next();
       K key = r._1();
@@ -169,7 +132,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       out.flush();
       append(p, scratch.buf, scratch.count);
       records[p]++;
-      metrics.incRecordsWritten(1);
+      attempt.metrics.incRecordsWritten(1);
       if (lens[p] >= batch) {
         flush(p, serializerManager, true);
       } else if (buffered >= budget) {
@@ -187,10 +150,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     for (int q = 0; q < numPartitions; q++) {
       flush(q, serializerManager, false);
     }
-    long t0 = System.nanoTime();
-    pusher.awaitAll();
-    CrossdockShuffleWriter.commit(manager, handle, mapIndex, attemptId, pusher, bytes, records);
-    metrics.incWriteTime(writeNanos + System.nanoTime() - t0);
+    return writeNanos;
   }
 
   private void append(int p, byte[] src, int n) {
@@ -222,8 +182,8 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       return;
     }
     long t0 = System.nanoTime();
-    int chunk = Math.min(conf.batchSize, MAX_FRAME_RAW);
-    ShuffleBlockId blockId = new ShuffleBlockId(handle.shuffleId(), mapTaskId, p);
+    int chunk = Math.min(attempt.conf.batchSize, MAX_FRAME_RAW);
+    ShuffleBlockId blockId = new ShuffleBlockId(handle.shuffleId(), attempt.mapTaskId, p);
     for (int off = 0; off < len; off += chunk) {
       int n = Math.min(chunk, len - off);
       Sink frame = new Sink(Math.max(1024, n / 2));
@@ -231,12 +191,12 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       w.write(bufs[p], off, n);
       w.close();
       bytes[p] += frame.count;
-      metrics.incBytesWritten(frame.count);
-      pusher.push(p, placement.addrOf(p), frame.buf, frame.count);
+      attempt.metrics.incBytesWritten(frame.count);
+      attempt.push(p, frame.buf, frame.count);
     }
     lens[p] = 0;
     buffered -= len;
-    if (!keepBuffer || capacity > conf.maxInFlight) {
+    if (!keepBuffer || capacity > attempt.conf.maxInFlight) {
       capacity -= bufs[p].length;
       bufs[p] = null;
     }
@@ -246,27 +206,14 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   @Override
   public Option<MapStatus> stop(boolean success) {
     try {
-      if (stopping) {
-        return Option.empty();
-      }
-      stopping = true;
-      if (success) {
-        if (mapStatus == null) {
-          throw new IllegalStateException("cannot call stop(true) without having called write()");
-        }
-        return Option.apply(mapStatus);
-      }
-      return Option.empty();
+      return attempt.stop(success);
     } finally {
-      if (pusher != null) {
-        pusher.close();
-      }
       bufs = null;
     }
   }
 
   @Override
   public long[] getPartitionLengths() {
-    return lengths;
+    return attempt.partitionLengths();
   }
 }

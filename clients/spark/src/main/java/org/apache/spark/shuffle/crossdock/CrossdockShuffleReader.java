@@ -20,6 +20,7 @@ import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
 import org.crossdock.client.PartitionFetcher;
 import org.crossdock.client.Placement;
+import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Message;
 import scala.Option;
 import scala.Product2;
@@ -195,8 +196,34 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
   }
 
+  /** An InputStream over ByteBuffers, read one after the other. */
+  private abstract static class BufferStream extends InputStream {
+    /** The current buffer with bytes left, or null at the end of the stream. */
+    abstract ByteBuffer buffer() throws IOException;
+
+    @Override
+    public int read() throws IOException {
+      ByteBuffer b = buffer();
+      return b == null ? -1 : (b.get() & 0xff);
+    }
+
+    @Override
+    public int read(byte[] out, int off, int len) throws IOException {
+      if (len == 0) {
+        return 0;
+      }
+      ByteBuffer b = buffer();
+      if (b == null) {
+        return -1;
+      }
+      int n = Math.min(len, b.remaining());
+      b.get(out, off, n);
+      return n;
+    }
+  }
+
   /** A ByteBuffer as an InputStream. */
-  private static final class ByteBufferInputStream extends InputStream {
+  private static final class ByteBufferInputStream extends BufferStream {
     private final ByteBuffer b;
 
     ByteBufferInputStream(ByteBuffer b) {
@@ -204,21 +231,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     @Override
-    public int read() {
-      return b.hasRemaining() ? (b.get() & 0xff) : -1;
-    }
-
-    @Override
-    public int read(byte[] out, int off, int len) {
-      if (len == 0) {
-        return 0;
-      }
-      if (!b.hasRemaining()) {
-        return -1;
-      }
-      int n = Math.min(len, b.remaining());
-      b.get(out, off, n);
-      return n;
+    ByteBuffer buffer() {
+      return b.hasRemaining() ? b : null;
     }
 
     @Override
@@ -365,7 +379,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
       int[] attempts = status.mapAttempts();
       for (int m = startMap; m < endMap; m++) {
-        if (attempts[m] == Message.NO_ATTEMPT) {
+        if (attempts[m] == AttemptIds.NO_ATTEMPT) {
           throw fetchFailed(partition, m, "map " + m + " has no committed output any more (its"
               + " only copy was on a lost worker); it must be recomputed. First error: "
               + e.getMessage(), e);
@@ -419,7 +433,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     /** The concatenated payloads of one map's batches. */
-    final class MapStream extends InputStream {
+    final class MapStream extends BufferStream {
       private final int mapId;
       private ByteBuffer buf;
       private boolean eof;
@@ -429,7 +443,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
 
       /** The current batch with bytes left, or null at the end of this map. */
-      private ByteBuffer buffer() throws IOException {
+      @Override
+      ByteBuffer buffer() throws IOException {
         while (!eof && (buf == null || !buf.hasRemaining())) {
           Message.FetchedBatch b;
           try {
@@ -446,26 +461,6 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
           }
         }
         return eof ? null : buf;
-      }
-
-      @Override
-      public int read() throws IOException {
-        ByteBuffer b = buffer();
-        return b == null ? -1 : (b.get() & 0xff);
-      }
-
-      @Override
-      public int read(byte[] out, int off, int len) throws IOException {
-        if (len == 0) {
-          return 0;
-        }
-        ByteBuffer b = buffer();
-        if (b == null) {
-          return -1;
-        }
-        int n = Math.min(len, b.remaining());
-        b.get(out, off, n);
-        return n;
       }
 
       @Override

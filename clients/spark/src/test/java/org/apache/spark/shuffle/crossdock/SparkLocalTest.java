@@ -2,7 +2,6 @@ package org.apache.spark.shuffle.crossdock;
 
 import static org.junit.jupiter.api.Assertions.*;
 
-import java.net.ServerSocket;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -19,6 +18,7 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.shuffle.ShuffleHandle;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.crossdock.client.CoordinatorClient;
+import org.crossdock.protocol.AttemptIds;
 import scala.Product2;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.JavaPairRDD;
@@ -245,31 +245,43 @@ class SparkLocalTest {
     }
   }
 
-  @Test
-  void metricsAreFilled() throws Exception {
-    Events events = new Events("metrics");
+  interface Job {
+    void run() throws Exception;
+  }
+
+  /** Runs {@code job} in job group {@code group}; returns the task-end events of its jobs. */
+  List<SparkListenerTaskEnd> taskEnds(String group, Job job) throws Exception {
+    Events events = new Events(group);
     sc.sc().addSparkListener(events);
-    sc.setJobGroup("metrics", "metrics", false);
+    sc.setJobGroup(group, group, false);
     try {
-      long n = sc.parallelizePairs(pairs(10_000, 1000), 3).groupByKey(4).count();
-      assertEquals(1000, n);
+      job.run();
       sc.sc().listenerBus().waitUntilEmpty();
     } finally {
       sc.clearJobGroup();
       sc.sc().removeSparkListener(events);
     }
-    long written = 0, recordsWritten = 0, read = 0, recordsRead = 0, writeTime = 0;
     synchronized (events.ends) {
-      for (SparkListenerTaskEnd e : events.ends) {
-        if (e.taskMetrics() == null) {
-          continue;
-        }
-        written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
-        recordsWritten += e.taskMetrics().shuffleWriteMetrics().recordsWritten();
-        writeTime += e.taskMetrics().shuffleWriteMetrics().writeTime();
-        read += e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
-        recordsRead += e.taskMetrics().shuffleReadMetrics().recordsRead();
+      return new ArrayList<>(events.ends);
+    }
+  }
+
+  @Test
+  void metricsAreFilled() throws Exception {
+    List<SparkListenerTaskEnd> ends = taskEnds("metrics", () -> {
+      long n = sc.parallelizePairs(pairs(10_000, 1000), 3).groupByKey(4).count();
+      assertEquals(1000, n);
+    });
+    long written = 0, recordsWritten = 0, read = 0, recordsRead = 0, writeTime = 0;
+    for (SparkListenerTaskEnd e : ends) {
+      if (e.taskMetrics() == null) {
+        continue;
       }
+      written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
+      recordsWritten += e.taskMetrics().shuffleWriteMetrics().recordsWritten();
+      writeTime += e.taskMetrics().shuffleWriteMetrics().writeTime();
+      read += e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
+      recordsRead += e.taskMetrics().shuffleReadMetrics().recordsRead();
     }
     assertEquals(10_000, recordsWritten);
     assertEquals(10_000, recordsRead);
@@ -288,25 +300,15 @@ class SparkLocalTest {
     try (CoordinatorClient c = new CoordinatorClient(server.addr(), 3000, 10_000)) {
       c.unregisterShuffle(appId, shuffleId); // the workers drop the data
     }
-    Events events = new Events("lost");
-    sc.sc().addSparkListener(events);
-    sc.setJobGroup("lost", "lost", false);
-    try {
-      assertThrows(Exception.class, shuffled::collect);
-      sc.sc().listenerBus().waitUntilEmpty();
-    } finally {
-      sc.clearJobGroup();
-      sc.sc().removeSparkListener(events);
-    }
+    List<SparkListenerTaskEnd> ends =
+        taskEnds("lost", () -> assertThrows(Exception.class, shuffled::collect));
     // Every reduce task that failed reports a typed FetchFailed; the first one is attributed to
     // the map being read and the executor that ran it (later ones may find the map output
     // already unregistered by Spark's recovery and fall back to a stage-level retry).
     List<FetchFailed> ffs = new ArrayList<>();
-    synchronized (events.ends) {
-      for (SparkListenerTaskEnd e : events.ends) {
-        if (e.reason() instanceof FetchFailed f) {
-          ffs.add(f);
-        }
+    for (SparkListenerTaskEnd e : ends) {
+      if (e.reason() instanceof FetchFailed f) {
+        ffs.add(f);
       }
     }
     assertFalse(ffs.isEmpty(), "a reduce task failed with a typed FetchFailed");
@@ -320,12 +322,8 @@ class SparkLocalTest {
 
   @Test
   void unreachableCoordinatorFailsFast() throws Exception {
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
+    String addr = CrossdockServer.unusedAddr();
     long t0 = System.nanoTime();
-    String addr = "127.0.0.1:" + port;
     IllegalStateException e = assertThrows(IllegalStateException.class,
         () -> new CrossdockShuffleManager(conf(addr), true));
     assertTrue(e.getMessage().contains(addr), e.getMessage());
@@ -338,9 +336,10 @@ class SparkLocalTest {
     java.util.Set<Integer> seen = new java.util.HashSet<>();
     for (int stage = 0; stage < 8; stage++) {
       for (int task = 0; task < 8; task++) {
-        int id = CrossdockShuffleWriter.attemptId(stage, task);
+        int id = AttemptIds.of(stage, task);
         assertTrue(seen.add(id));
-        assertNotEquals(-1, id);
+        assertNotEquals(AttemptIds.NO_ATTEMPT, id);
+        assertEquals(stage, AttemptIds.generation(id));
       }
     }
   }
