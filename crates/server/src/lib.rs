@@ -8,14 +8,15 @@
 //!
 //! Shared by both, lowest in the crate: [`error`] (the wire reply and how each layer's
 //! errors become one), [`memory`] (byte budgets), [`metrics`] (the Prometheus
-//! endpoint), [`net`] (accept loop, shutdown), [`peers`] (cached connections to other
-//! servers). Every module imports only modules below it and never its parent
+//! endpoint), [`names`] (client ids as file names and keys), [`net`] (accept loop,
+//! shutdown), [`peers`] (cached connections to other servers). Every module imports only modules below it and never its parent
 //! (`tests/layers.rs` checks it).
 
 pub mod coordinator;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod names;
 pub mod net;
 pub mod peers;
 pub mod standalone;

@@ -36,9 +36,7 @@ impl Apps {
         lease_ms: u32,
         now: Instant,
     ) -> Result<(), StateError> {
-        if app_id.is_empty() {
-            return Err(StateError::EmptyAppId);
-        }
+        crate::names::check_app_id(app_id)?;
         if lease_ms == 0 {
             return Err(StateError::ZeroLease);
         }

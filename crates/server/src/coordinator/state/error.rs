@@ -17,8 +17,8 @@ pub enum StateError {
     UnknownWorker { id: u32 },
     #[error("no worker at {addr}")]
     NoWorkerAt { addr: String },
-    #[error("app id must not be empty")]
-    EmptyAppId,
+    #[error(transparent)]
+    BadAppId(#[from] crate::names::BadAppId),
     #[error("lease_ms must be positive")]
     ZeroLease,
     #[error("a shuffle may have at most {max} maps and partitions")]
@@ -53,7 +53,7 @@ impl Coded for StateError {
             E::UnknownApp { .. } => ErrorCode::UnknownApp,
             E::UnknownShuffle { .. } => ErrorCode::UnknownShuffle,
             E::UnknownWorker { .. } | E::NoWorkerAt { .. } => ErrorCode::UnknownWorker,
-            E::EmptyAppId
+            E::BadAppId(_)
             | E::ZeroLease
             | E::TooLarge { .. }
             | E::ReservedAttempt

@@ -45,6 +45,8 @@ pub enum StorageError {
     ForwardCount { forwards: usize, partitions: usize },
     #[error("partition {partition} is out of range for {partitions} partitions")]
     PreparedOutOfRange { partition: u32, partitions: u32 },
+    #[error(transparent)]
+    BadAppId(#[from] crate::names::BadAppId),
     #[error("{given} map attempts for a shuffle of {maps} maps")]
     AttemptCount { given: usize, maps: u32 },
     #[error("batch {seq} of map {map} attempt {attempt} for partition {partition}: CRC32C {found:08x} does not match the header's {expected:08x}; the batch was dropped")]
@@ -143,6 +145,7 @@ impl Coded for StorageError {
             | E::ForwardCount { .. }
             | E::PreparedOutOfRange { .. }
             | E::AttemptCount { .. }
+            | E::BadAppId(_)
             | E::NoObjectStore => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,

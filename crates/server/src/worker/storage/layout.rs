@@ -2,38 +2,33 @@
 //! `shuffle.meta` file that lets a restarted worker find its shuffles again.
 //!
 //! ```text
-//! <data dir>/<app>/<shuffle>/shuffle.meta       app id, shuffle id, maps, partitions
+//! <data dir>/<app>/<shuffle>/shuffle.meta       app, shuffle id, maps, partitions
 //! <data dir>/<app>/<shuffle>/<partition>.data   the partition's records
 //! <data dir>/<app>/<shuffle>/<partition>.evicted  the file's start lives in the object store
 //! ```
 //!
+//! `<app>` is the app id's name ([`crate::names`]: reversible, one safe component).
 //! With several data directories, partition `p` lives in the `p % n`-th one.
 
 use std::path::{Path, PathBuf};
 
+use crate::names::{app_id_of, app_name};
+
 /// The file that describes a shuffle directory.
 pub const META_FILE: &str = "shuffle.meta";
 
-/// The name an app id takes in a path or an object key. App ids come from clients:
-/// nothing in them may name a place outside the app's own directory.
-pub fn app_component(app_id: &str) -> String {
-    app_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect::<String>()
-        .trim_start_matches('.')
-        .to_string()
-}
-
 /// An app's directory under a data directory.
 pub fn app_dir(root: &Path, app_id: &str) -> PathBuf {
-    root.join(app_component(app_id))
+    root.join(app_name(app_id))
+}
+
+/// True if `dir` is an app directory right under `root` (what a deletion may remove).
+pub fn is_app_dir(root: &Path, dir: &Path) -> bool {
+    dir.parent() == Some(root)
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(crate::names::is_app_name)
 }
 
 /// A shuffle's directory under a data directory.
@@ -77,7 +72,10 @@ impl ShuffleMeta {
             &path,
             format!(
                 "{}\n{}\n{}\n{}\n",
-                self.app_id, self.shuffle_id, self.num_maps, self.num_partitions
+                app_name(&self.app_id),
+                self.shuffle_id,
+                self.num_maps,
+                self.num_partitions
             ),
         )
     }
@@ -92,7 +90,8 @@ impl ShuffleMeta {
         };
         let parsed = (|| {
             Some(ShuffleMeta {
-                app_id: app_id.to_string(),
+                // A file of an earlier version holds the id as it was given.
+                app_id: app_id_of(app_id).unwrap_or_else(|| app_id.to_string()),
                 shuffle_id: shuffle_id.parse().ok()?,
                 num_maps: num_maps.parse().ok()?,
                 num_partitions: num_partitions.parse().ok()?,
@@ -108,9 +107,15 @@ mod tests {
 
     #[test]
     fn app_ids_stay_inside_their_directory() {
-        assert_eq!(app_component("../app 1"), "_app_1");
-        assert_eq!(app_component("app-1.x_y"), "app-1.x_y");
         let root = Path::new("/data");
+        assert_eq!(
+            app_dir(root, "../app 1"),
+            Path::new("/data/%2E%2E%2Fapp%201")
+        );
+        assert!(is_app_dir(root, &app_dir(root, "..")));
+        assert!(!is_app_dir(root, root));
+        assert!(!is_app_dir(root, Path::new("/data/..")));
+        assert!(!is_app_dir(root, Path::new("/data/a/b")));
         assert_eq!(
             partition_file(&shuffle_dir(root, "a", 3), 7),
             Path::new("/data/a/3/7.data")
@@ -128,7 +133,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(ShuffleMeta::read(dir.path()).is_none());
         let meta = ShuffleMeta {
-            app_id: "a/b".into(),
+            app_id: "a/b\nc".into(),
             shuffle_id: 2,
             num_maps: 3,
             num_partitions: 4,

@@ -220,6 +220,7 @@ impl ShuffleStore {
         partitions: &[u32],
         forward_to: &[String],
     ) -> Result<(), StorageError> {
+        crate::names::check_app_id(&meta.app_id)?;
         if !forward_to.is_empty() && forward_to.len() != partitions.len() {
             return Err(StorageError::ForwardCount {
                 forwards: forward_to.len(),
@@ -347,8 +348,18 @@ impl ShuffleStore {
         for s in self.registry.remove_app(app_id) {
             self.drop_shuffle(&s);
         }
-        for dir in self.registry.app_dirs(app_id) {
-            let _ = std::fs::remove_dir_all(dir);
+        for (root, dir) in self
+            .registry
+            .roots()
+            .iter()
+            .zip(self.registry.app_dirs(app_id))
+        {
+            // Strictly one app's directory, inside the data directory.
+            if layout::is_app_dir(root, &dir) {
+                let _ = std::fs::remove_dir_all(dir);
+            } else {
+                tracing::error!(dir = %dir.display(), "not an app directory; not deleted");
+            }
         }
         if let Some(up) = self.disk.uploads().filter(|_| everywhere) {
             up.delete_app(app_id);

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use opendal::layers::{RetryLayer, TimeoutLayer};
 use opendal::{services, ErrorKind, Operator};
 
-use super::layout::app_component;
+use crate::names::{app_name, is_app_name};
 
 /// Why the object tier could not do something. Every variant names the store and,
 /// where there is one, the key.
@@ -236,7 +236,7 @@ impl ObjectTier {
     }
 
     fn shuffle_prefix(app_id: &str, shuffle_id: u32) -> String {
-        format!("{}/{shuffle_id}/", app_component(app_id))
+        format!("{}/{shuffle_id}/", app_name(app_id))
     }
 
     fn partition_prefix(app_id: &str, shuffle_id: u32, partition: u32) -> String {
@@ -380,8 +380,10 @@ impl ObjectTier {
 
     /// Deletes everything stored for an app.
     pub async fn delete_app(&self, app_id: &str) -> Result<(), ObjectError> {
-        self.delete_prefix(&format!("{}/", app_component(app_id)))
-            .await
+        let name = app_name(app_id);
+        // Never a prefix of other apps' keys, let alone the whole store.
+        assert!(is_app_name(&name), "app name {name:?} names no single app");
+        self.delete_prefix(&format!("{name}/")).await
     }
 
     /// Deletes one object (a segment uploaded for a partition deleted meanwhile).
@@ -446,7 +448,10 @@ mod tests {
     #[test]
     fn segment_keys_sort_by_writer_and_offset_and_keep_app_ids_inside() {
         let k = ObjectTier::segment_key("../app 1", 7, 3, 0xab, 0x10);
-        assert_eq!(k, "_app_1/7/3/00000000000000ab-0000000000000010.seg");
+        assert_eq!(
+            k,
+            "%2E%2E%2Fapp%201/7/3/00000000000000ab-0000000000000010.seg"
+        );
         assert!(
             ObjectTier::segment_key("a", 1, 0, 1, 2) < ObjectTier::segment_key("a", 1, 0, 1, 10)
         );
