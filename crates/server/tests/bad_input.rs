@@ -167,17 +167,23 @@ async fn unsupported_version_and_unknown_kind_are_refused() {
     healthy_round_trip(&c, "version-neighbour").await;
 }
 
+/// Pushes 100 bytes of map 0 to partition 0 and commits them; returns the payload.
+async fn commit_map_0(c: &Cluster, placement: &crossdock_client::Placement, app: &str) -> Vec<u8> {
+    let d = payload(0, 0, 0, 100);
+    push(placement, app, 0, 0, 0, 0, &d).await.unwrap();
+    c.coord
+        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 100)])
+        .await
+        .unwrap();
+    d
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_after_commit_is_refused() {
     let c = Cluster::start(1, 64 << 20).await;
     let app = "late";
     let placement = c.shuffle(app, 1, 1).await;
-    let d = payload(0, 0, 0, 100);
-    push(&placement, app, 0, 0, 0, 0, &d).await.unwrap();
-    c.coord
-        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 100)])
-        .await
-        .unwrap();
+    let d = commit_map_0(&c, &placement, app).await;
     assert_code(
         push(&placement, app, 0, 0, 0, 1, &d).await,
         ErrorCode::PushAfterCommit,
@@ -233,12 +239,7 @@ async fn fetch_before_the_maps_committed_is_refused() {
     let c = Cluster::start(1, 64 << 20).await;
     let app = "early";
     let placement = c.shuffle(app, 2, 1).await;
-    let d = payload(0, 0, 0, 100);
-    push(&placement, app, 0, 0, 0, 0, &d).await.unwrap();
-    c.coord
-        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 100)])
-        .await
-        .unwrap();
+    commit_map_0(&c, &placement, app).await;
     assert_code(
         read_all(&placement, app, 0, 0, 2).await,
         ErrorCode::ShuffleNotComplete,

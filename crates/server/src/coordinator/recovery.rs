@@ -277,7 +277,8 @@ async fn adopt_lost(
                 .map(|(w, parts)| {
                     (
                         st.addr_of(w),
-                        st.prepare_message(app_id, shuffle_id, s, &p, w, parts),
+                        st.placer()
+                            .prepare_message(app_id, shuffle_id, s, &p, w, parts),
                     )
                 })
                 .collect()

@@ -163,7 +163,9 @@ async fn sync_worker(coord: &Arc<Coordinator>, worker_id: u32) {
             };
             let p = s.lock();
             let parts = p.copies_of(worker_id);
-            let prepare = st.prepare_message(&app_id, shuffle_id, &s, &p, worker_id, parts);
+            let prepare = st
+                .placer()
+                .prepare_message(&app_id, shuffle_id, &s, &p, worker_id, parts);
             (addr, prepare, p.map_attempts().to_vec())
         };
         let sync = Message::SyncCommits {
@@ -228,7 +230,9 @@ async fn register_shuffle(
             .into_iter()
             .map(|w| {
                 let parts = p.copies_of(w);
-                let msg = st.prepare_message(app_id, shuffle_id, &entry, &p, w, parts);
+                let msg = st
+                    .placer()
+                    .prepare_message(app_id, shuffle_id, &entry, &p, w, parts);
                 (st.addr_of(w), msg)
             })
             .collect()

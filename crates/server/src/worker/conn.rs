@@ -12,7 +12,7 @@ use crossdock_proto::{
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
-use super::fetch::{self, FetchRequest};
+use super::fetch;
 use super::node::Worker;
 use super::reply::{answer, send, Next, Replies, Reply, REPLY_QUEUE};
 use super::{control, push};
@@ -119,24 +119,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
     let body = read_exact_bytes(r, h.body_len as usize).await?;
     match Message::decode(h.kind, body) {
         Err(e) => answer(tx, h.request_id, Err(e.into())).await?,
-        Ok(Message::Fetch {
-            app_id,
-            shuffle_id,
-            partition,
-            start_map,
-            end_map,
-            resume_after,
-        }) => {
-            let req = FetchRequest {
-                app_id,
-                shuffle_id,
-                partition,
-                start_map,
-                end_map,
-                resume_after,
-            };
-            send(tx, Reply::Fetch(h.request_id, req)).await?
-        }
+        Ok(fetch @ Message::Fetch { .. }) => send(tx, Reply::Fetch(h.request_id, fetch)).await?,
         Ok(msg) => control::handle(tx, worker, h.request_id, msg).await?,
     }
     Ok(Next::Continue)

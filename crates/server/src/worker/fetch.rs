@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::BufMut;
 use crossdock_proto::io::write_message;
-use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind, ResumePoint};
+use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::config::FETCH_CHUNK;
@@ -20,33 +20,33 @@ use super::storage::read::{stored_len, Loaded};
 use super::storage::StorageError;
 use crate::memory::MemoryBudget;
 
-/// What a `Fetch` asks for.
-pub struct FetchRequest {
-    pub app_id: String,
-    pub shuffle_id: u32,
-    pub partition: u32,
-    pub start_map: u32,
-    pub end_map: u32,
-    pub resume_after: Option<ResumePoint>,
-}
-
-/// Streams a fetch. The outer error is a broken connection; the inner one a refusal
-/// to report to the reducer.
+/// Streams the fetch `msg` asks for. The outer error is a broken connection; the inner
+/// one a refusal to report to the reducer.
 pub async fn stream<W: AsyncWrite + Unpin>(
     w: &mut W,
     worker: &Worker,
     request_id: u64,
-    req: FetchRequest,
+    msg: Message,
 ) -> io::Result<Result<(), StorageError>> {
+    let Message::Fetch {
+        app_id,
+        shuffle_id,
+        partition,
+        start_map,
+        end_map,
+        resume_after,
+    } = msg
+    else {
+        unreachable!("only Fetch messages are streamed")
+    };
     let store = &worker.store;
-    let range = (req.start_map, req.end_map);
     let view = match store
         .open_read(
-            &req.app_id,
-            req.shuffle_id,
-            req.partition,
-            range,
-            req.resume_after,
+            &app_id,
+            shuffle_id,
+            partition,
+            (start_map, end_map),
+            resume_after,
         )
         .await
     {
@@ -86,12 +86,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
                     // coordinator, this copy no longer counts.
                     worker
                         .links
-                        .report_corruption(
-                            &worker.advertised,
-                            &req.app_id,
-                            req.shuffle_id,
-                            req.partition,
-                        )
+                        .report_corruption(&worker.advertised, &app_id, shuffle_id, partition)
                         .await;
                 }
                 return Ok(Err(e));

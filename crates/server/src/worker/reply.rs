@@ -8,7 +8,6 @@ use std::pin::Pin;
 
 use crossdock_proto::Message;
 
-use super::fetch::FetchRequest;
 use crate::error::ServerError;
 
 /// A reply whose answer is computed elsewhere (a task already under way).
@@ -20,8 +19,8 @@ pub enum Reply {
     Now(u64, Result<Message, ServerError>),
     /// Known once `Pending` resolves.
     Later(u64, Pending),
-    /// A fetch, streamed by the writer when its turn comes.
-    Fetch(u64, FetchRequest),
+    /// A `Fetch` message, streamed by the writer when its turn comes.
+    Fetch(u64, Message),
 }
 
 /// Replies queued beyond this many make the reader wait (bounds the memory a slow

@@ -30,8 +30,7 @@ use apps::Apps;
 pub use error::StateError;
 use membership::Membership;
 pub use membership::{Rejoin, WorkerEntry};
-use placement::Placer;
-pub use placement::{Relocation, PARTITION_SIZE_ESTIMATE};
+pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
 pub use progress::{Progress, ShuffleEntry};
 
 /// Most partitions or maps one shuffle may have.
@@ -61,7 +60,8 @@ impl State {
         }
     }
 
-    fn placer(&self) -> Placer<'_> {
+    /// Placement decisions over the current workers and shuffles.
+    pub fn placer(&self) -> Placer<'_> {
         Placer {
             members: &self.members,
             apps: &self.apps,
@@ -282,20 +282,6 @@ impl State {
             &BTreeSet::new(),
             Some(partition),
         )
-    }
-
-    /// The `PrepareShuffle` that creates (or updates) `parts` on `worker`.
-    pub fn prepare_message(
-        &self,
-        app_id: &str,
-        shuffle_id: u32,
-        s: &ShuffleEntry,
-        p: &Progress,
-        worker: u32,
-        parts: Vec<u32>,
-    ) -> Message {
-        self.placer()
-            .prepare_message(app_id, shuffle_id, s, p, worker, parts)
     }
 
     /// The placement message of a shuffle.
