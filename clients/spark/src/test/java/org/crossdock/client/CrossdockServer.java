@@ -8,12 +8,17 @@ import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
-/** A real {@code crossdock standalone} (coordinator + 2 workers) as a child process. */
+/**
+ * A real {@code crossdock standalone} (coordinator + 2 workers, more settings as extra arguments)
+ * as a child process.
+ */
 public final class CrossdockServer implements AutoCloseable {
   private final Process process;
   private final Path dataDir;
@@ -46,12 +51,14 @@ public final class CrossdockServer implements AutoCloseable {
     return bin;
   }
 
-  public static CrossdockServer start() throws Exception {
+  public static CrossdockServer start(String... extraArgs) throws Exception {
     Path bin = binary();
     Path dir = Files.createTempDirectory("crossdock-java-test");
-    ProcessBuilder pb = new ProcessBuilder(bin.toString(), "standalone", "--listen", "127.0.0.1:0",
-        "--workers", "2", "--memory", "256MiB", "--data-dir", dir.toString(),
-        "--metrics-listen", "off");
+    List<String> cmd = new ArrayList<>(List.of(bin.toString(), "standalone", "--listen",
+        "127.0.0.1:0", "--workers", "2", "--memory", "256MiB", "--data-dir", dir.toString(),
+        "--metrics-listen", "off"));
+    cmd.addAll(List.of(extraArgs));
+    ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.redirectError(dir.resolve("stderr.log").toFile());
     Process p = pb.start();
     CompletableFuture<String> listening = new CompletableFuture<>();

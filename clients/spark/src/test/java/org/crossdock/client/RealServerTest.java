@@ -12,6 +12,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntUnaryOperator;
+import org.crossdock.client.fetch.PartitionFetcher;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.Message;

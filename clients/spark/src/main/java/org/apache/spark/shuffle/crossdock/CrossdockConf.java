@@ -1,6 +1,7 @@
 package org.apache.spark.shuffle.crossdock;
 
 import org.apache.spark.SparkConf;
+import org.crossdock.client.fetch.FetchScheduler;
 
 /**
  * The {@code spark.crossdock.*} keys (documented in clients/spark/README.md). Only the
@@ -11,15 +12,21 @@ public final class CrossdockConf {
   public static final String PUSH_BATCH_SIZE = "spark.crossdock.push.batchSize";
   public static final String PUSH_MAX_IN_FLIGHT = "spark.crossdock.push.maxInFlight";
   public static final String NETWORK_TIMEOUT = "spark.crossdock.network.timeout";
+  public static final String FETCH_MAX_IN_FLIGHT = "spark.crossdock.fetch.maxInFlight";
+  public static final String FETCH_POLICY = "spark.crossdock.fetch.policy";
 
   public static final String DEFAULT_BATCH_SIZE = "1m";
   public static final String DEFAULT_MAX_IN_FLIGHT = "32m";
   public static final String DEFAULT_NETWORK_TIMEOUT = "120s";
+  /** Spark's own default for {@code spark.reducer.maxSizeInFlight}. */
+  public static final String DEFAULT_FETCH_MAX_IN_FLIGHT = "48m";
 
   /** Not keys: fixed choices. */
   public static final int CONNECT_TIMEOUT_MS = 5_000;
   public static final int LEASE_MS = 60_000;
   public static final int FETCH_MAX_RESUMES = 3;
+  /** A reader blocked this long on a copy, and 4 times what the other copy takes, moves away. */
+  public static final long FETCH_MOVE_AWAY_MS = 200;
   /** The workers' batch limit (docs/protocol.md, "Limits"). */
   public static final long MAX_BATCH = 16L << 20;
 
@@ -27,6 +34,10 @@ public final class CrossdockConf {
   public final int batchSize;
   public final long maxInFlight;
   public final long networkTimeoutMs;
+  /** The hard in-flight limit of a reduce task's reads. */
+  public final long fetchMaxInFlight;
+  /** How a reduce task plans its reads. */
+  public final FetchScheduler.Policy fetchPolicy;
 
   public CrossdockConf(SparkConf conf) {
     String c = conf.get(COORDINATOR, "").trim();
@@ -43,5 +54,26 @@ public final class CrossdockConf {
     this.batchSize = (int) b;
     this.maxInFlight = Math.max(conf.getSizeAsBytes(PUSH_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT), 1);
     this.networkTimeoutMs = Math.max(conf.getTimeAsMs(NETWORK_TIMEOUT, DEFAULT_NETWORK_TIMEOUT), 1000);
+    this.fetchMaxInFlight = conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT, DEFAULT_FETCH_MAX_IN_FLIGHT);
+    if (fetchMaxInFlight < (1 << 20)) {
+      throw new IllegalArgumentException(FETCH_MAX_IN_FLIGHT + " must be at least 1m, got "
+          + fetchMaxInFlight);
+    }
+    String policy = conf.get(FETCH_POLICY, "adaptive").trim();
+    switch (policy) {
+      case "adaptive" -> this.fetchPolicy = FetchScheduler.Policy.ADAPTIVE;
+      case "static" -> this.fetchPolicy = FetchScheduler.Policy.STATIC;
+      default -> throw new IllegalArgumentException(
+          FETCH_POLICY + " must be adaptive or static, got '" + policy + "'");
+    }
+  }
+
+  /**
+   * The step of the adaptive in-flight limit and the least a request asks for (the paper's
+   * in-flight increment): a twelfth of the hard limit, between 256 KiB and 8 MiB (4 MiB with
+   * the default 48 MiB).
+   */
+  public long fetchIncrement() {
+    return Math.max(256L << 10, Math.min(8L << 20, fetchMaxInFlight / 12));
   }
 }

@@ -22,14 +22,18 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
   public final int numMaps;
   public final Placement placement;
   public final boolean framedBatches;
+  /** The reduce tasks' peak fetch buffers (registered on the driver); null without a context. */
+  public final FetchPeak fetchPeak;
 
   public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
-      String coordinator, String appId, int numMaps, Placement placement, boolean framedBatches) {
+      String coordinator, String appId, int numMaps, Placement placement, boolean framedBatches,
+      FetchPeak fetchPeak) {
     super(shuffleId, dependency);
     this.coordinator = coordinator;
     this.appId = appId;
     this.numMaps = numMaps;
     this.placement = placement;
     this.framedBatches = framedBatches;
+    this.fetchPeak = fetchPeak;
   }
 }

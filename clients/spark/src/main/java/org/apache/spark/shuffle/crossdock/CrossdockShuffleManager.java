@@ -207,7 +207,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
         registered.add(shuffleId);
       }
       return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, numMaps, placement,
-          CrossdockDirectWriter.canUse(dep));
+          CrossdockDirectWriter.canUse(dep), fetchPeak());
     } catch (CrossdockException e) {
       if (e.isTransport()) {
         throw unreachable(e);
@@ -218,6 +218,17 @@ public class CrossdockShuffleManager implements ShuffleManager {
       throw new IllegalStateException("Crossdock: registering shuffle " + shuffleId
           + " failed: " + e.getMessage(), e);
     }
+  }
+
+  /** A new peak-buffer accumulator, registered with the active context (null if none). */
+  private static FetchPeak fetchPeak() {
+    scala.Option<org.apache.spark.SparkContext> sc = org.apache.spark.SparkContext$.MODULE$.getActive();
+    if (sc.isEmpty()) {
+      return null;
+    }
+    FetchPeak peak = new FetchPeak();
+    sc.get().register(peak, FetchPeak.NAME);
+    return peak;
   }
 
   @SuppressWarnings("unchecked")

@@ -1,6 +1,9 @@
 package org.apache.spark.shuffle.crossdock;
 
 import java.io.IOException;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
 import org.apache.spark.Aggregator;
@@ -18,8 +21,11 @@ import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
-import org.crossdock.client.PartitionFetcher;
+import org.crossdock.client.Net;
 import org.crossdock.client.Placement;
+import org.crossdock.client.fetch.FetchMonitor;
+import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.Segment;
 import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Message;
 import scala.Option;
@@ -140,120 +146,20 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     return new FetchFailedException(location, shuffleId, mapTaskId, index, partition, msg, cause);
   }
 
-  /**
-   * One map's batches when each batch is its own wrapped frame ({@link CrossdockDirectWriter}):
-   * every frame is unwrapped (decrypted, decompressed) on its own and the results are
-   * concatenated into one stream of serialized records.
-   */
-  private final class FramedStream extends InputStream {
-    private final RecordIterator.MapStream batches;
-    private final BlockId blockId;
-    private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
-    private InputStream frame;
-
-    FramedStream(RecordIterator.MapStream batches, BlockId blockId) {
-      this.batches = batches;
-      this.blockId = blockId;
-    }
-
-    private InputStream frame() throws IOException {
-      if (frame == null) {
-        ByteBuffer b = batches.nextBatch();
-        if (b == null) {
-          return null;
-        }
-        frame = serializerManager.wrapStream(blockId, new ByteBufferInputStream(b));
-      }
-      return frame;
-    }
-
-    @Override
-    public int read() throws IOException {
-      byte[] one = new byte[1];
-      int n = read(one, 0, 1);
-      return n < 0 ? -1 : (one[0] & 0xff);
-    }
-
-    @Override
-    public int read(byte[] out, int off, int len) throws IOException {
-      if (len == 0) {
-        return 0;
-      }
-      while (true) {
-        InputStream f = frame();
-        if (f == null) {
-          return -1;
-        }
-        int n = f.read(out, off, len);
-        if (n > 0) {
-          return n;
-        }
-        if (n < 0) {
-          f.close();
-          frame = null;
-        }
-      }
-    }
-  }
-
-  /** An InputStream over ByteBuffers, read one after the other. */
-  private abstract static class BufferStream extends InputStream {
-    /** The current buffer with bytes left, or null at the end of the stream. */
-    abstract ByteBuffer buffer() throws IOException;
-
-    @Override
-    public int read() throws IOException {
-      ByteBuffer b = buffer();
-      return b == null ? -1 : (b.get() & 0xff);
-    }
-
-    @Override
-    public int read(byte[] out, int off, int len) throws IOException {
-      if (len == 0) {
-        return 0;
-      }
-      ByteBuffer b = buffer();
-      if (b == null) {
-        return -1;
-      }
-      int n = Math.min(len, b.remaining());
-      b.get(out, off, n);
-      return n;
-    }
-  }
-
-  /** A ByteBuffer as an InputStream. */
-  private static final class ByteBufferInputStream extends BufferStream {
-    private final ByteBuffer b;
-
-    ByteBufferInputStream(ByteBuffer b) {
-      this.b = b;
-    }
-
-    @Override
-    ByteBuffer buffer() {
-      return b.hasRemaining() ? b : null;
-    }
-
-    @Override
-    public int available() {
-      return b.remaining();
-    }
-  }
-
   /** Records of every map of every partition in range, as (key, value) tuples. */
   private final class RecordIterator extends AbstractIterator<Tuple2<Object, Object>> {
     private final SerializerInstance serializer;
     private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
-    private int partition = startPartition - 1;
-    private PartitionFetcher fetcher;
-    private Message.FetchedBatch peeked;
-    private int lastMap;
+    private final Set<Integer> refreshed = new HashSet<>();
+    private FetchScheduler scheduler;
+    private FetchMemoryConsumer memory;
+    private FetchScheduler.Delivery peeked;
+    private int lastPartition = startPartition;
+    private int lastMap = startMap;
     private MapStream stream;
     private Iterator<Tuple2<Object, Object>> current;
-    private long waitNanos;
+    private long reportedWaitNanos;
     private boolean finished;
-    private boolean refreshedForPartition;
 
     RecordIterator(SerializerInstance serializer) {
       this.serializer = serializer;
@@ -302,7 +208,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
           break;
         }
         if (c instanceof IOException) {
-          return sneakyThrow(fetchFailed(partition, lastMap, "undecodable data: " + c, t));
+          return sneakyThrow(fetchFailed(lastPartition, lastMap, "undecodable data: " + c, t));
         }
       }
       return sneakyThrow(t);
@@ -315,103 +221,118 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
         stream = null;
         current = null;
       }
-      while (true) {
-        if (fetcher != null) {
-          Message.FetchedBatch b = peek();
-          if (b != null) {
-            lastMap = b.mapId();
-            metrics.incRemoteBlocksFetched(1);
-            stream = new MapStream(b.mapId());
-            BlockId blockId = new ShuffleBlockId(handle.shuffleId(), b.mapId(), partition);
-            InputStream wrapped = handle.framedBatches
-                ? new FramedStream(stream, blockId)
-                : serializerManager.wrapStream(blockId, stream);
-            current = serializer.deserializeStream(wrapped).asKeyValueIterator();
-            return true;
-          }
-          fetcher.close();
-          fetcher = null;
-        }
-        partition++;
-        if (partition >= endPartition || startMap >= endMap) {
-          finish();
-          return false;
-        }
-        lastMap = startMap;
-        refreshedForPartition = false;
-        fetcher = openFetcher(manager.placement(handle, context), null);
+      FetchScheduler.Delivery d = peek();
+      if (d == null) {
+        finish();
+        return false;
       }
+      lastPartition = d.segment().partition;
+      lastMap = d.batch().mapId();
+      if (isLocal(d.source())) {
+        metrics.incLocalBlocksFetched(1);
+      } else {
+        metrics.incRemoteBlocksFetched(1);
+      }
+      stream = new MapStream(d.segment(), lastMap);
+      BlockId blockId = new ShuffleBlockId(handle.shuffleId(), lastMap, lastPartition);
+      InputStream wrapped = handle.framedBatches
+          ? new BatchStreams.FramedStream(stream, blockId)
+          : serializerManager.wrapStream(blockId, stream);
+      current = serializer.deserializeStream(wrapped).asKeyValueIterator();
+      return true;
     }
 
-    /** A fetcher of the current partition over its copies, after {@code resume} if given. */
-    private PartitionFetcher openFetcher(Placement placement, Message.ResumePoint resume) {
-      return new PartitionFetcher(placement.copiesOf(partition), handle.appId, handle.shuffleId(),
-          partition, startMap, endMap, CrossdockConf.CONNECT_TIMEOUT_MS,
-          (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs),
-          CrossdockConf.FETCH_MAX_RESUMES, resume);
+    /** The task's read, planned on first use. */
+    private FetchScheduler scheduler() throws IOException {
+      if (scheduler == null) {
+        Placement placement = manager.placement(handle, context);
+        List<Segment> plan = FetchPlanner.plan(handle.shuffleId(), startMap, endMap,
+            startPartition, endPartition, placement, conf, context.taskAttemptId());
+        memory = new FetchMemoryConsumer(context.taskMemoryManager());
+        FetchScheduler.Settings settings = new FetchScheduler.Settings(handle.appId,
+            handle.shuffleId(), conf.fetchPolicy, conf.fetchMaxInFlight, conf.fetchIncrement(),
+            CrossdockConf.CONNECT_TIMEOUT_MS, (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs),
+            CrossdockConf.FETCH_MAX_RESUMES, CrossdockConf.FETCH_MOVE_AWAY_MS);
+        scheduler = new FetchScheduler(settings, plan, FetchMonitor.shared(), memory,
+            this::isLocal);
+      }
+      return scheduler;
+    }
+
+    /** Whether a worker is on this executor's host (its bytes count as local). */
+    private boolean isLocal(String addr) {
+      if (addr == null) {
+        return false;
+      }
+      String host = Net.parse(addr).getHostString();
+      return host.startsWith("127.") || host.equals("::1") || host.equals("localhost")
+          || host.equals(SparkEnv.get().blockManager().blockManagerId().host());
     }
 
     /**
-     * Handles a fetch that failed on every copy it knew. Once per partition it reports the
-     * unreachable workers and asks the coordinator for the shuffle's current state: if a map
-     * of the range lost its output (its only copy was on a lost worker), Spark must recompute
-     * it, so the failure is attributed to that map; otherwise the read continues where it
-     * stopped, from the partition's current copies. A second failure is a fetch failure.
+     * Handles a segment no copy could serve. Once per partition it reports the unreachable
+     * workers and asks the coordinator for the shuffle's current state: if a map of the range
+     * lost its output (its only copy was on a lost worker), Spark must recompute it, so the
+     * failure is attributed to that map; otherwise the segment is read on from where it stopped,
+     * from the partition's current copies. A second failure is a fetch failure.
      */
-    private void recover(IOException e) throws FetchFailedException {
-      Message.ResumePoint at = fetcher.resumePoint();
-      java.util.List<String> unreachable = fetcher.unreachable();
-      fetcher.close();
-      fetcher = null;
-      if (refreshedForPartition) {
-        manager.workersFailed(handle, unreachable);
-        throw fetchFailed(partition, lastMap, e.getMessage(), e);
+    private void recover(FetchScheduler.SegmentFailed f) throws FetchFailedException {
+      Segment s = f.segment;
+      int partition = s.partition;
+      int map = s.resumePoint() != null ? s.resumePoint().mapId() : s.startMap;
+      if (!refreshed.add(partition)) {
+        manager.workersFailed(handle, f.unreachable());
+        throw fetchFailed(partition, map, f.getMessage(), f);
       }
-      refreshedForPartition = true;
       Message.ShuffleStatus status;
-      Placement current;
+      Placement placement;
       try {
-        status = manager.reportAndRefresh(handle, unreachable);
-        current = manager.placement(handle, context);
+        status = manager.reportAndRefresh(handle, f.unreachable());
+        placement = manager.placement(handle, context);
       } catch (IOException ce) {
-        throw fetchFailed(partition, lastMap, e.getMessage() + "; the coordinator could not be"
-            + " asked for the shuffle's state: " + ce.getMessage(), e);
+        throw fetchFailed(partition, map, f.getMessage() + "; the coordinator could not be"
+            + " asked for the shuffle's state: " + ce.getMessage(), f);
       }
       int[] attempts = status.mapAttempts();
       for (int m = startMap; m < endMap; m++) {
         if (attempts[m] == AttemptIds.NO_ATTEMPT) {
           throw fetchFailed(partition, m, "map " + m + " has no committed output any more (its"
               + " only copy was on a lost worker); it must be recomputed. First error: "
-              + e.getMessage(), e);
+              + f.getMessage(), f);
         }
       }
-      LOG.warn("Crossdock fetch of shuffle {} partition {} failed ({}); continuing from its"
-          + " current copies", handle.shuffleId(), partition, e.getMessage());
-      fetcher = openFetcher(current, at);
+      LOG.warn("Crossdock fetch of shuffle {} {} failed ({}); continuing from its current copies",
+          handle.shuffleId(), s, f.getMessage());
+      scheduler.retry(s, placement.copiesOf(partition));
     }
 
-    private Message.FetchedBatch peek() throws FetchFailedException {
-      if (peeked == null && fetcher != null) {
-        long t0 = System.nanoTime();
+    private FetchScheduler.Delivery peek() throws IOException, FetchFailedException {
+      if (peeked == null && !finished) {
+        FetchScheduler sch = scheduler();
         try {
           while (true) {
             try {
-              peeked = fetcher.next();
+              peeked = sch.next();
               break;
-            } catch (IOException e) {
-              recover(e);
+            } catch (FetchScheduler.SegmentFailed f) {
+              recover(f);
             }
           }
         } finally {
-          waitNanos += System.nanoTime() - t0;
-          long ms = waitNanos / 1_000_000;
+          long waited = sch.waitNanos() - reportedWaitNanos;
+          long ms = waited / 1_000_000;
           if (ms > 0) {
             metrics.incFetchWaitTime(ms);
-            waitNanos -= ms * 1_000_000;
+            reportedWaitNanos += ms * 1_000_000;
           }
         }
         if (peeked != null) {
-          metrics.incRemoteBytesRead(peeked.payload().remaining());
+          long n = peeked.batch().payload().remaining();
+          if (isLocal(peeked.source())) {
+            metrics.incLocalBytesRead(n);
+          } else {
+            metrics.incRemoteBytesRead(n);
+          }
         }
       }
       return peeked;
@@ -425,20 +346,25 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       }
     }
 
+    /** Ends the read: connections closed, every byte of memory given back. */
     void close() {
-      if (fetcher != null) {
-        fetcher.close();
-        fetcher = null;
+      if (scheduler != null) {
+        if (handle.fetchPeak != null) {
+          handle.fetchPeak.add(scheduler.peakBufferedBytes());
+        }
+        scheduler.close();
       }
     }
 
-    /** The concatenated payloads of one map's batches. */
-    final class MapStream extends BufferStream {
+    /** The concatenated payloads of one map's batches (of one segment). */
+    final class MapStream extends BatchStreams.BufferStream {
+      private final Segment segment;
       private final int mapId;
       private ByteBuffer buf;
       private boolean eof;
 
-      MapStream(int mapId) {
+      MapStream(Segment segment, int mapId) {
+        this.segment = segment;
         this.mapId = mapId;
       }
 
@@ -446,18 +372,18 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       @Override
       ByteBuffer buffer() throws IOException {
         while (!eof && (buf == null || !buf.hasRemaining())) {
-          Message.FetchedBatch b;
+          FetchScheduler.Delivery d;
           try {
-            b = peek();
+            d = peek();
           } catch (FetchFailedException e) {
             throw sneakyThrow(e);
           }
-          if (b == null || b.mapId() != mapId) {
+          if (d == null || d.segment() != segment || d.batch().mapId() != mapId) {
             eof = true;
             buf = null;
           } else {
             peeked = null;
-            buf = b.payload().duplicate();
+            buf = d.batch().payload().duplicate();
           }
         }
         return eof ? null : buf;
@@ -466,13 +392,6 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       @Override
       public int available() {
         return buf == null ? 0 : buf.remaining();
-      }
-
-      /** The rest of the current batch, or the next batch of this map; null at its end. */
-      ByteBuffer nextBatch() throws IOException {
-        ByteBuffer b = buffer();
-        buf = null;
-        return b;
       }
 
       /** Skips whatever of this map the deserializer did not read. */
@@ -484,7 +403,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
 
       @Override
       public void close() {
-        // The next map's stream continues from the shared fetcher; drain() runs in advance().
+        // The next map's stream continues from the shared read; drain() runs in advance().
       }
     }
   }

@@ -61,6 +61,9 @@ class SparkLocalTest {
         .set("spark.crossdock.push.batchSize", "4k")
         .set("spark.crossdock.push.maxInFlight", "64k")
         .set("spark.ui.enabled", "false")
+        // A task that ends holding managed memory fails the test: the readers' fetch buffers
+        // must all be given back, however the task ends.
+        .set("spark.unsafe.exceptionOnMemoryLeak", "true")
         .set("spark.driver.host", "127.0.0.1")
         .set("spark.driver.bindAddress", "127.0.0.1");
   }
@@ -101,6 +104,26 @@ class SparkLocalTest {
         .reduceByKey(Integer::sum, 2);
     assertFalse(((CrossdockShuffleHandle<?, ?, ?>) shuffleDep(reduced).shuffleHandle()).framedBatches,
         "map-side combine always goes through ExternalSorter");
+  }
+
+  @Test
+  void aReadStoppedEarlyGivesBackItsFetchMemory() {
+    JavaPairRDD<Integer, Integer> shuffled = sc.parallelizePairs(pairs(40_000, 1000), 4)
+        .partitionBy(new HashPartitioner(3));
+    // Each reduce task reads one record and stops: what it fetched ahead is still buffered when
+    // it ends, and must go back (spark.unsafe.exceptionOnMemoryLeak fails the task otherwise).
+    List<Integer> firsts = shuffled.mapPartitions(it -> {
+      List<Integer> one = new ArrayList<>();
+      if (it.hasNext()) {
+        one.add(it.next()._2());
+      }
+      return one.iterator();
+    }).collect();
+    assertEquals(3, firsts.size());
+    CrossdockShuffleHandle<?, ?, ?> h =
+        (CrossdockShuffleHandle<?, ?, ?>) shuffleDep(shuffled).shuffleHandle();
+    assertNotNull(h.fetchPeak);
+    assertTrue(h.fetchPeak.value() > 0, "the peak of the fetch buffers is reported");
   }
 
   @Test
@@ -280,7 +303,10 @@ class SparkLocalTest {
       written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
       recordsWritten += e.taskMetrics().shuffleWriteMetrics().recordsWritten();
       writeTime += e.taskMetrics().shuffleWriteMetrics().writeTime();
-      read += e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
+      // The workers run on this host: their bytes count as local, as Spark counts host-local
+      // blocks.
+      read += e.taskMetrics().shuffleReadMetrics().localBytesRead()
+          + e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
       recordsRead += e.taskMetrics().shuffleReadMetrics().recordsRead();
     }
     assertEquals(10_000, recordsWritten);

@@ -1,27 +1,24 @@
-package org.crossdock.client;
+package org.crossdock.client.fetch;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.Closeable;
 import java.io.DataInputStream;
-import java.io.EOFException;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.Socket;
-import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
-import org.crossdock.protocol.Checksums;
+import org.crossdock.client.CrossdockException;
+import org.crossdock.client.Net;
 import org.crossdock.protocol.Codec;
-import org.crossdock.protocol.ErrorCode;
-import org.crossdock.protocol.FrameHeader;
 import org.crossdock.protocol.Message;
-import org.crossdock.protocol.ProtocolException;
 
 /**
  * Reads the committed batches of one partition, maps {@code [startMap, endMap)}, from its worker,
- * in (map, batch sequence) order, checking every CRC32C, the order and the stream's batch count.
+ * in (map, batch sequence) order, checking every CRC32C, the order and the stream's batch count:
+ * the simple sequential reader (tools and tests; reduce tasks use {@link FetchScheduler}).
  * A broken connection is resumed after the last delivered batch, up to {@code maxResumes} times,
  * so no batch is lost or delivered twice. A fetch owns its connection until its end.
  */
@@ -99,17 +96,6 @@ public final class PartitionFetcher implements Closeable {
     return List.copyOf(unreachable);
   }
 
-  /** Whether a failure of one copy may be cured by reading another. */
-  private static boolean anotherCopyMayServe(CrossdockException e) {
-    if (e.kind() != CrossdockException.Kind.REMOTE) {
-      return true; // unreachable, broken stream, corrupt batch
-    }
-    ErrorCode c = e.code();
-    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.UNKNOWN_APP
-        || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
-        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN;
-  }
-
   public int resumes() {
     return resumes;
   }
@@ -163,46 +149,10 @@ public final class PartitionFetcher implements Closeable {
   }
 
   private void readFrame() throws IOException {
-    byte[] raw = new byte[FrameHeader.LEN];
-    byte[] body;
-    FrameHeader h;
-    try {
-      in.readFully(raw);
-      h = FrameHeader.decode(raw, 0);
-      Codec.checkHeader(h);
-      if (h.bodyLen() > Codec.MAX_CONTROL_FRAME) {
-        throw CrossdockException.corrupt(addr, "fetch frame of " + h.bodyLen() + " bytes exceeds the limit");
-      }
-      body = new byte[h.bodyLen()];
-      in.readFully(body);
-    } catch (ProtocolException e) {
-      throw CrossdockException.protocol(addr, e.getMessage(), e);
-    } catch (EOFException e) {
-      throw CrossdockException.transport(addr, "fetch stream closed before its end", e);
-    } catch (CrossdockException e) {
-      throw e;
-    } catch (IOException e) {
-      throw CrossdockException.transport(addr, "fetch stream broke", e);
-    }
-    Message m;
-    try {
-      m = Codec.decodeBody(h.kind(), ByteBuffer.wrap(body));
-    } catch (ProtocolException e) {
-      throw CrossdockException.protocol(addr, e.getMessage(), e);
-    }
+    Message m = StreamFrames.read(in, addr).message();
     if (m instanceof Message.FetchChunk c) {
       for (Message.FetchedBatch b : c.batches()) {
-        if (last != null
-            && (Integer.compareUnsigned(b.mapId(), last.mapId()) < 0
-                || (b.mapId() == last.mapId()
-                    && Integer.compareUnsigned(b.batchSeq(), last.batchSeq()) <= 0))) {
-          throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq " + b.batchSeq()
-              + ") is out of order after (map " + last.mapId() + ", seq " + last.batchSeq() + ")");
-        }
-        if (Checksums.crc32c(b.payload()) != b.crc32c()) {
-          throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq " + b.batchSeq()
-              + ") of partition " + partition + " failed its CRC32C");
-        }
+        Segment.check(addr, partition, last, b);
         last = new Message.ResumePoint(b.mapId(), b.batchSeq());
         receivedInStream++;
         ready.add(b);
@@ -218,7 +168,8 @@ public final class PartitionFetcher implements Closeable {
       closeSocket();
       throw CrossdockException.remote(addr, e.code(), e.message());
     } else {
-      throw Futures.unexpected(addr, m);
+      throw CrossdockException.protocol(
+          addr, "unexpected answer " + m.getClass().getSimpleName() + " to a fetch", null);
     }
   }
 
@@ -252,7 +203,7 @@ public final class PartitionFetcher implements Closeable {
         if (e.isTransport()) {
           unreachable.add(addr);
         }
-        if (copy + 1 < copies.size() && anotherCopyMayServe(e)) {
+        if (copy + 1 < copies.size() && FetchScheduler.anotherCopyMayServe(e)) {
           copy++;
           addr = copies.get(copy);
           opened = false;

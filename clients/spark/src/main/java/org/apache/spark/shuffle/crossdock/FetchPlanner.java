@@ -1,0 +1,103 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManagerId;
+import org.crossdock.client.Placement;
+import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.Segment;
+import scala.Tuple2;
+import scala.Tuple3;
+import scala.collection.Iterator;
+
+/**
+ * Cuts a reduce task's read (partitions {@code [startPartition, endPartition)}, maps {@code
+ * [startMap, endMap)}) into {@link Segment}s: for each partition, runs of consecutive maps whose
+ * outputs add up to the target size, the sizes being those the writers reported in their
+ * MapStatus (exact for up to 2000 partitions, averaged above, as Spark keeps them). Every map of
+ * the range is in exactly one segment, also the empty ones, so a map whose output was lost is
+ * always noticed. When the tracker has no sizes (its outputs were unregistered while the task
+ * started, as Spark does after a fetch failure), every partition is one segment: the workers'
+ * commits, not the tracker, say what there is to read.
+ *
+ * <p>Target size: the in-flight increment for the adaptive reader (segments are packed per
+ * source at request time), a fifth of the limit for the static one (Spark's request size), whose
+ * segments are then shuffled as Spark shuffles its requests.
+ */
+final class FetchPlanner {
+  private FetchPlanner() {}
+
+  /** The segments of a read. */
+  static List<Segment> plan(int shuffleId, int startMap, int endMap, int startPartition,
+      int endPartition, Placement placement, CrossdockConf conf, long seed) {
+    int maps = Math.max(0, endMap - startMap);
+    int parts = Math.max(0, endPartition - startPartition);
+    boolean adaptive = conf.fetchPolicy == FetchScheduler.Policy.ADAPTIVE;
+    long target = adaptive ? conf.fetchIncrement() : Math.max(1, conf.fetchMaxInFlight / 5);
+    long[][] sizes;
+    try {
+      sizes = sizes(shuffleId, startMap, endMap, startPartition, endPartition, maps, parts);
+    } catch (Exception e) {
+      // Scala throws the tracker's MetadataFetchFailedException undeclared.
+      if (!(e instanceof org.apache.spark.shuffle.FetchFailedException)) {
+        throw e;
+      }
+      sizes = new long[parts][maps];
+      for (long[] row : sizes) {
+        if (maps > 0) {
+          row[maps - 1] = target;
+        }
+      }
+    }
+    List<Segment> out = new ArrayList<>();
+    for (int p = 0; p < parts; p++) {
+      int partition = startPartition + p;
+      List<String> copies = placement.copiesOf(partition);
+      int first = 0;
+      long bytes = 0;
+      for (int m = 0; m < maps; m++) {
+        bytes += sizes[p][m];
+        if (bytes >= target || m == maps - 1) {
+          out.add(new Segment(partition, startMap + first, startMap + m + 1, bytes, copies));
+          first = m + 1;
+          bytes = 0;
+        }
+      }
+    }
+    if (!adaptive) {
+      Collections.shuffle(out, new Random(seed));
+    }
+    return out;
+  }
+
+  /** Bytes per (partition, map) of the read, from the map output tracker. */
+  @SuppressWarnings("unchecked")
+  private static long[][] sizes(int shuffleId, int startMap, int endMap, int startPartition,
+      int endPartition, int maps, int parts) {
+    long[][] sizes = new long[parts][maps];
+    if (maps == 0 || parts == 0) {
+      return sizes;
+    }
+    Iterator<Tuple2<BlockManagerId, scala.collection.Seq<Tuple3<BlockId, Object, Object>>>> it =
+        SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(
+            shuffleId, startMap, endMap, startPartition, endPartition);
+    while (it.hasNext()) {
+      scala.collection.Iterator<Tuple3<BlockId, Object, Object>> blocks = it.next()._2().iterator();
+      while (blocks.hasNext()) {
+        Tuple3<BlockId, Object, Object> b = blocks.next();
+        if (b._1() instanceof org.apache.spark.storage.ShuffleBlockId id) {
+          int p = id.reduceId() - startPartition;
+          int m = (Integer) b._3() - startMap;
+          if (p >= 0 && p < parts && m >= 0 && m < maps) {
+            sizes[p][m] += (Long) b._2();
+          }
+        }
+      }
+    }
+    return sizes;
+  }
+}

@@ -1,0 +1,131 @@
+package org.crossdock.client.fetch;
+
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * What one executor knows of the workers its reduce tasks read from (Nicolae et al., TPDS 2017,
+ * section 4.1: the {@code BlockTransferMonitor}). Shared by every reduce task of the executor
+ * (one per JVM), it keeps per source (a worker's address):
+ *
+ * <ul>
+ *   <li>{@code inFlight}: bytes the executor's tasks asked of it that have not arrived yet;
+ *   <li>the waits of the last {@link #WINDOW} batches read from it: how long a task was blocked
+ *       until that batch was there (0 when it was already buffered).
+ * </ul>
+ *
+ * <p>A source's score is {@code (avgWait_ms + 1) * inFlight}; the reader picks the copy with the
+ * lowest score, so requests spread over the least loaded and most responsive workers. The
+ * {@code +1} keeps the load counting when the waits are zero. Ties go to the copy listed first
+ * (the primary), which is the paper's static order: every executor agrees on it.
+ *
+ * <p>The paper's Algorithm 1 compares against {@code Score[id]} (the reader's own executor); that
+ * is a misprint for the best score so far, which is what {@link #choose} does.
+ */
+public final class FetchMonitor {
+  /** Batches per source in the moving average of waits (the paper's K). */
+  public static final int WINDOW = 32;
+
+  private static final FetchMonitor SHARED = new FetchMonitor();
+
+  private final ConcurrentHashMap<String, Source> sources = new ConcurrentHashMap<>();
+
+  /** The executor's monitor. */
+  public static FetchMonitor shared() {
+    return SHARED;
+  }
+
+  /** One source's figures. */
+  private static final class Source {
+    long inFlight;
+    final long[] waitsMs = new long[WINDOW];
+    int count;
+    int next;
+    long sumMs;
+
+    synchronized void addWait(long ms) {
+      if (count == WINDOW) {
+        sumMs -= waitsMs[next];
+      } else {
+        count++;
+      }
+      waitsMs[next] = ms;
+      sumMs += ms;
+      next = (next + 1) % WINDOW;
+    }
+
+    synchronized double avgWaitMs() {
+      return count == 0 ? 0 : (double) sumMs / count;
+    }
+
+    synchronized long inFlight() {
+      return inFlight;
+    }
+
+    synchronized void addInFlight(long bytes) {
+      inFlight = Math.max(0, inFlight + bytes);
+    }
+  }
+
+  private Source source(String addr) {
+    return sources.computeIfAbsent(addr, a -> new Source());
+  }
+
+  /** Bytes were asked of {@code addr}. */
+  public void requested(String addr, long bytes) {
+    source(addr).addInFlight(bytes);
+  }
+
+  /** Bytes asked of {@code addr} arrived (or will not: the request ended or failed). */
+  public void arrived(String addr, long bytes) {
+    source(addr).addInFlight(-bytes);
+  }
+
+  /** A task waited {@code ms} for a batch from {@code addr}. */
+  public void waited(String addr, long ms) {
+    source(addr).addWait(Math.max(0, ms));
+  }
+
+  /** Bytes in flight from {@code addr}. */
+  public long inFlight(String addr) {
+    Source s = sources.get(addr);
+    return s == null ? 0 : s.inFlight();
+  }
+
+  /** The average wait of the last {@link #WINDOW} batches from {@code addr}, in ms. */
+  public double avgWaitMs(String addr) {
+    Source s = sources.get(addr);
+    return s == null ? 0 : s.avgWaitMs();
+  }
+
+  /** The paper's score of {@code addr}: lower is better. */
+  public double score(String addr) {
+    return (avgWaitMs(addr) + 1) * inFlight(addr);
+  }
+
+  /**
+   * The copy to read from: the lowest score among {@code copies}; on a tie, the one listed
+   * first. {@code local} copies (on the reader's own host) win over any remote one, as the
+   * paper's locality rule asks.
+   */
+  public String choose(List<String> copies, java.util.function.Predicate<String> local) {
+    String best = null;
+    double bestScore = 0;
+    boolean bestLocal = false;
+    for (String c : copies) {
+      double s = score(c);
+      boolean l = local.test(c);
+      if (best == null || (l && !bestLocal) || (l == bestLocal && s < bestScore)) {
+        best = c;
+        bestScore = s;
+        bestLocal = l;
+      }
+    }
+    return best;
+  }
+
+  /** Forgets everything (tests). */
+  void reset() {
+    sources.clear();
+  }
+}

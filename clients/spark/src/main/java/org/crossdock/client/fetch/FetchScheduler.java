@@ -1,0 +1,488 @@
+package org.crossdock.client.fetch;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Predicate;
+import org.crossdock.client.CrossdockException;
+import org.crossdock.protocol.ErrorCode;
+import org.crossdock.protocol.Message;
+
+/**
+ * One reduce task's read: its {@link Segment}s fetched ahead of the task, under an in-flight
+ * limit, and handed over batch by batch.
+ *
+ * <p>With {@link Policy#ADAPTIVE} (Nicolae et al., TPDS 2017, section 4): whenever an increment
+ * fits under the task's {@link ElasticLimit}, the executor's {@link FetchMonitor} picks the best
+ * source among the copies of the segments still to ask for, and the next segments that source
+ * holds are packed into one go until they make an increment; every request to a worker shares one
+ * pipelined connection ({@link SourceStream}). The limit grows and shrinks with the task's waits.
+ * A task blocked on a copy much longer than the other copy of the same partition has been taking
+ * lately moves away from it: the connection is dropped and its unanswered segments are asked
+ * again, from where they stopped, of the better copies.
+ *
+ * <p>With {@link Policy#STATIC}, Spark's own shape: segments of at most a fifth of the limit, in
+ * random order, asked of their primary whenever the next fits under the fixed limit (the
+ * baseline the paper compares against).
+ *
+ * <p>The task consumes one segment at a time, each to its end (a segment is whole maps, and a
+ * map's batches form one stream); it starts with whichever asked segment has data first.
+ * Failures of a copy are handled here (retry the same copy after a broken connection, move to the
+ * other copy for a corrupt or missing one); a segment no copy can serve comes out of {@link
+ * #next} as {@link SegmentFailed}, and {@link #retry} takes it back with fresh copies.
+ */
+public final class FetchScheduler implements Closeable, SourceStream.Events {
+  /** How requests are planned. */
+  public enum Policy {
+    ADAPTIVE,
+    STATIC
+  }
+
+  /** Fixed settings of a read. */
+  public record Settings(
+      String appId,
+      int shuffleId,
+      Policy policy,
+      long hardLimit,
+      long increment,
+      int connectTimeoutMs,
+      int readTimeoutMs,
+      int maxRetries,
+      long moveAwayMs) {}
+
+  /** A batch and what it belongs to. */
+  public record Delivery(Segment segment, Message.FetchedBatch batch, String source) {}
+
+  /** A segment no copy could serve (after retries and failover). */
+  public static final class SegmentFailed extends IOException {
+    private static final long serialVersionUID = 1L;
+    public final transient Segment segment;
+
+    SegmentFailed(Segment segment, CrossdockException cause) {
+      super("cannot read " + segment + ": " + cause.getMessage(), cause);
+      this.segment = segment;
+    }
+
+    /** Copies that could not be reached (to report to the coordinator). */
+    public List<String> unreachable() {
+      return List.copyOf(segment.unreachable);
+    }
+  }
+
+  private final Object lock = new Object();
+  private final Settings settings;
+  private final FetchMonitor monitor;
+  private final FetchMemory memory;
+  private final Predicate<String> local;
+  private final ElasticLimit limit;
+  /** Not asked for yet, in order. */
+  private final ArrayDeque<Segment> queue;
+  /** Asked for and not consumed, in the order they were first asked for. */
+  private final List<Segment> issued = new ArrayList<>();
+  private final Map<String, SourceStream> streams = new HashMap<>();
+  private Segment current;
+  /** Bytes held for issued segments (what the limit bounds). */
+  private long inFlight;
+  private long buffered;
+  private long peakBuffered;
+  private long waitNanos;
+  private boolean closed;
+
+  public FetchScheduler(Settings settings, List<Segment> plan, FetchMonitor monitor,
+      FetchMemory memory, Predicate<String> local) {
+    this.settings = settings;
+    this.monitor = monitor;
+    this.memory = memory;
+    this.local = local;
+    this.limit = new ElasticLimit(settings.hardLimit(), settings.increment());
+    this.queue = new ArrayDeque<>(plan);
+  }
+
+  /** Nanoseconds the task spent blocked in {@link #next} so far. */
+  public long waitNanos() {
+    synchronized (lock) {
+      return waitNanos;
+    }
+  }
+
+  /** The largest number of payload bytes received and not yet consumed at once. */
+  public long peakBufferedBytes() {
+    synchronized (lock) {
+      return peakBuffered;
+    }
+  }
+
+  /** The in-flight limit now. */
+  public long softLimit() {
+    synchronized (lock) {
+      return limit.soft();
+    }
+  }
+
+  /**
+   * The next batch, or null once every segment was read. Blocks until one is there; the time
+   * blocked is the task's fetch wait.
+   */
+  public Delivery next() throws IOException {
+    synchronized (lock) {
+      long waitStart = 0;
+      while (true) {
+        if (closed) {
+          throw new IOException("the read was closed");
+        }
+        refill();
+        if (current == null || (!current.started && current.ready.isEmpty())) {
+          current = pick();
+          if (current == null) {
+            return null;
+          }
+        }
+        Segment s = current;
+        Message.FetchedBatch b = s.ready.poll();
+        if (b != null) {
+          long waited = waitStart == 0 ? 0 : System.nanoTime() - waitStart;
+          return consume(s, b, waited);
+        }
+        if (s.done) {
+          finish(s);
+          continue;
+        }
+        if (s.failure != null) {
+          issued.remove(s);
+          current = null;
+          release(s);
+          throw new SegmentFailed(s, s.failure);
+        }
+        if (waitStart == 0) {
+          waitStart = System.nanoTime();
+        }
+        maybeMoveAway(s, System.nanoTime() - waitStart);
+        try {
+          lock.wait(25);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new InterruptedIOException("interrupted while fetching " + s);
+        }
+      }
+    }
+  }
+
+  /**
+   * Takes back a segment {@link #next} gave up on, to be read again from {@code copies} after
+   * its last delivered batch.
+   */
+  public void retry(Segment s, List<String> copies) {
+    synchronized (lock) {
+      s.copies = List.copyOf(copies);
+      s.failure = null;
+      s.retries = 0;
+      s.unreachable.clear();
+      s.source = null;
+      queue.addFirst(s);
+      lock.notifyAll();
+    }
+  }
+
+  /** The segment to consume next: the first asked for with data (or an end), else the first. */
+  private Segment pick() {
+    for (Segment s : issued) {
+      if (!s.ready.isEmpty() || s.done || s.failure != null) {
+        return s;
+      }
+    }
+    return issued.isEmpty() ? null : issued.get(0);
+  }
+
+  private Delivery consume(Segment s, Message.FetchedBatch b, long waitedNanos) {
+    s.started = true;
+    long n = b.payload().remaining();
+    s.bufferedBytes -= n;
+    buffered -= n;
+    long give = Math.min(n, s.reserved);
+    s.reserved -= give;
+    inFlight -= give;
+    memory.release(give);
+    waitNanos += waitedNanos;
+    if (s.source != null) {
+      monitor.waited(s.source, waitedNanos / 1_000_000);
+    }
+    if (settings.policy() == Policy.ADAPTIVE) {
+      limit.consumed(waitedNanos);
+    }
+    return new Delivery(s, b, s.source);
+  }
+
+  /** A segment read to its end: its memory goes back. */
+  private void finish(Segment s) {
+    issued.remove(s);
+    release(s);
+    if (current == s) {
+      current = null;
+    }
+  }
+
+  private void release(Segment s) {
+    inFlight -= s.reserved;
+    memory.release(s.reserved);
+    s.reserved = 0;
+  }
+
+  /** Bytes of a segment not yet received (what asking for it adds in flight). */
+  private static long remaining(Segment s) {
+    return Math.max(1, s.estimate - s.received);
+  }
+
+  /** Asks for segments while the limit has room. Called with the lock held. */
+  private void refill() {
+    if (settings.policy() == Policy.STATIC) {
+      while (!queue.isEmpty()) {
+        Segment s = queue.peek();
+        if (inFlight > 0 && inFlight + remaining(s) > limit.hard()) {
+          return;
+        }
+        if (!issue(s, s.copies.get(0))) {
+          return;
+        }
+        queue.poll();
+      }
+      return;
+    }
+    long inc = limit.increment();
+    while (!queue.isEmpty() && (inFlight == 0 || inFlight + inc <= limit.soft())) {
+      String src = monitor.choose(candidates(), local);
+      long packed = 0;
+      boolean any = false;
+      for (Segment s : List.copyOf(queue)) {
+        if (!usable(s).contains(src)) {
+          continue;
+        }
+        if (any && (packed >= inc || inFlight + remaining(s) > limit.soft())) {
+          break;
+        }
+        if (!issue(s, src)) {
+          return;
+        }
+        queue.remove(s);
+        packed += remaining(s);
+        any = true;
+      }
+      if (!any) {
+        return;
+      }
+    }
+  }
+
+  /** Sources of the segments still to ask for, in queue order. */
+  private List<String> candidates() {
+    Set<String> out = new LinkedHashSet<>();
+    for (Segment s : queue) {
+      out.addAll(usable(s));
+    }
+    return List.copyOf(out);
+  }
+
+  /** A segment's copies that did not fail it (all of them if every one did). */
+  private static List<String> usable(Segment s) {
+    List<String> ok = new ArrayList<>();
+    for (String c : s.copies) {
+      if (!s.unreachable.contains(c)) {
+        ok.add(c);
+      }
+    }
+    return ok.isEmpty() ? s.copies : ok;
+  }
+
+  /**
+   * Asks {@code source} for what is left of {@code s}, holding memory for it. False if memory
+   * could not be had while other segments are in flight (it waits for them).
+   */
+  private boolean issue(Segment s, String source) {
+    long want = remaining(s);
+    if (s.reserved < want) {
+      long got = memory.acquire(want - s.reserved);
+      if (got < want - s.reserved && inFlight > 0) {
+        memory.release(got);
+        limit.squeeze(inFlight);
+        return false;
+      }
+      s.reserved += got;
+      inFlight += got;
+    }
+    send(s, source);
+    if (!issued.contains(s)) {
+      issued.add(s);
+    }
+    return true;
+  }
+
+  private void send(Segment s, String source) {
+    s.source = source;
+    s.done = false;
+    s.batchesInStream = 0;
+    s.monitorInFlight = remaining(s);
+    monitor.requested(source, s.monitorInFlight);
+    SourceStream st = streams.get(source);
+    if (st == null || st.isClosed()) {
+      st = new SourceStream(source, settings.appId(), settings.shuffleId(), lock, this,
+          settings.connectTimeoutMs(), settings.readTimeoutMs());
+      streams.put(source, st);
+    }
+    st.send(s);
+  }
+
+  private void arrivedAll(String source, Segment s) {
+    monitor.arrived(source, s.monitorInFlight);
+    s.monitorInFlight = 0;
+  }
+
+  @Override
+  public void received(SourceStream src, Segment s, long bytes) {
+    long a = Math.min(bytes, s.monitorInFlight);
+    monitor.arrived(src.addr, a);
+    s.monitorInFlight -= a;
+    s.retries = 0;
+    s.bufferedBytes += bytes;
+    buffered += bytes;
+    peakBuffered = Math.max(peakBuffered, buffered);
+    lock.notifyAll();
+  }
+
+  @Override
+  public void ended(SourceStream src, Segment s) {
+    arrivedAll(src.addr, s);
+    lock.notifyAll();
+  }
+
+  @Override
+  public void refused(SourceStream src, Segment s, CrossdockException e) {
+    arrivedAll(src.addr, s);
+    failed(s, src.addr, e, false);
+    lock.notifyAll();
+  }
+
+  @Override
+  public void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
+    streams.remove(src.addr, src);
+    for (int i = 0; i < unanswered.size(); i++) {
+      Segment s = unanswered.get(i);
+      arrivedAll(src.addr, s);
+      // Only the request being answered can have caused a corrupt or malformed stream.
+      CrossdockException why = i == 0 || e.isTransport()
+          ? e
+          : CrossdockException.transport(src.addr, "connection closed after another fetch failed", e);
+      failed(s, src.addr, why, !src.everConnected());
+    }
+    lock.notifyAll();
+  }
+
+  /**
+   * A copy failed a segment: ask it again (a broken connection, retries left), or the segment's
+   * other copy (when another copy may serve), or give up on the segment ({@link #next} throws).
+   * A copy that could not even be connected to is not retried while another exists: each
+   * attempt would wait for the connect timeout.
+   */
+  private void failed(Segment s, String addr, CrossdockException e, boolean neverConnected) {
+    if (closed || !issued.contains(s)) {
+      return;
+    }
+    List<String> others = new ArrayList<>(s.copies);
+    others.remove(addr);
+    others.removeAll(s.unreachable);
+    boolean giveUpCopy = neverConnected && !others.isEmpty();
+    if (e.isTransport() && s.retries < settings.maxRetries() && !giveUpCopy) {
+      s.retries++;
+      send(s, addr);
+      return;
+    }
+    if (e.isTransport() && !s.unreachable.contains(addr)) {
+      s.unreachable.add(addr);
+    }
+    if (!others.isEmpty() && anotherCopyMayServe(e)) {
+      s.retries = 0;
+      send(s, monitor.choose(others, local));
+      return;
+    }
+    s.source = null;
+    s.failure = e;
+  }
+
+  /** Whether a failure of one copy may be cured by reading another. */
+  public static boolean anotherCopyMayServe(CrossdockException e) {
+    if (e.kind() != CrossdockException.Kind.REMOTE) {
+      return true; // unreachable, broken stream, corrupt batch
+    }
+    ErrorCode c = e.code();
+    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.UNKNOWN_APP
+        || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
+        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN;
+  }
+
+  /**
+   * The adaptive reader's escape from a slow copy: blocked on {@code s} for {@code waitedNanos},
+   * more than {@code moveAwayMs} and four times what its other copy has lately been taking, it
+   * drops the connection to the slow copy; everything unanswered there is asked again, from
+   * where it stopped, of the best copies (the slow one now scores worse).
+   */
+  private void maybeMoveAway(Segment s, long waitedNanos) {
+    if (settings.policy() != Policy.ADAPTIVE || s.source == null) {
+      return;
+    }
+    String slow = s.source;
+    List<String> others = new ArrayList<>(s.copies);
+    others.remove(slow);
+    others.removeAll(s.unreachable);
+    if (others.isEmpty()) {
+      return;
+    }
+    double waitedMs = waitedNanos / 1e6;
+    String better = monitor.choose(others, local);
+    if (waitedMs < settings.moveAwayMs() || waitedMs < 4 * monitor.avgWaitMs(better)) {
+      return;
+    }
+    SourceStream st = streams.remove(slow);
+    if (st == null) {
+      return;
+    }
+    monitor.waited(slow, (long) waitedMs);
+    st.close();
+    for (Segment moved : st.drainPending()) {
+      arrivedAll(slow, moved);
+      List<String> alt = new ArrayList<>(usable(moved));
+      if (alt.size() > 1) {
+        alt.remove(slow);
+      }
+      send(moved, monitor.choose(alt, local));
+    }
+  }
+
+  /** Stops every connection and gives back all memory held. */
+  @Override
+  public void close() {
+    synchronized (lock) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      for (SourceStream st : streams.values()) {
+        st.close();
+        for (Segment s : st.drainPending()) {
+          arrivedAll(st.addr, s);
+        }
+      }
+      streams.clear();
+      for (Segment s : issued) {
+        release(s);
+      }
+      issued.clear();
+      queue.clear();
+      lock.notifyAll();
+    }
+  }
+}

@@ -1,0 +1,131 @@
+package org.crossdock.client.fetch;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import org.crossdock.client.CrossdockException;
+import org.crossdock.protocol.Checksums;
+import org.crossdock.protocol.Message;
+
+/**
+ * One request of a reduce task's read: maps {@code [startMap, endMap)} of one partition, as one
+ * {@code Fetch}. Its batches arrive in (map, sequence) order and are handed to the task in that
+ * order; a request that breaks is asked again after its last batch ({@link #resume}), from the
+ * same or another copy, so no batch is lost or read twice.
+ *
+ * <p>The state below is guarded by the {@link FetchScheduler}'s lock.
+ */
+public final class Segment {
+  public final int partition;
+  public final int startMap;
+  public final int endMap;
+  /** Bytes planned (from the map outputs' sizes); what the request counts in flight. */
+  public final long estimate;
+  /** Where it can be read, preferred first (primary, replica). */
+  List<String> copies;
+
+  /** The copy it is being read from; null while not issued. */
+  String source;
+  /** Batches received and not yet consumed. */
+  final ArrayDeque<Message.FetchedBatch> ready = new ArrayDeque<>();
+  /** After the last batch received: where a re-issued request starts. */
+  Message.ResumePoint resume;
+  /** Batches received in the current request (checked against its FetchEnd). */
+  long batchesInStream;
+  /** Payload bytes received since it was first issued. */
+  long received;
+  /** Payload bytes still counted in flight at the monitor for the current request. */
+  long monitorInFlight;
+  /** Bytes of memory held for it (acquired when issued, given back as it is consumed). */
+  long reserved;
+  /** Payload bytes received and not yet consumed. */
+  long bufferedBytes;
+  /** A batch of it was handed to the task: it is read to its end before another starts. */
+  boolean started;
+  /** The FetchEnd arrived: everything was received. */
+  boolean done;
+  /** The source gave up on it; the scheduler decides what next. */
+  CrossdockException failure;
+  /** Transport retries on the current source. */
+  int retries;
+  /** Copies given up on because they could not be reached. */
+  final List<String> unreachable = new ArrayList<>();
+  /** When the task started waiting for it (for the move-away rule), 0 if not waiting. */
+  long waitingSinceNanos;
+
+  public Segment(int partition, int startMap, int endMap, long estimate, List<String> copies) {
+    if (copies.isEmpty()) {
+      throw new IllegalArgumentException("no copy of partition " + partition + " to read from");
+    }
+    this.partition = partition;
+    this.startMap = startMap;
+    this.endMap = endMap;
+    this.estimate = Math.max(0, estimate);
+    this.copies = List.copyOf(copies);
+  }
+
+  /** The request that reads what is left of it. */
+  Message.Fetch request(String appId, int shuffleId) {
+    return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume);
+  }
+
+  /** The last batch received; null before any. */
+  public Message.ResumePoint resumePoint() {
+    return resume;
+  }
+
+  /** Where it is read from now, or null. */
+  public String source() {
+    return source;
+  }
+
+  /**
+   * Checks a received chunk's batches (order after the last one, CRC32C) and queues them.
+   * Returns their payload bytes.
+   */
+  long accept(String addr, List<Message.FetchedBatch> batches) throws CrossdockException {
+    long bytes = 0;
+    for (Message.FetchedBatch b : batches) {
+      check(addr, partition, resume, b);
+      resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
+      batchesInStream++;
+      bytes += b.payload().remaining();
+      ready.add(b);
+    }
+    received += bytes;
+    return bytes;
+  }
+
+  /** Checks the stream's end against what arrived. */
+  void end(String addr, Message.FetchEnd e) throws CrossdockException {
+    if (e.batches() != batchesInStream) {
+      throw CrossdockException.corrupt(addr, "worker announced " + e.batches()
+          + " batches but sent " + batchesInStream);
+    }
+    done = true;
+  }
+
+  /**
+   * Checks one fetched batch: it comes after {@code last} in (map, sequence) order and its
+   * payload matches its CRC32C.
+   */
+  public static void check(String addr, int partition, Message.ResumePoint last,
+      Message.FetchedBatch b) throws CrossdockException {
+    if (last != null
+        && (Integer.compareUnsigned(b.mapId(), last.mapId()) < 0
+            || (b.mapId() == last.mapId()
+                && Integer.compareUnsigned(b.batchSeq(), last.batchSeq()) <= 0))) {
+      throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq " + b.batchSeq()
+          + ") is out of order after (map " + last.mapId() + ", seq " + last.batchSeq() + ")");
+    }
+    if (Checksums.crc32c(b.payload()) != b.crc32c()) {
+      throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq " + b.batchSeq()
+          + ") of partition " + partition + " failed its CRC32C");
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "partition " + partition + " maps [" + startMap + ", " + endMap + ")";
+  }
+}

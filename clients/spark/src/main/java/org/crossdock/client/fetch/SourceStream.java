@@ -1,0 +1,233 @@
+package org.crossdock.client.fetch;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.Closeable;
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import org.crossdock.client.CrossdockException;
+import org.crossdock.client.Net;
+import org.crossdock.protocol.Codec;
+import org.crossdock.protocol.Message;
+
+/**
+ * One reduce task's connection to one worker, carrying many fetches at once. Requests are written
+ * as they are issued, without waiting for the previous ones to end; the worker streams their
+ * answers back to back, in request order, so a task reading several small pieces from a worker
+ * pays no round trip between them (the paper's request aggregation, done by pipelining).
+ *
+ * <p>A thread of its own connects (so an unreachable worker never blocks the task), writes the
+ * requests queued meanwhile, and reads: every batch is checked (order, CRC32C; {@link
+ * Segment#accept}) and handed to the {@link Events} under the scheduler's lock. When the
+ * connection breaks, every request still unanswered is handed back ({@link Events#broken}) with
+ * its resume point, to be asked again.
+ */
+final class SourceStream implements Closeable {
+  /** What the stream tells its scheduler; called with the scheduler's lock held. */
+  interface Events {
+    /** Checked batches of {@code s} were queued ({@code bytes} of payload). */
+    void received(SourceStream src, Segment s, long bytes);
+
+    /** {@code s} was read to its end. */
+    void ended(SourceStream src, Segment s);
+
+    /** The worker refused {@code s} (an Error frame); the connection goes on. */
+    void refused(SourceStream src, Segment s, CrossdockException e);
+
+    /** The connection failed; {@code unanswered} were not (wholly) read. */
+    void broken(SourceStream src, List<Segment> unanswered, CrossdockException e);
+  }
+
+  private record Request(long id, Segment segment) {}
+
+  final String addr;
+  private final String appId;
+  private final int shuffleId;
+  private final Object lock;
+  private final Events events;
+  private final int connectTimeoutMs;
+  private final int readTimeoutMs;
+
+  /** Requests written (or to write once connected) and not yet answered, in order. */
+  private final ArrayDeque<Request> pending = new ArrayDeque<>();
+  /** Requests issued before the connection was up. */
+  private final List<Request> unsent = new ArrayList<>();
+  private long nextId = 1;
+  private Socket socket;
+  private OutputStream out;
+  private boolean closed;
+  private boolean connected;
+  private boolean everConnected;
+
+  SourceStream(String addr, String appId, int shuffleId, Object lock, Events events,
+      int connectTimeoutMs, int readTimeoutMs) {
+    this.addr = addr;
+    this.appId = appId;
+    this.shuffleId = shuffleId;
+    this.lock = lock;
+    this.events = events;
+    this.connectTimeoutMs = connectTimeoutMs;
+    this.readTimeoutMs = readTimeoutMs;
+    Thread t = new Thread(this::run, "crossdock-fetch-" + addr);
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** Requests the rest of {@code s}. Call with the scheduler's lock held. */
+  void send(Segment s) {
+    Request r = new Request(nextId++, s);
+    pending.add(r);
+    if (!connected) {
+      unsent.add(r);
+      return;
+    }
+    try {
+      write(List.of(r));
+    } catch (IOException e) {
+      // The reader thread sees the broken connection and hands every request back.
+      closeSocket();
+    }
+  }
+
+  /** Requests not yet answered. Call with the scheduler's lock held. */
+  int outstanding() {
+    return pending.size();
+  }
+
+  private void write(List<Request> requests) throws IOException {
+    for (Request r : requests) {
+      out.write(Codec.encodeFrame(r.segment().request(appId, shuffleId), r.id()));
+    }
+    out.flush();
+  }
+
+  private void run() {
+    DataInputStream in;
+    try {
+      Socket s = Net.connect("Crossdock worker", addr, connectTimeoutMs);
+      s.setSoTimeout(readTimeoutMs);
+      s.setReceiveBufferSize(1 << 20);
+      synchronized (lock) {
+        socket = s;
+        if (closed) {
+          closeSocket();
+          return;
+        }
+        out = new BufferedOutputStream(s.getOutputStream(), 64 << 10);
+        write(unsent);
+        unsent.clear();
+        connected = true;
+        everConnected = true;
+      }
+      in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 256 << 10));
+    } catch (IOException e) {
+      fail(e);
+      return;
+    }
+    try {
+      while (true) {
+        Codec.Frame f = StreamFrames.read(in, addr);
+        synchronized (lock) {
+          if (closed) {
+            return;
+          }
+          dispatch(f);
+        }
+      }
+    } catch (IOException e) {
+      fail(e);
+    }
+  }
+
+  /** Hands a frame to the request it answers. Called with the lock held. */
+  private void dispatch(Codec.Frame f) throws CrossdockException {
+    Request head = pending.peek();
+    if (head == null || f.header().requestId() != head.id()) {
+      throw CrossdockException.protocol(addr, "answer to request " + f.header().requestId()
+          + " while request " + (head == null ? "none" : head.id()) + " was expected", null);
+    }
+    Segment s = head.segment();
+    Message m = f.message();
+    if (m instanceof Message.FetchChunk c) {
+      long bytes = s.accept(addr, c.batches());
+      events.received(this, s, bytes);
+    } else if (m instanceof Message.FetchEnd e) {
+      s.end(addr, e);
+      pending.poll();
+      events.ended(this, s);
+    } else if (m instanceof Message.Error e) {
+      pending.poll();
+      events.refused(this, s, CrossdockException.remote(addr, e.code(), e.message()));
+    } else {
+      throw CrossdockException.protocol(
+          addr, "unexpected answer " + m.getClass().getSimpleName() + " to a fetch", null);
+    }
+  }
+
+  private void fail(IOException e) {
+    CrossdockException ce = e instanceof CrossdockException c
+        ? c
+        : CrossdockException.transport(addr, "fetch stream broke", e);
+    synchronized (lock) {
+      closeSocket();
+      if (closed) {
+        return;
+      }
+      closed = true;
+      List<Segment> unanswered = new ArrayList<>();
+      for (Request r : pending) {
+        unanswered.add(r.segment());
+      }
+      pending.clear();
+      unsent.clear();
+      events.broken(this, unanswered, ce);
+    }
+  }
+
+  /** False if the worker could not even be connected to. Call with the lock held. */
+  boolean everConnected() {
+    return everConnected;
+  }
+
+  /** True once the stream failed or was closed: it takes no more requests. */
+  boolean isClosed() {
+    return closed;
+  }
+
+  /**
+   * Closes the connection without telling the scheduler (it takes its unanswered requests back
+   * itself: {@link #drainPending}). Call with the scheduler's lock held.
+   */
+  @Override
+  public void close() {
+    closed = true;
+    closeSocket();
+  }
+
+  /** The unanswered requests of a closed stream, removed. Call with the lock held. */
+  List<Segment> drainPending() {
+    List<Segment> out = new ArrayList<>();
+    for (Request r : pending) {
+      out.add(r.segment());
+    }
+    pending.clear();
+    unsent.clear();
+    return out;
+  }
+
+  private void closeSocket() {
+    if (socket != null) {
+      try {
+        socket.close();
+      } catch (IOException ignored) {
+        // nothing to do
+      }
+    }
+    connected = false;
+  }
+}

@@ -1,0 +1,79 @@
+package org.crossdock.client;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.ServerSocket;
+import java.net.Socket;
+
+/**
+ * A TCP proxy to a real worker whose answers crawl: every read of up to {@code chunk} bytes from
+ * the worker is held for {@code delayMs} before it goes on to the client (a worker behind a slow
+ * link, for readers that should move away from it).
+ */
+public final class SlowProxy implements AutoCloseable {
+  private final ServerSocket server;
+  private final String target;
+  private final long delayMs;
+  private final int chunk;
+
+  public SlowProxy(String target, long delayMs, int chunk) throws IOException {
+    this.server = new ServerSocket(0);
+    this.target = target;
+    this.delayMs = delayMs;
+    this.chunk = chunk;
+    Thread t = new Thread(this::accept, "slow-proxy");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** Where clients connect. */
+  public String addr() {
+    return "127.0.0.1:" + server.getLocalPort();
+  }
+
+  private void accept() {
+    while (!server.isClosed()) {
+      try {
+        Socket client = server.accept();
+        Socket worker = Net.connect("worker", target, 3000);
+        pipe(client.getInputStream(), worker.getOutputStream(), 0, client, worker);
+        pipe(worker.getInputStream(), client.getOutputStream(), delayMs, client, worker);
+      } catch (IOException e) {
+        return;
+      }
+    }
+  }
+
+  private void pipe(InputStream in, OutputStream out, long delay, Socket a, Socket b) {
+    Thread t = new Thread(() -> {
+      byte[] buf = new byte[chunk];
+      try {
+        int n;
+        while ((n = in.read(buf)) > 0) {
+          if (delay > 0) {
+            Thread.sleep(delay);
+          }
+          out.write(buf, 0, n);
+          out.flush();
+        }
+      } catch (IOException | InterruptedException e) {
+        // the other side is gone
+      } finally {
+        try {
+          a.close();
+          b.close();
+        } catch (IOException ignored) {
+          // nothing to do
+        }
+      }
+    }, "slow-proxy-pipe");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  @Override
+  public void close() throws IOException {
+    server.close();
+  }
+}
