@@ -6,6 +6,8 @@ use std::path::PathBuf;
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
 /// Largest chunk of a fetch stream.
 pub const FETCH_CHUNK: u64 = 4 << 20;
+/// Largest first chunk of a fetch stream (the next ones double up to [`FETCH_CHUNK`]).
+pub const FIRST_CHUNK: u64 = 128 << 10;
 
 /// How a worker runs.
 #[derive(Debug, Clone)]

@@ -1,5 +1,7 @@
 //! A fetch: the committed batches of a partition's map range, streamed as `FetchChunk`
-//! frames of up to [`FETCH_CHUNK`] bytes and a closing `FetchEnd`.
+//! frames and a closing `FetchEnd`. A stream's first chunk holds up to
+//! [`FIRST_CHUNK`] bytes and each next one twice the last, up to [`FETCH_CHUNK`]: the
+//! reader gets its first records after a small read, and large chunks after that.
 //!
 //! The path is a straight line: this module asks the storage layer to open the read
 //! (checks, a consistent view) and to load each chunk (memory, file or object store,
@@ -14,7 +16,7 @@ use crossdock_proto::io::write_message;
 use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::config::FETCH_CHUNK;
+use super::config::{FETCH_CHUNK, FIRST_CHUNK};
 use super::node::Worker;
 use super::storage::read::{stored_len, Loaded};
 use super::storage::StorageError;
@@ -61,16 +63,18 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         held: 0,
     };
     let mut rest = &view.pieces[..];
+    let mut limit = FIRST_CHUNK;
     while !rest.is_empty() {
-        // One chunk: as many pieces as fit in FETCH_CHUNK (at least one).
+        // One chunk: as many pieces as fit in `limit` (at least one).
         let mut n = 0;
         let mut size = 0u64;
-        while n < rest.len() && (n == 0 || size + rest[n].len as u64 <= FETCH_CHUNK) {
+        while n < rest.len() && (n == 0 || size + rest[n].len as u64 <= limit) {
             size += rest[n].len as u64;
             n += 1;
         }
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
+        limit = (limit * 2).min(FETCH_CHUNK);
         // The read buffer grows to the largest chunk read from file or store; the
         // stream holds credit for it until it ends (the guard returns it on every path).
         credit.grow_to(stored_len(chunk)).await;

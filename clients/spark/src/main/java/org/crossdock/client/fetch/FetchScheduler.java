@@ -101,7 +101,10 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     this.monitor = monitor;
     this.memory = memory;
     this.local = local;
-    this.limit = new ElasticLimit(settings.hardLimit(), settings.increment());
+    // The adaptive reader starts at two increments and grows as its waits ask; the static one
+    // keeps the hard limit.
+    this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(),
+        settings.policy() == Policy.ADAPTIVE ? 2 * settings.increment() : settings.hardLimit());
     this.queue = new ArrayDeque<>(plan);
   }
 

@@ -57,10 +57,13 @@ class FetchPolicyTest {
 
   @Test
   void theLimitGrowsWhenTheTaskWaitsMoreThanUsualAndShrinksOtherwise() {
-    ElasticLimit l = new ElasticLimit(10, 2);
-    assertEquals(10, l.soft(), "starts at the hard limit");
+    assertEquals(2, new ElasticLimit(10, 2, 0).soft(), "never starts below one increment");
+    ElasticLimit l = new ElasticLimit(10, 2, 10);
+    assertEquals(10, l.soft(), "starts where asked: the paper's hard limit");
+    l.consumed(1_000_000);
+    assertEquals(10, l.soft(), "the first batch's wait (connecting) counts for nothing");
     l.consumed(5);
-    assertEquals(10, l.soft(), "the first wait only starts the average");
+    assertEquals(10, l.soft(), "the next wait only starts the average");
     l.consumed(9);
     assertEquals(10, l.soft(), "above average at the hard limit: kept (the paper's code shrinks)");
     l.consumed(1); // average 5, wait 1: shrink
@@ -77,6 +80,6 @@ class FetchPolicyTest {
     assertEquals(3, l.soft(), "memory refused: no more than what is held");
     l.squeeze(0);
     assertEquals(2, l.soft(), "but never below one increment");
-    assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2));
+    assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 1));
   }
 }
