@@ -3,6 +3,7 @@ machine, joined by veth pairs to a bridge, every link shaped with `tc`.
 
     sudo .venv/bin/python bench/cluster.py [--hosts 3] [--rate 1gbit] [--delay 0.2ms]
         [--workloads a,b] [--runs 3] [--scale S] [--peer SPEC] [--plot-only FILE]
+        [--replication 2] [--slow-worker 1 --slow-rate 100mbit]
     sudo .venv/bin/python bench/cluster.py --cleanup     # remove what a killed run left
 
 Topology (subnet 10.77.0.0/24, every name starts with `cdb-`):
@@ -17,6 +18,10 @@ an HTB class at --rate (the host's NIC and its switch port), and the namespace e
 --delay with netem when the kernel has it, so two hosts are --delay apart one way. Every
 byte between two hosts (vanilla Spark's shuffle fetches between executors, Crossdock's
 pushes and fetches, the driver's traffic) crosses two shaped links.
+
+`--slow-worker H --slow-rate R` slows one Crossdock worker: the traffic of host H's
+worker port (and only it: its Spark executor keeps the full rate) goes through an HTB
+class of rate R on both ends of its link.
 
 Spark comes from the pinned pyspark in .venv (SPARK_HOME = the pyspark package), the
 Crossdock binary and client jar from `make build`. Vanilla, Crossdock and any --peer
@@ -110,7 +115,8 @@ class EmulatedCluster:
     kind = "emulated cluster"
 
     def __init__(self, workdir: pathlib.Path, hosts: int = 3, rate: str = "1gbit", delay: str = "0.2ms",
-                 crossdock_memory: str = "1GiB", worker_memory: str = "2g"):
+                 crossdock_memory: str = "1GiB", worker_memory: str = "2g", replication: int = 1,
+                 slow_worker: int | None = None, slow_rate: str = "100mbit"):
         if not 1 <= hosts <= 200:
             raise ValueError("--hosts must be 1..200")
         self.workdir = workdir
@@ -118,6 +124,11 @@ class EmulatedCluster:
         self.rate = rate
         self.delay = delay if delay not in ("", "0", "0ms") else None
         self.netem = None  # known after the first link
+        self.replication = replication
+        if slow_worker is not None and not 1 <= slow_worker <= hosts:
+            raise ValueError(f"--slow-worker must be 1..{hosts}")
+        self.slow_worker = slow_worker
+        self.slow_rate = slow_rate
         self.crossdock_memory = crossdock_memory
         self.worker_memory = worker_memory
         self.hosts = [f"{PREFIX}h{i + 1}" for i in range(hosts)]
@@ -173,6 +184,18 @@ class EmulatedCluster:
             _run("ip", "-n", ns, "link", "set", inner, "up")
             self._shape(outer, None, None)   # switch port -> host
             self._shape(inner, ns, self.delay)  # host -> switch, with the one-way delay
+        if self.slow_worker is not None:
+            ns = self.hosts[self.slow_worker - 1]
+            self._slow_port(f"{ns}-eth", ns, "sport")  # the worker's answers and forwards
+            self._slow_port(f"{ns}-br", None, "dport")  # what is sent to the worker
+
+    def _slow_port(self, dev: str, netns: str | None, match: str) -> None:
+        """Sends the Crossdock worker port's traffic on `dev` through a class of --slow-rate."""
+        tc = (["ip", "netns", "exec", netns] if netns else []) + ["tc"]
+        _run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb", "rate", self.slow_rate,
+             "ceil", self.slow_rate, "quantum", "200000")
+        _run(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+             "match", "ip", match, str(WORKER_PORT), "0xffff", "flowid", "1:20")
 
     def counters(self) -> dict[str, int]:
         """Bytes every namespace sent onto the network, and how often a shaper held packets back."""
@@ -256,7 +279,10 @@ class EmulatedCluster:
                 "delay_one_way": self.delay if self.netem else None,
                 "delay_asked": self.delay, "netem": bool(self.netem),
                 "spark": f"standalone master in {CTL}, {self.n} workers x 1 core, one executor each (1 GiB heap)",
-                "crossdock": f"coordinator in {CTL}, one worker per host with {self.crossdock_memory}, per run",
+                "crossdock": f"coordinator in {CTL}, one worker per host with {self.crossdock_memory}, "
+                             f"replication {self.replication}, per run",
+                "slow_worker": (f"{self.hosts[self.slow_worker - 1]} at {self.slow_rate}"
+                                if self.slow_worker is not None else None),
                 "driver": f"{CTL} ({CTL_IP})", "goal_wall_ratio": 0.8}
 
     def spark_conf(self) -> dict[str, str]:
@@ -270,7 +296,8 @@ class EmulatedCluster:
         try:
             coord = sb.Proc("crossdock coordinator",
                             [str(build.binary), "coordinator", "--listen", f"{CTL_IP}:{COORDINATOR_PORT}",
-                             "--data-dir", str(run_dir / "crossdock-coordinator"), "--metrics-listen", "off"],
+                             "--data-dir", str(run_dir / "crossdock-coordinator"), "--metrics-listen", "off",
+                             "--replication", str(self.replication)],
                             r"crossdock coordinator listening on (\S+)", env={"CROSSDOCK_LOG": "info"}, netns=CTL,
                             log=run_dir / "crossdock-coordinator.log")
             procs.append(coord)
@@ -315,6 +342,9 @@ def main() -> int:
     ap.add_argument("--rate", default="1gbit", help="every link's rate, each direction, in tc's units [1gbit]")
     ap.add_argument("--delay", default="0.2ms", help="one-way delay between two hosts, netem (0 for none) [0.2ms]")
     ap.add_argument("--crossdock-memory", default="1GiB", help="each Crossdock worker's memory budget [1GiB]")
+    ap.add_argument("--slow-worker", type=int, default=None, metavar="H",
+                    help="slow host H's Crossdock worker (its port's traffic) to --slow-rate")
+    ap.add_argument("--slow-rate", default="100mbit", help="the slowed worker's rate [100mbit]")
     ap.add_argument("--cleanup", action="store_true", help="remove what a killed run left (namespaces, processes, bridge) and exit")
     args = ap.parse_args()
     if args.plot_only:
@@ -332,7 +362,8 @@ def main() -> int:
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-bench-cluster-"))
     try:
         with EmulatedCluster(workdir, hosts=args.hosts, rate=args.rate, delay=args.delay,
-                             crossdock_memory=args.crossdock_memory) as cluster:
+                             crossdock_memory=args.crossdock_memory, replication=args.replication,
+                             slow_worker=args.slow_worker, slow_rate=args.slow_rate) as cluster:
             return sb.run_suite(args, cluster, workdir, prefix="cluster")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

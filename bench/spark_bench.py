@@ -195,7 +195,14 @@ WORKLOAD_CONF = {
 
 # ---- modes: vanilla, crossdock, and peers ----
 
-BUILTIN_MODES = ("vanilla", "crossdock")
+BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static")
+# Crossdock modes other than "crossdock" itself: Crossdock with these properties on top.
+CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"}}
+
+
+def is_crossdock(mode) -> bool:
+    """Whether a mode runs through a Crossdock service started for each run."""
+    return mode.name == "crossdock" or mode.name in CROSSDOCK_VARIANTS
 _PEER_KEYS = ("name", "jars", "conf", "start", "stop")
 
 
@@ -385,12 +392,14 @@ class LocalBackend:
     kind = "single host"
     executors = 2
 
-    def __init__(self, workdir: pathlib.Path):
+    def __init__(self, workdir: pathlib.Path, replication: int = 1):
         self.workdir = workdir
+        self.replication = replication
 
     def describe(self) -> dict:
         return {"kind": self.kind, "spark": "local-cluster[2,1,2048]: 2 executors x 1 core, 1 GiB heap",
-                "crossdock": "crossdock standalone, 2 workers x 1 GiB, per run", "goal_wall_ratio": 1.0}
+                "crossdock": f"crossdock standalone, 2 workers x 1 GiB, replication {self.replication}, per run",
+                "goal_wall_ratio": 1.0}
 
     def spark_conf(self) -> dict[str, str]:
         return base_conf(executors=self.executors, executor_memory_mb=2048)
@@ -398,7 +407,8 @@ class LocalBackend:
     def start_crossdock(self, build: Build, run_dir: pathlib.Path) -> CrossdockService:
         p = Proc("crossdock standalone",
                  [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2", "--memory", "1GiB",
-                  "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "off"],
+                  "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "off",
+                  "--replication", str(self.replication)],
                  r"crossdock standalone listening on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
         return CrossdockService(p.match.group(1), [p])
 
@@ -440,6 +450,9 @@ def child(workload: str, scale: float, conf_path: str) -> None:
         time.sleep(1.5)  # one more heartbeat carries the executors' final peaks
         stages = sorted((s for s in _rest(spark, "stages?status=complete") if s["stageId"] not in before), key=lambda s: s["stageId"])
         peak_heap = max((s.get("peakExecutorMetrics", {}).get("JVMHeapMemory", 0) for s in stages), default=0)
+        # Crossdock's readers report their largest fetch buffer in a named accumulator.
+        fetch_peak = max((int(a.get("value", 0)) for s in stages for a in s.get("accumulatorUpdates", [])
+                          if a.get("name") == "crossdock fetch peak buffered bytes"), default=0)
         sums = lambda k: sum(s.get(k, 0) for s in stages)  # noqa: E731
 
         def stage(s):
@@ -463,6 +476,7 @@ def child(workload: str, scale: float, conf_path: str) -> None:
             "spill_disk_bytes": sums("diskBytesSpilled"),
             "peak_execution_memory": max((s.get("peakExecutionMemory", 0) for s in stages), default=0),
             "peak_executor_heap": peak_heap,
+            "fetch_peak_bytes": fetch_peak,
         }), flush=True)
 
 
@@ -488,8 +502,9 @@ def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build:
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s"}
     conf.update(WORKLOAD_CONF.get(workload, {}))
-    if mode.name == "crossdock":
+    if is_crossdock(mode):
         conf.update(build.spark_conf(coordinator))
+        conf.update(CROSSDOCK_VARIANTS.get(mode.name, {}))
     conf.update(mode.conf)
     if mode.jars:
         conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + mode.jars)
@@ -505,7 +520,7 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
     try:
         if mode.start:
             _shell(mode.start, env, f"peer {mode.name} start")
-        if mode.name == "crossdock":
+        if is_crossdock(mode):
             service = backend.start_crossdock(build, run_dir)
         conf_path = run_dir / "conf.json"
         conf_path.write_text(json.dumps(app_conf(backend, workload, mode, service.address if service else None, build)))
@@ -559,6 +574,7 @@ METRICS = [("wall_s", "action wall s"), ("machine_cpu_s", "machine CPU s"), ("ex
            ("shuffle_write_s", "shuffle write s"), ("fetch_wait_s", "fetch wait s"), ("gc_s", "GC s"),
            ("shuffle_write_bytes", "shuffle bytes"), ("spill_disk_bytes", "spilled to disk"),
            ("net_bytes", "bytes on links"), ("peak_executor_heap", "peak exec heap"),
+           ("fetch_peak_bytes", "peak fetch buf"),
            ("worker_peak_rss", "service RSS")]
 
 
@@ -759,7 +775,10 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
     ap.add_argument("--scale", type=float, default=default_scale, help=f"multiplies every workload's data size [{default_scale}]")
     ap.add_argument("--workload-scale", default="", metavar="W=F,…",
                     help="multiplies single workloads' sizes further, e.g. many-small-blocks=2 (2000 x 2000 blocks)")
-    ap.add_argument("--modes", default="vanilla,crossdock", help="built-in modes [vanilla,crossdock]")
+    ap.add_argument("--modes", default="vanilla,crossdock",
+                    help="built-in modes: vanilla, crossdock, crossdock-static (its reader planned as Spark's own: "
+                         "fixed 48 MiB in flight, requests in random order to the primary) [vanilla,crossdock]")
+    ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "
                          "or a .toml/.json file (see bench/peers/); repeatable")
@@ -783,7 +802,7 @@ def main() -> int:
         return 0
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-bench-"))
     try:
-        return run_suite(args, LocalBackend(workdir), workdir)
+        return run_suite(args, LocalBackend(workdir, replication=args.replication), workdir)
     finally:
         if args.keep_logs:
             print(f"logs kept in {workdir}")

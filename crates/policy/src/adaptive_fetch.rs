@@ -180,6 +180,8 @@ pub struct ElasticLimit {
     soft: u64,
     avg_wait_ms: Option<f64>,
     alpha: f64,
+    skip_first: bool,
+    floor: u64,
 }
 
 impl ElasticLimit {
@@ -195,7 +197,35 @@ impl ElasticLimit {
             soft: hard,
             avg_wait_ms: None,
             alpha: alpha.clamp(f64::MIN_POSITIVE, 1.0),
+            skip_first: false,
+            floor: inc,
         }
+    }
+
+    /// Never shrinks below `floor` (clamped to `[increment, hard]`) instead of one
+    /// increment. The paper's text says one increment, its code two: a reader that asks
+    /// for a new increment only when one fits under the limit needs two (one consumed
+    /// while the next arrives) or it prefetches nothing. The Spark reader uses two.
+    pub fn with_floor(mut self, floor: u64) -> Self {
+        self.floor = floor.clamp(self.inc, self.hard);
+        self.soft = self.soft.max(self.floor);
+        self
+    }
+
+    /// Starts at `soft` (clamped to `[increment, hard]`) instead of the hard limit. The
+    /// Spark reader starts at two increments: starting at the hard limit makes every
+    /// reducer's first burst as large as a static reader's, which is the peak memory the
+    /// paper sets out to cut.
+    pub fn starting_at(mut self, soft: u64) -> Self {
+        self.soft = soft.clamp(self.floor, self.hard);
+        self
+    }
+
+    /// Leaves the first consumed block's wait out of the average (it measures connecting
+    /// to the sources, not the flow of data), as the Spark reader does.
+    pub fn skipping_first_wait(mut self) -> Self {
+        self.skip_first = true;
+        self
     }
 
     /// The current soft limit in bytes.
@@ -221,10 +251,14 @@ impl ElasticLimit {
     /// A block was consumed after the reducer blocked `wait_ms`: grow if the wait was above
     /// the average, shrink otherwise, then fold the wait into the average.
     pub fn on_consume(&mut self, wait_ms: f64) {
+        if self.skip_first {
+            self.skip_first = false;
+            return;
+        }
         if let Some(avg) = self.avg_wait_ms {
             if wait_ms > avg {
                 self.soft = (self.soft + self.inc).min(self.hard);
-            } else if self.soft >= 2 * self.inc {
+            } else if self.soft >= self.floor + self.inc {
                 self.soft -= self.inc;
             }
             self.avg_wait_ms = Some(avg + self.alpha * (wait_ms - avg));

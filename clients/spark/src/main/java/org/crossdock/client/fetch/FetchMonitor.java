@@ -23,8 +23,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * is a misprint for the best score so far, which is what {@link #choose} does.
  */
 public final class FetchMonitor {
-  /** Batches per source in the moving average of waits (the paper's K). */
-  public static final int WINDOW = 32;
+  /** Batches per source in the moving average of waits (the paper's K; the simulator's too). */
+  public static final int WINDOW = 16;
 
   private static final FetchMonitor SHARED = new FetchMonitor();
 

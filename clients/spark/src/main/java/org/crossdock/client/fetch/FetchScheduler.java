@@ -101,10 +101,12 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     this.monitor = monitor;
     this.memory = memory;
     this.local = local;
-    // The adaptive reader starts at two increments and grows as its waits ask; the static one
-    // keeps the hard limit.
-    this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(),
-        settings.policy() == Policy.ADAPTIVE ? 2 * settings.increment() : settings.hardLimit());
+    // The adaptive reader keeps between two increments (one consumed while the next arrives)
+    // and the hard limit, starting low and growing as its waits ask; the static one keeps the
+    // hard limit.
+    long two = 2 * settings.increment();
+    this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), two,
+        settings.policy() == Policy.ADAPTIVE ? two : settings.hardLimit(), ElasticLimit.ALPHA, true);
     this.queue = new ArrayDeque<>(plan);
   }
 

@@ -2,6 +2,11 @@ package org.crossdock.client.fetch;
 
 import static org.junit.jupiter.api.Assertions.*;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -56,30 +61,67 @@ class FetchPolicyTest {
   }
 
   @Test
-  void theLimitGrowsWhenTheTaskWaitsMoreThanUsualAndShrinksOtherwise() {
-    assertEquals(2, new ElasticLimit(10, 2, 0).soft(), "never starts below one increment");
-    ElasticLimit l = new ElasticLimit(10, 2, 10);
-    assertEquals(10, l.soft(), "starts where asked: the paper's hard limit");
-    l.consumed(1_000_000);
+  void theLimitStaysBetweenOneIncrementAndTheHardLimit() {
+    assertEquals(2, new ElasticLimit(10, 2, 0, 0, 0.5, false).soft(), "never below one increment");
+    assertEquals(4, new ElasticLimit(10, 2, 4, 0, 0.5, false).soft(), "nor below its floor");
+    ElasticLimit l = new ElasticLimit(10, 2, 2, 10, 0.5, true);
+    l.consumed(1_000_000_000L);
     assertEquals(10, l.soft(), "the first batch's wait (connecting) counts for nothing");
-    l.consumed(5);
-    assertEquals(10, l.soft(), "the next wait only starts the average");
-    l.consumed(9);
-    assertEquals(10, l.soft(), "above average at the hard limit: kept (the paper's code shrinks)");
-    l.consumed(1); // average 5, wait 1: shrink
-    assertEquals(8, l.soft());
-    l.consumed(0);
-    l.consumed(0);
-    l.consumed(0);
-    assertEquals(2, l.soft(), "down to one increment (the paper's code stops at two)");
-    l.consumed(0);
-    assertEquals(2, l.soft(), "never below one increment");
-    l.consumed(50); // far above the average: grow
-    assertEquals(4, l.soft());
     l.squeeze(3);
     assertEquals(3, l.soft(), "memory refused: no more than what is held");
     l.squeeze(0);
     assertEquals(2, l.soft(), "but never below one increment");
-    assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 1));
+    assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 2, 1, 0.5, false));
+  }
+
+  static JsonNode vectors() throws Exception {
+    Path p = org.crossdock.client.CrossdockServer.repoRoot()
+        .resolve("testdata/policy/adaptive_fetch.json");
+    return new ObjectMapper().readTree(Files.readString(p));
+  }
+
+  /** The same decisions as crates/policy, which the simulator drives. */
+  @Test
+  void theElasticLimitFollowsTheSharedVectors() throws Exception {
+    JsonNode cases = vectors().get("elastic_limit");
+    assertTrue(cases.size() > 0);
+    for (JsonNode c : cases) {
+      ElasticLimit l = new ElasticLimit(c.get("hard").asLong(), c.get("inc").asLong(),
+          c.get("floor").asLong(), c.get("initial").asLong(), c.get("alpha").asDouble(),
+          c.get("skip_first").asBoolean());
+      List<Long> got = new ArrayList<>();
+      for (JsonNode w : c.get("waits_ms")) {
+        l.consumed(Math.round(w.asDouble() * 1_000_000));
+        got.add(l.soft());
+      }
+      List<Long> want = new ArrayList<>();
+      c.get("soft_after").forEach(x -> want.add(x.asLong()));
+      assertEquals(want, got, c.get("name").asText());
+    }
+  }
+
+  @Test
+  void theSourceChoiceFollowsTheSharedVectors() throws Exception {
+    JsonNode v = vectors();
+    assertEquals(FetchMonitor.WINDOW, v.get("window").asInt());
+    for (JsonNode c : v.get("source_choice")) {
+      FetchMonitor m = new FetchMonitor();
+      List<String> names = new ArrayList<>();
+      java.util.Set<String> local = new java.util.HashSet<>();
+      int i = 0;
+      for (JsonNode s : c.get("sources")) {
+        String name = "w" + i++;
+        names.add(name);
+        m.requested(name, s.get("in_flight").asLong());
+        for (JsonNode w : s.get("waits_ms")) {
+          m.waited(name, w.asLong());
+        }
+        if (s.get("local").asBoolean()) {
+          local.add(name);
+        }
+      }
+      assertEquals(names.get(c.get("choice").asInt()), m.choose(names, local::contains),
+          c.get("name").asText());
+    }
   }
 }

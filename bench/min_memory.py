@@ -1,0 +1,128 @@
+"""The smallest executor memory with which a large sort and a large groupBy complete, vanilla
+Spark against Crossdock (the DMO chapter of the Comet dissertation reports 0.68x when the
+shuffle's data lives in a disaggregated pool instead of the executors).
+
+    .venv/bin/python bench/min_memory.py [--workloads sort,groupby] [--candidates 512,768,...]
+
+For each workload and mode it bisects over the candidate executor memories (MiB), assuming
+that a job which completes with some memory also completes with more: each trial is one
+Spark application (local-cluster, 2 executors x 1 core) whose result must equal the
+reference result; a failure (out of memory, lost executors, a task failing 4 times, or
+--app-timeout) counts as "does not complete". The Crossdock service's own memory (2
+workers x 1 GiB, outside the executors) is the same in every trial and is reported beside
+the result: the comparison is of what the executors need.
+
+Workloads, 4 GB of shuffled data each on one host:
+
+    sort     TeraSort-style DataFrame sort of 40 M 100-byte records (spark_bench's terasort x4)
+    groupby  GroupByTest-style groupByKey of 4 M pairs with 1000-byte values (rdd-groupbykey x40)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import spark_bench as sb  # noqa: E402
+
+WORKLOADS = {"sort": ("terasort", 4.0), "groupby": ("rdd-groupbykey", 40.0)}
+DEFAULT_CANDIDATES = "512,640,768,1024,1280,1536,2048,3072"
+
+
+def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathlib.Path, timeout: float) -> dict:
+    name, scale = WORKLOADS[workload]
+    conf = {"spark.executor.memory": f"{mem_mb}m",
+            # The local-cluster workers must offer what the executor asks, with room to spare.
+            "spark.master": f"local-cluster[2,1,{max(2048, mem_mb + 512)}]"}
+    run_dir = workdir / f"{workload}-{mode}-{mem_mb}m"
+    t0 = time.monotonic()
+    try:
+        r = sb.one_run(backend, build, name, sb.Mode(mode, conf=conf), scale, run_dir, timeout)
+        return {"mem_mb": mem_mb, "ok": True, "digest": r["digest"], "wall_s": r["wall_s"],
+                "app_s": time.monotonic() - t0, "spill": r.get("spill_disk_bytes", 0),
+                "service_rss": r.get("worker_peak_rss", 0)}
+    except RuntimeError as e:
+        return {"mem_mb": mem_mb, "ok": False, "error": str(e).splitlines()[0][-300:], "app_s": time.monotonic() - t0}
+
+
+def bisect(backend, build, workload: str, mode: str, candidates: list[int], workdir: pathlib.Path,
+           timeout: float, reference: dict) -> tuple[int | None, list[dict]]:
+    """The smallest candidate with which the job completes (None if none does), and the trials."""
+    lo, hi = -1, len(candidates)  # candidates[lo] fails (or none), candidates[hi] succeeds (or none)
+    trials = []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout)
+        if t["ok"]:
+            want = reference.setdefault(workload, t["digest"])
+            if t["digest"] != want:
+                t["ok"] = False
+                t["error"] = f"wrong result {t['digest']} (expected {want})"
+        trials.append(t)
+        status = f"ok in {t['wall_s']:.0f} s" if t["ok"] else f"failed: {t['error'][:120]}"
+        print(f"{workload} {mode} {candidates[mid]} MiB: {status}", flush=True)
+        if t["ok"]:
+            hi = mid
+        else:
+            lo = mid
+    return (candidates[hi] if hi < len(candidates) else None), trials
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default="sort,groupby", help="from: sort, groupby [sort,groupby]")
+    ap.add_argument("--candidates", default=DEFAULT_CANDIDATES, help=f"executor memories to try, MiB [{DEFAULT_CANDIDATES}]")
+    ap.add_argument("--modes", default="vanilla,crossdock", help="[vanilla,crossdock]")
+    ap.add_argument("--app-timeout", type=float, default=1500, help="seconds a trial may take [1500]")
+    ap.add_argument("--out", help="JSON file [bench-results/min-memory-<time>.json]")
+    args = ap.parse_args()
+    workloads = [w for w in args.workloads.split(",") if w]
+    bad = [w for w in workloads if w not in WORKLOADS]
+    if bad:
+        raise SystemExit(f"unknown workloads {bad}; choose from {list(WORKLOADS)}")
+    candidates = sorted(int(x) for x in args.candidates.split(",") if x)
+    modes = [m for m in args.modes.split(",") if m]
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-min-memory-"))
+    out = pathlib.Path(args.out) if args.out else sb.ROOT / "bench-results" / f"min-memory-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
+    results: dict = {}
+    reference: dict = {}
+    started = time.monotonic()
+    try:
+        backend = sb.LocalBackend(workdir)
+        build = sb.Build(workdir / "build")
+        for w in workloads:
+            results[w] = {}
+            for m in modes:
+                best, trials = bisect(backend, build, w, m, candidates, workdir, args.app_timeout, reference)
+                results[w][m] = {"min_mb": best, "trials": trials}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print("| workload | " + " | ".join(f"{m} min executor memory" for m in modes) + " | crossdock / vanilla |")
+    print("|---|" + "---|" * (len(modes) + 1))
+    for w in workloads:
+        mins = [results[w][m]["min_mb"] for m in modes]
+        ratio = "-"
+        if "vanilla" in modes and "crossdock" in modes:
+            v, c = results[w]["vanilla"]["min_mb"], results[w]["crossdock"]["min_mb"]
+            ratio = f"{c / v:.2f}" if v and c else "-"
+        print(f"| {w} | " + " | ".join(f"{x} MiB" if x else f"> {candidates[-1]} MiB" for x in mins) + f" | {ratio} |")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                                        "command": " ".join(sys.argv), "git": sb._git(), "machine": sb._machine(),
+                                        "candidates_mb": candidates, "elapsed_s": time.monotonic() - started,
+                                        "service": "crossdock standalone, 2 workers x 1 GiB (outside the executors)"},
+                               "results": results}, indent=1))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
