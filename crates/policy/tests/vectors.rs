@@ -30,6 +30,12 @@ fn the_elastic_limit_follows_the_vectors() {
         if c["skip_first"].as_bool().unwrap() {
             l = l.skipping_first_wait();
         }
+        if let Some(q) = c.get("quiet") {
+            l = l.shrinking_after_quiet(u(q) as u32);
+        }
+        if let Some(a) = c.get("initial_avg_ms") {
+            l = l.with_average(a.as_f64().unwrap());
+        }
         let got: Vec<u64> = c["waits_ms"]
             .as_array()
             .unwrap()

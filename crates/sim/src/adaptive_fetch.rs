@@ -74,6 +74,11 @@ pub struct FetchArgs {
     /// Memory-pressure model: consumption on a node slows by 1 + buffered/knee (GB); 0 = off.
     #[arg(long, default_value_t = 0.0)]
     pub gc_knee_gb: f64,
+    /// Shrink the elastic limit only after this many blocks in a row without a wait (the
+    /// Spark reader's rule uses 8); 0 = the paper's rule (after every wait at or below the
+    /// average).
+    #[arg(long, default_value_t = 0)]
+    pub quiet_shrink: u32,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -216,7 +221,12 @@ impl World<'_> {
                 exec,
                 e,
                 &blocks,
-                ElasticLimit::new(self.limit, self.inc, 0.125),
+                if self.a.quiet_shrink > 0 {
+                    ElasticLimit::new(self.limit, self.inc, 0.125)
+                        .shrinking_after_quiet(self.a.quiet_shrink)
+                } else {
+                    ElasticLimit::new(self.limit, self.inc, 0.125)
+                },
             )),
         };
         self.reducers[r].left = blocks.len();
@@ -455,7 +465,7 @@ pub fn run(a: &FetchArgs) -> anyhow::Result<()> {
     );
     println!(
         "adaptive-fetch: {} executors ({} per node) x {} reducers x {} waves, {:.0} MB per \
-         reducer, {} blocks per source, increment = {:.0}% of limit, K = {}, seed {}",
+         reducer, {} blocks per source, increment = {:.0}% of limit, K = {}, shrink {}, seed {}",
         a.executors,
         a.executors_per_node,
         a.reducers_per_executor,
@@ -464,6 +474,11 @@ pub fn run(a: &FetchArgs) -> anyhow::Result<()> {
         a.blocks_per_source,
         a.increment_fraction * 100.0,
         a.wait_window,
+        if a.quiet_shrink > 0 {
+            format!("after {} waitless blocks", a.quiet_shrink)
+        } else {
+            "as the paper".to_string()
+        },
         a.seed
     );
     println!(
@@ -529,6 +544,7 @@ mod tests {
             consume_mbps: 60.0,
             consume_sigma: 0.3,
             gc_knee_gb: 0.0,
+            quiet_shrink: 0,
             seed: 7,
         }
     }

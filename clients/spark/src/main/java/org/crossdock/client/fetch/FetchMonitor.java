@@ -10,8 +10,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <ul>
  *   <li>{@code inFlight}: bytes the executor's tasks asked of it that have not arrived yet;
- *   <li>the waits of the last {@link #WINDOW} batches read from it: how long a task was blocked
- *       until that batch was there (0 when it was already buffered).
+ *   <li>the waits of the last {@link #WINDOW} requests read from it: how long a task was blocked
+ *       on that request's batches (0 when each was already buffered when the task wanted it).
  * </ul>
  *
  * <p>A source's score is {@code (avgWait_ms + 1) * inFlight}; the reader picks the copy with the
@@ -23,12 +23,19 @@ import java.util.concurrent.ConcurrentHashMap;
  * is a misprint for the best score so far, which is what {@link #choose} does.
  */
 public final class FetchMonitor {
-  /** Batches per source in the moving average of waits (the paper's K; the simulator's too). */
+  /** Requests per source in the moving average of waits (the paper's K; the simulator's too). */
   public static final int WINDOW = 16;
 
   private static final FetchMonitor SHARED = new FetchMonitor();
 
   private final ConcurrentHashMap<String, Source> sources = new ConcurrentHashMap<>();
+  private volatile Learned learned;
+
+  /**
+   * Where the executor's last adaptive read left its {@link ElasticLimit}: the limit and the
+   * average wait ({@code < 0} if none) the next read starts from.
+   */
+  public record Learned(long soft, double avgWaitNanos) {}
 
   /** The executor's monitor. */
   public static FetchMonitor shared() {
@@ -71,6 +78,16 @@ public final class FetchMonitor {
     return sources.computeIfAbsent(addr, a -> new Source());
   }
 
+  /** What the executor's reads learned of their limit so far; null before any read. */
+  public Learned learned() {
+    return learned;
+  }
+
+  /** A read's limit after its latest request (the last writer wins among concurrent tasks). */
+  public void learn(Learned l) {
+    learned = l;
+  }
+
   /** Bytes were asked of {@code addr}. */
   public void requested(String addr, long bytes) {
     source(addr).addInFlight(bytes);
@@ -81,7 +98,7 @@ public final class FetchMonitor {
     source(addr).addInFlight(-bytes);
   }
 
-  /** A task waited {@code ms} for a batch from {@code addr}. */
+  /** A task waited {@code ms} in all for a request it read from {@code addr}. */
   public void waited(String addr, long ms) {
     source(addr).addWait(Math.max(0, ms));
   }
@@ -92,7 +109,7 @@ public final class FetchMonitor {
     return s == null ? 0 : s.inFlight();
   }
 
-  /** The average wait of the last {@link #WINDOW} batches from {@code addr}, in ms. */
+  /** The average wait of the last {@link #WINDOW} requests read from {@code addr}, in ms. */
   public double avgWaitMs(String addr) {
     Source s = sources.get(addr);
     return s == null ? 0 : s.avgWaitMs();

@@ -23,7 +23,8 @@ import org.crossdock.protocol.Message;
  * fits under the task's {@link ElasticLimit}, the executor's {@link FetchMonitor} picks the best
  * source among the copies of the segments still to ask for, and the next segments that source
  * holds are packed into one go until they make an increment; every request to a worker shares one
- * pipelined connection ({@link SourceStream}). The limit grows and shrinks with the task's waits.
+ * pipelined connection ({@link SourceStream}). The limit grows and shrinks with the task's waits,
+ * learned per request, and carries over to the executor's next read.
  * A task blocked on a copy much longer than the other copy of the same partition has been taking
  * lately moves away from it: the connection is dropped and its unanswered segments are asked
  * again, from where they stopped, of the better copies.
@@ -76,6 +77,9 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     }
   }
 
+  /** Requests read in a row without a wait after which the adaptive limit shrinks. */
+  static final int QUIET_REQUESTS = 8;
+
   private final Object lock = new Object();
   private final Settings settings;
   private final FetchMonitor monitor;
@@ -101,12 +105,23 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     this.monitor = monitor;
     this.memory = memory;
     this.local = local;
-    // The adaptive reader keeps between two increments (one consumed while the next arrives)
-    // and the hard limit, starting low and growing as its waits ask; the static one keeps the
-    // hard limit.
-    long two = 2 * settings.increment();
-    this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), two,
-        settings.policy() == Policy.ADAPTIVE ? two : settings.hardLimit(), ElasticLimit.ALPHA, true);
+    if (settings.policy() == Policy.ADAPTIVE) {
+      // Between two increments (one consumed while the next arrives) and the hard limit,
+      // starting where the executor's last read left it (a task reads too few requests to
+      // learn its own), else low.
+      long two = 2 * settings.increment();
+      this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA)
+          .withFloor(two).startingAt(two).shrinkingAfterQuiet(QUIET_REQUESTS).skippingFirstWait();
+      FetchMonitor.Learned from = monitor.learned();
+      if (from != null) {
+        limit.startingAt(from.soft());
+        if (from.avgWaitNanos() >= 0) {
+          limit.withAverage(from.avgWaitNanos());
+        }
+      }
+    } else {
+      this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA);
+    }
     this.queue = new ArrayDeque<>(plan);
   }
 
@@ -215,19 +230,27 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     inFlight -= give;
     memory.release(give);
     waitNanos += waitedNanos;
-    if (s.source != null) {
-      monitor.waited(s.source, waitedNanos / 1_000_000);
-    }
-    if (settings.policy() == Policy.ADAPTIVE) {
-      limit.consumed(waitedNanos);
-    }
+    s.waitedNanos += waitedNanos;
     return new Delivery(s, b, s.source);
   }
 
-  /** A segment read to its end: its memory goes back. */
+  /**
+   * A segment read to its end: its memory goes back, and its wait (the time the task was blocked
+   * on it, over all its batches) is what the monitor and the elastic limit learn from. Learning
+   * per request, as the paper does per block, and not per batch: within a request every batch
+   * after the first is usually there already, and counting those zeros would shrink the limit
+   * after every wait and keep it at its floor.
+   */
   private void finish(Segment s) {
     issued.remove(s);
     release(s);
+    if (s.source != null) {
+      monitor.waited(s.source, s.waitedNanos / 1_000_000);
+    }
+    if (settings.policy() == Policy.ADAPTIVE) {
+      limit.consumed(s.waitedNanos);
+      monitor.learn(new FetchMonitor.Learned(limit.soft(), limit.averageWaitNanos()));
+    }
     if (current == s) {
       current = null;
     }

@@ -50,8 +50,8 @@ public final class Segment {
   int retries;
   /** Copies given up on because they could not be reached. */
   final List<String> unreachable = new ArrayList<>();
-  /** When the task started waiting for it (for the move-away rule), 0 if not waiting. */
-  long waitingSinceNanos;
+  /** How long the task was blocked on its batches so far (its wait, as the paper counts a block's). */
+  long waitedNanos;
 
   public Segment(int partition, int startMap, int endMap, long estimate, List<String> copies) {
     if (copies.isEmpty()) {

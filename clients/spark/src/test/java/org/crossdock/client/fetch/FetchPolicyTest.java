@@ -62,16 +62,20 @@ class FetchPolicyTest {
 
   @Test
   void theLimitStaysBetweenOneIncrementAndTheHardLimit() {
-    assertEquals(2, new ElasticLimit(10, 2, 0, 0, 0.5, false).soft(), "never below one increment");
-    assertEquals(4, new ElasticLimit(10, 2, 4, 0, 0.5, false).soft(), "nor below its floor");
-    ElasticLimit l = new ElasticLimit(10, 2, 2, 10, 0.5, true);
+    assertEquals(2, new ElasticLimit(10, 2, 0.5).withFloor(0).startingAt(0).soft(),
+        "never below one increment");
+    assertEquals(4, new ElasticLimit(10, 2, 0.5).withFloor(4).startingAt(0).soft(),
+        "nor below its floor");
+    ElasticLimit l = new ElasticLimit(10, 2, 0.5).skippingFirstWait();
+    assertEquals(10, l.soft(), "as the paper has it, it starts at the hard limit");
     l.consumed(1_000_000_000L);
-    assertEquals(10, l.soft(), "the first batch's wait (connecting) counts for nothing");
+    assertEquals(10, l.soft(), "the first request's wait (connecting) counts for nothing");
+    assertTrue(l.averageWaitNanos() < 0, "nor goes into the average");
     l.squeeze(3);
     assertEquals(3, l.soft(), "memory refused: no more than what is held");
     l.squeeze(0);
     assertEquals(2, l.soft(), "but never below one increment");
-    assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 2, 1, 0.5, false));
+    assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 0.5));
   }
 
   static JsonNode vectors() throws Exception {
@@ -87,8 +91,17 @@ class FetchPolicyTest {
     assertTrue(cases.size() > 0);
     for (JsonNode c : cases) {
       ElasticLimit l = new ElasticLimit(c.get("hard").asLong(), c.get("inc").asLong(),
-          c.get("floor").asLong(), c.get("initial").asLong(), c.get("alpha").asDouble(),
-          c.get("skip_first").asBoolean());
+          c.get("alpha").asDouble()).withFloor(c.get("floor").asLong())
+          .startingAt(c.get("initial").asLong());
+      if (c.get("skip_first").asBoolean()) {
+        l.skippingFirstWait();
+      }
+      if (c.has("quiet")) {
+        l.shrinkingAfterQuiet(c.get("quiet").asInt());
+      }
+      if (c.has("initial_avg_ms")) {
+        l.withAverage(c.get("initial_avg_ms").asDouble() * 1_000_000);
+      }
       List<Long> got = new ArrayList<>();
       for (JsonNode w : c.get("waits_ms")) {
         l.consumed(Math.round(w.asDouble() * 1_000_000));

@@ -126,6 +126,79 @@ class SparkLocalTest {
     assertTrue(h.fetchPeak.value() > 0, "the peak of the fetch buffers is reported");
   }
 
+  /** Waits up to 60 s for {@code cond}; fails with {@code what} if it never holds. */
+  static void await(java.util.function.BooleanSupplier cond, String what) throws Exception {
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (!cond.getAsBoolean()) {
+      assertTrue(System.nanoTime() < deadline, "timed out waiting until " + what);
+      Thread.sleep(20);
+    }
+  }
+
+  @Test
+  void aFailedReduceTaskGivesBackItsFetchMemory() throws Exception {
+    JavaPairRDD<Integer, Integer> shuffled = sc.parallelizePairs(pairs(40_000, 1000), 4)
+        .partitionBy(new HashPartitioner(3));
+    List<SparkListenerTaskEnd> ends = taskEnds("fails", () -> {
+      Exception e = assertThrows(Exception.class, () -> shuffled.mapPartitions(it -> {
+        it.next();
+        throw new IllegalStateException("this reduce task fails on purpose mid-read");
+      }).count());
+      assertTrue(String.valueOf(e.getMessage()).contains("on purpose"), String.valueOf(e));
+    });
+    assertTrue(ends.stream().anyMatch(e -> e.reason() instanceof org.apache.spark.ExceptionFailure),
+        "a reduce task failed: " + ends);
+    // Tasks of the failed stage still running are cancelled asynchronously; once they end,
+    // nothing the readers fetched ahead is held any more.
+    await(() -> FetchMemoryConsumer.heldInThisJvm() == 0, "the readers hold no fetch memory");
+  }
+
+  /** Reduce tasks of the kill test that have started reading. */
+  static final java.util.concurrent.atomic.AtomicInteger READING =
+      new java.util.concurrent.atomic.AtomicInteger();
+
+  @Test
+  void aKilledReduceTaskGivesBackItsFetchMemory() throws Exception {
+    JavaPairRDD<Integer, Integer> shuffled = sc.parallelizePairs(pairs(40_000, 1000), 4)
+        .partitionBy(new HashPartitioner(3));
+    assertEquals(40_000, shuffled.count()); // the maps are committed; the next job only reads
+    // Tasks of earlier tests that were cancelled may still be ending.
+    await(() -> FetchMemoryConsumer.heldInThisJvm() == 0, "earlier readers gave back all");
+    READING.set(0);
+    Events events = new Events("killed");
+    sc.sc().addSparkListener(events);
+    Thread job = new Thread(() -> {
+      sc.setJobGroup("killed", "killed", true);
+      try {
+        shuffled.mapPartitions(it -> {
+          it.next();
+          READING.incrementAndGet(); // local mode: the same JVM, the same class
+          Thread.sleep(300_000); // holds its read open until it is killed
+          return List.of(1).iterator();
+        }).count();
+      } catch (Exception expected) {
+        // the job is cancelled
+      }
+    });
+    try {
+      job.start();
+      await(() -> READING.get() > 0 && FetchMemoryConsumer.heldInThisJvm() > 0,
+          "a reduce task is reading and holds fetch memory");
+      sc.cancelJobGroup("killed");
+      job.join(60_000);
+      assertFalse(job.isAlive(), "the cancelled job ended");
+      await(() -> FetchMemoryConsumer.heldInThisJvm() == 0, "the killed readers gave back all");
+      // The executor reports the kill after the task's completion listeners ran.
+      await(() -> {
+        synchronized (events.ends) {
+          return events.ends.stream().anyMatch(e -> e.reason() instanceof org.apache.spark.TaskKilled);
+        }
+      }, "a reduce task was reported killed");
+    } finally {
+      sc.sc().removeSparkListener(events);
+    }
+  }
+
   @Test
   void reduceByKey() {
     JavaPairRDD<Integer, Integer> rdd = sc.parallelizePairs(pairs(20_000, 97), 4);
