@@ -26,11 +26,13 @@ impl CoordinatorMetrics {
     }
 
     /// Appends the coordinator's metrics in Prometheus text format, with the state's
-    /// `counts` (apps, shuffles, live workers, lost workers).
-    pub fn render(&self, out: &mut String, counts: (u64, u64, u64, u64)) {
+    /// `counts` (apps, shuffles, live workers, lost workers) and the journal's appends and
+    /// syncs.
+    pub fn render(&self, out: &mut String, counts: (u64, u64, u64, u64), journal: (u64, u64)) {
         let (apps, shuffles, alive, lost) = counts;
+        let (appends, syncs) = journal;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let rows: [(&str, &str, &str, u64); 11] = [
+        let rows: [(&str, &str, &str, u64); 13] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -96,6 +98,18 @@ impl CoordinatorMetrics {
                 "counter",
                 "Map commits revoked because their only copy was lost.",
                 get(&self.revoked_maps),
+            ),
+            (
+                "crossdock_coordinator_journal_appends_total",
+                "counter",
+                "Changes appended to the journal before they were acknowledged.",
+                appends,
+            ),
+            (
+                "crossdock_coordinator_journal_syncs_total",
+                "counter",
+                "Journal syncs to the device; fewer than appends when concurrent appends shared one.",
+                syncs,
             ),
         ];
         for (name, kind, help, v) in rows {

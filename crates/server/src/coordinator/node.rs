@@ -92,6 +92,7 @@ impl Coordinator {
 impl Render for Coordinator {
     fn render(&self, out: &mut String) {
         let counts = self.lock().counts();
-        self.metrics.render(out, counts);
+        self.metrics
+            .render(out, counts, self.journal.appends_and_syncs());
     }
 }

@@ -65,13 +65,33 @@ fn read_records(path: &Path) -> io::Result<(Vec<Record>, u64)> {
 }
 
 /// The snapshot and write-ahead log of one coordinator.
+///
+/// Appends are group-committed: each append writes its records under the log's lock, then
+/// makes sure the log is synced up to its own end. One appender at a time syncs, and a
+/// sync covers everything written before it started, so appends that arrive while a sync
+/// runs share the next one instead of queueing one `fdatasync` each.
 pub struct Journal {
     dir: PathBuf,
-    wal: Mutex<File>,
+    wal: Mutex<Wal>,
+    /// How far (in bytes ever appended, see [`Wal::appended`]) the log is known to be on
+    /// the device. Held while syncing: it is also the syncers' queue.
+    synced: Mutex<u64>,
+    /// The log's file again (the same open file), synced without holding `wal`.
+    sync_file: File,
     /// Sync each append to the device (survives a machine crash, not only a process
     /// crash).
     fsync: bool,
     wal_bytes: AtomicU64,
+    appends: AtomicU64,
+    syncs: AtomicU64,
+}
+
+/// The log file and how much was ever appended to it.
+struct Wal {
+    file: File,
+    /// Bytes appended since the journal was opened, never reset (compaction empties the file
+    /// but not this count), so that a position in it names one append for good.
+    appended: u64,
 }
 
 impl Journal {
@@ -88,18 +108,27 @@ impl Journal {
             .append(true)
             .open(&wal_path)?;
         wal.set_len(good)?;
+        let sync_file = wal.try_clone()?;
         Ok((
             Journal {
                 dir: dir.to_path_buf(),
-                wal: Mutex::new(wal),
+                wal: Mutex::new(Wal {
+                    file: wal,
+                    appended: 0,
+                }),
+                synced: Mutex::new(0),
+                sync_file,
                 fsync,
                 wal_bytes: AtomicU64::new(good),
+                appends: AtomicU64::new(0),
+                syncs: AtomicU64::new(0),
             },
             records,
         ))
     }
 
-    /// Appends records (one write) before the change they describe is acknowledged.
+    /// Appends records (one write) before the change they describe is acknowledged; with
+    /// `fsync`, returns once they are on the device (group commit, see [`Journal`]).
     pub fn append(&self, records: &[Record]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -108,14 +137,34 @@ impl Journal {
         for r in records {
             r.encode(&mut buf);
         }
-        let mut wal = self.wal.lock().expect("journal lock poisoned");
-        wal.write_all(&buf)?;
-        if self.fsync {
-            wal.sync_data()?;
-        }
+        let end = {
+            let mut wal = self.wal.lock().expect("journal lock poisoned");
+            wal.file.write_all(&buf)?;
+            wal.appended += buf.len() as u64;
+            wal.appended
+        };
+        self.appends.fetch_add(1, Ordering::Relaxed);
         self.wal_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        if self.fsync {
+            let mut synced = self.synced.lock().expect("journal sync lock poisoned");
+            if *synced < end {
+                // Everything written until now rides on this sync, ours included.
+                let upto = self.wal.lock().expect("journal lock poisoned").appended;
+                self.sync_file.sync_data()?;
+                *synced = upto;
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         Ok(())
+    }
+
+    /// Appends so far, and the syncs they took (fewer when appends were grouped).
+    pub fn appends_and_syncs(&self) -> (u64, u64) {
+        (
+            self.appends.load(Ordering::Relaxed),
+            self.syncs.load(Ordering::Relaxed),
+        )
     }
 
     /// Bytes in the log since the last snapshot.
@@ -132,6 +181,8 @@ impl Journal {
     /// wait: a change applied in memory before the snapshot is in it, one applied after
     /// is appended to the new log, so none is lost.
     pub fn compact_with(&self, snapshot: impl FnOnce() -> Vec<Record>) -> io::Result<()> {
+        // The sync lock first, as appends take it (they never hold the log's while waiting).
+        let mut synced = self.synced.lock().expect("journal sync lock poisoned");
         let wal = self.wal.lock().expect("journal lock poisoned");
         let state = snapshot();
         let mut buf = Vec::new();
@@ -148,8 +199,10 @@ impl Journal {
         if let Ok(d) = File::open(&self.dir) {
             let _ = d.sync_all();
         }
-        wal.set_len(0)?;
-        wal.sync_all()?;
+        wal.file.set_len(0)?;
+        wal.file.sync_all()?;
+        // Every append so far is in the synced snapshot.
+        *synced = wal.appended;
         self.wal_bytes.store(0, Ordering::Relaxed);
         Ok(())
     }
@@ -245,6 +298,58 @@ mod tests {
         drop(j);
         let (_, replay) = Journal::open(dir.path(), false).unwrap();
         assert_eq!(replay, vec![samples()[0].clone(), samples()[1].clone()]);
+    }
+
+    #[test]
+    fn concurrent_appends_share_syncs_and_all_survive() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), true).unwrap();
+        let j = std::sync::Arc::new(j);
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let j = j.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50 {
+                        j.append(&[Record::AppGone {
+                            app_id: format!("{t}-{i}"),
+                        }])
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let (appends, syncs) = j.appends_and_syncs();
+        assert_eq!(appends, 400);
+        assert!(syncs >= 1 && syncs <= appends, "{syncs} syncs");
+        drop(j);
+        let (_, replay) = Journal::open(dir.path(), false).unwrap();
+        assert_eq!(replay.len(), 400);
+        for t in 0..8 {
+            let mine: Vec<_> = replay
+                .iter()
+                .filter_map(|r| match r {
+                    Record::AppGone { app_id } if app_id.starts_with(&format!("{t}-")) => {
+                        Some(app_id.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let want: Vec<_> = (0..50).map(|i| format!("{t}-{i}")).collect();
+            assert_eq!(mine, want, "one thread's appends stay in order");
+        }
+    }
+
+    #[test]
+    fn an_append_after_compaction_is_synced_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), true).unwrap();
+        j.append(&samples()[..1]).unwrap();
+        j.compact(&samples()[..1]).unwrap();
+        j.append(&samples()[1..2]).unwrap();
+        assert_eq!(j.appends_and_syncs(), (2, 2));
     }
 
     #[test]
