@@ -3,6 +3,7 @@ process, and writes its result and task counts as JSON.
 
     python failure_job.py OUT.json GATE_DIR [--coordinator HOST:PORT] --block maps|reducers
     python failure_job.py OUT.json GATE_DIR --coordinator HOST:PORT --dynamic
+    python failure_job.py OUT.json GATE_DIR [--coordinator HOST:PORT] --mixed --block reducers
 
 The job has MAPS map tasks and a reduce stage. With `--block maps`, map tasks from index
 MAPS/2 on wait for the file GATE_DIR/go before producing anything; with `--block
@@ -14,6 +15,11 @@ keeps the test deterministic. Without `--coordinator` the job runs on vanilla Sp
 With `--dynamic`, dynamic allocation is on (no external shuffle service, no shuffle
 tracking): the job runs once, waits until every executor was released as idle, then
 reads the same shuffle again with new executors.
+
+With `--mixed`, the map stage reads a small text file (a few MB, a known size), so its
+shuffle is routed through Spark's own sort shuffle; the gated stage that reads it is the
+map side of a second shuffle, registered before the first ran (an unknown size), which goes
+through Crossdock. The report then also counts the shuffles of each route.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ def main() -> None:
     ap.add_argument("--coordinator")
     ap.add_argument("--block", choices=["maps", "reducers", "none"], default="none")
     ap.add_argument("--dynamic", action="store_true")
+    ap.add_argument("--mixed", action="store_true")
     args = ap.parse_args()
     go = os.path.join(args.gate, "go")
     conf = {**base_conf(),
@@ -92,8 +99,17 @@ def main() -> None:
         with open(os.path.join(gate, "app_id"), "w") as f:
             f.write(sc.applicationId)
         t0 = time.monotonic()
-        rdd = sc.parallelize(range(MAPS), MAPS).mapPartitionsWithIndex(produce)
-        shuffled = rdd.reduceByKey(lambda a, b: a + b, 4).mapPartitions(gated)
+        if args.mixed:
+            numbers = os.path.join(gate, "numbers.txt")
+            with open(numbers, "w") as f:
+                f.writelines(f"{x}\n" for x in range(MAPS * ROWS_PER_MAP))
+            pairs = sc.textFile(numbers, MAPS).map(lambda line: (int(line) % KEYS, int(line) * 3 + 1))
+            # Routed (small input), then gated on its reduce side, then through Crossdock.
+            shuffled = (pairs.reduceByKey(lambda a, b: a + b, 6).mapPartitions(gated)
+                        .reduceByKey(lambda a, b: a + b, 4))
+        else:
+            rdd = sc.parallelize(range(MAPS), MAPS).mapPartitionsWithIndex(produce)
+            shuffled = rdd.reduceByKey(lambda a, b: a + b, 4).mapPartitions(gated)
         result = sorted(shuffled.collect())
         released = None
         again = None
@@ -106,6 +122,11 @@ def main() -> None:
             released = sc._jsc.sc().getExecutorMemoryStatus().size() == 1
             again = sorted(shuffled.collect())
         seconds = time.monotonic() - t0
+        routes = None
+        if args.coordinator:
+            manager = sc._jvm.org.apache.spark.SparkEnv.get().shuffleManager()
+            routes = {"spark": manager.shufflesThroughSpark(),
+                      "crossdock": manager.shufflesThroughCrossdock()}
         url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
         stages = json.loads(urllib.request.urlopen(url, timeout=30).read())
     # The job's first stage is the map stage; a rerun of it (after a fetch failure) is
@@ -116,6 +137,7 @@ def main() -> None:
     report = {
         "equal": result == expected() and (again is None or again == expected()),
         "executors_released": released,
+        "routes": routes,
         "rows": len(result),
         "seconds": round(seconds, 2),
         "map_stage_attempts": len(map_attempts),

@@ -27,7 +27,7 @@ REPORTS: dict[str, dict] = {}
 
 
 def drive_job(coordinator: str | None, block: str, ready, inject, what: str,
-              must_succeed: bool = True) -> dict:
+              must_succeed: bool = True, mixed: bool = False) -> dict:
     """Runs failure_job.py with `block` tasks held back; once `ready(gate)` is true,
     calls `inject(gate)` (the fault), lets the held tasks go on, and returns the job's
     report. `what` names the wait in a timeout message. Unless `must_succeed`, a failed
@@ -37,6 +37,8 @@ def drive_job(coordinator: str | None, block: str, ready, inject, what: str,
         cmd = [sys.executable, str(JOB), out, gate, "--block", block]
         if coordinator:
             cmd += ["--coordinator", coordinator]
+        if mixed:
+            cmd.append("--mixed")
         job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 240
@@ -127,7 +129,7 @@ def executor_pids(app_id: str) -> list[int]:
     return sorted(pids)
 
 
-def run_executor_kill(coordinator: str | None) -> dict:
+def run_executor_kill(coordinator: str | None, mixed: bool = False) -> dict:
     """Runs the job with its reducers held back, SIGKILLs one executor once a reducer
     started (the map stage is complete), then lets the reducers go on."""
     def kill_an_executor(gate):
@@ -139,7 +141,7 @@ def run_executor_kill(coordinator: str | None) -> dict:
 
     return drive_job(coordinator, "reducers",
                      lambda gate: any(n.startswith("reducer-started") for n in os.listdir(gate)),
-                     kill_an_executor, "a reducer start")
+                     kill_an_executor, "a reducer start", mixed=mixed)
 
 
 def show(name: str, r: dict) -> None:
@@ -268,6 +270,20 @@ def test_executor_killed_during_reduce_stage_recomputes_no_map():
     assert crossdock["equal"] and vanilla["equal"], (crossdock, vanilla)
     assert crossdock["map_tasks_recomputed"] == 0, crossdock
     assert crossdock["map_stage_attempts"] == 1, crossdock
+
+
+def test_executor_killed_with_a_routed_and_a_crossdock_shuffle_in_one_job():
+    """The first shuffle (a small file) goes through Spark's own shuffle, the second
+    through Crossdock; an executor dies while the routed shuffle is being read. Its routed
+    map outputs are gone with it: the reducers' fetch failures make Spark recompute them,
+    and the answer is exact."""
+    with ProcessCluster(workers=2, replication=1) as cluster:
+        r = run_executor_kill(cluster.address, mixed=True)
+        committed = commits(cluster)
+    show("executor killed, routed + crossdock shuffles", r)
+    assert r["equal"], r
+    assert r["routes"] == {"spark": 1, "crossdock": 1}, r
+    assert committed >= 6, "the second shuffle's maps committed to Crossdock"
 
 
 def test_dynamic_allocation_releases_executors_that_wrote_shuffle_data():

@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.crossdock;
 
 import org.apache.spark.SparkConf;
 import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.route.RoutePolicy;
 
 /**
  * The {@code spark.crossdock.*} keys (documented in clients/spark/README.md). Only the
@@ -14,12 +15,15 @@ public final class CrossdockConf {
   public static final String NETWORK_TIMEOUT = "spark.crossdock.network.timeout";
   public static final String FETCH_MAX_IN_FLIGHT = "spark.crossdock.fetch.maxInFlight";
   public static final String FETCH_POLICY = "spark.crossdock.fetch.policy";
+  public static final String ROUTE = "spark.crossdock.route";
+  public static final String ROUTE_MAX_SPARK_SIZE = "spark.crossdock.route.maxSparkShuffleSize";
 
   public static final String DEFAULT_BATCH_SIZE = "1m";
   public static final String DEFAULT_MAX_IN_FLIGHT = "32m";
   public static final String DEFAULT_NETWORK_TIMEOUT = "120s";
   /** Spark's own default for {@code spark.reducer.maxSizeInFlight}. */
   public static final String DEFAULT_FETCH_MAX_IN_FLIGHT = "48m";
+  public static final String DEFAULT_ROUTE_MAX_SPARK_SIZE = "64m";
 
   /** Not keys: fixed choices. */
   public static final int CONNECT_TIMEOUT_MS = 5_000;
@@ -38,6 +42,8 @@ public final class CrossdockConf {
   public final long fetchMaxInFlight;
   /** How a reduce task plans its reads. */
   public final FetchScheduler.Policy fetchPolicy;
+  /** Which shuffles go through Crossdock and which through Spark's own sort shuffle. */
+  public final RoutePolicy route;
 
   public CrossdockConf(SparkConf conf) {
     String c = conf.get(COORDINATOR, "").trim();
@@ -66,6 +72,33 @@ public final class CrossdockConf {
       default -> throw new IllegalArgumentException(
           FETCH_POLICY + " must be adaptive or static, got '" + policy + "'");
     }
+    RoutePolicy.Mode mode = RoutePolicy.Mode.parse(ROUTE, conf.get(ROUTE, "auto"));
+    long maxSpark = conf.getSizeAsBytes(ROUTE_MAX_SPARK_SIZE, DEFAULT_ROUTE_MAX_SPARK_SIZE);
+    if (maxSpark < 0) {
+      throw new IllegalArgumentException(ROUTE_MAX_SPARK_SIZE + " must not be negative, got "
+          + maxSpark);
+    }
+    this.route = new RoutePolicy(mode, maxSpark, sparkShuffleUnavailable(conf));
+  }
+
+  /**
+   * Why Spark's own shuffle cannot carry a shuffle safely in this application, or null. With
+   * dynamic allocation, an idle executor is released even when it holds shuffle files (the
+   * Crossdock plug-in tells Spark that shuffle data is stored reliably), unless an external
+   * shuffle service serves them or shuffle tracking keeps the executor: a routed shuffle would
+   * then be lost and recomputed.
+   */
+  static String sparkShuffleUnavailable(SparkConf conf) {
+    boolean dynamic = conf.getBoolean("spark.dynamicAllocation.enabled", false);
+    boolean service = conf.getBoolean("spark.shuffle.service.enabled", false);
+    // Spark's own entry, for Spark's own default (on since 3.4).
+    boolean tracking = (Boolean) conf.get(
+        org.apache.spark.internal.config.package$.MODULE$.DYN_ALLOCATION_SHUFFLE_TRACKING_ENABLED());
+    if (dynamic && !service && !tracking) {
+      return "dynamic allocation is on without an external shuffle service or shuffle tracking,"
+          + " so executors holding Spark's shuffle files could be released";
+    }
+    return null;
   }
 
   /**

@@ -5,10 +5,11 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.shuffle.api.ShuffleDataIO;
 import org.apache.spark.shuffle.api.ShuffleDriverComponents;
 import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
+import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO;
 
 /**
  * Spark's shuffle-data-IO plug-in ({@code spark.shuffle.sort.io.plugin.class}) for Crossdock.
- * Its only job is to tell Spark's scheduler that shuffle data outlives the executors that wrote
+ * Its main job is to tell Spark's scheduler that shuffle data outlives the executors that wrote
  * it ({@link ShuffleDriverComponents#supportsReliableStorage()}): the map outputs live on the
  * Crossdock workers. With it, Spark
  *
@@ -20,11 +21,17 @@ import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
  *
  * <p>A map output that really is lost (its only copy was on a lost Crossdock worker) is found
  * by the reader, which raises a {@code FetchFailedException} for that map, and Spark recomputes
- * it. Reading and writing are {@link CrossdockShuffleManager}'s: this plug-in provides no
- * executor components, and using it with another shuffle manager is a configuration error.
+ * it. Reading and writing are {@link CrossdockShuffleManager}'s; the executor components are
+ * Spark's local-disk ones, for the shuffles the manager routes through Spark's own shuffle.
+ * Those shuffles' files do live on executors: a lost executor's routed map outputs are found
+ * missing by their reducers (a fetch failure), and recomputed.
  */
 public final class CrossdockShuffleDataIO implements ShuffleDataIO {
-  public CrossdockShuffleDataIO(SparkConf conf) {}
+  private final SparkConf conf;
+
+  public CrossdockShuffleDataIO(SparkConf conf) {
+    this.conf = conf;
+  }
 
   @Override
   public ShuffleDriverComponents driver() {
@@ -46,10 +53,12 @@ public final class CrossdockShuffleDataIO implements ShuffleDataIO {
     };
   }
 
+  /**
+   * Spark's local-disk components: the shuffles that {@link CrossdockShuffleManager} routes
+   * through Spark's sort shuffle write their files with them, exactly as vanilla Spark does.
+   */
   @Override
   public ShuffleExecutorComponents executor() {
-    throw new UnsupportedOperationException(CrossdockShuffleDataIO.class.getName()
-        + " (spark.shuffle.sort.io.plugin.class) works only with spark.shuffle.manager="
-        + CrossdockShuffleManager.class.getName());
+    return new LocalDiskShuffleDataIO(conf).executor();
   }
 }

@@ -8,6 +8,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
@@ -19,18 +20,29 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
 import org.crossdock.client.ConnectionPool;
 import org.crossdock.client.CoordinatorClient;
 import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Placement;
+import org.crossdock.client.route.RoutePolicy;
 import org.crossdock.protocol.Message;
 import org.crossdock.protocol.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Spark's {@code spark.shuffle.manager} for Crossdock: every shuffle is pushed to Crossdock
- * workers and read back from them.
+ * Spark's {@code spark.shuffle.manager} for Crossdock: a shuffle is pushed to Crossdock workers
+ * and read back from them, unless the driver routes it through Spark's own sort shuffle.
+ *
+ * <p>The route is chosen once per shuffle, when it is registered ({@link RoutePolicy}, with
+ * {@code spark.crossdock.route}): a shuffle estimated small ({@link ShuffleInputEstimate})
+ * costs less through Spark's shuffle than through any remote service. A routed shuffle's
+ * handle is the sort shuffle manager's own, so executors tell the two kinds apart by the
+ * handle, and every call for it is delegated to a {@link SortShuffleManager} held here (its
+ * block resolver serves the executor's shuffle files). Such a shuffle's files live on its
+ * executors as with vanilla Spark: when an executor is lost, its reducers' fetch failures make
+ * Spark recompute the lost maps.
  *
  * <p>On the driver, construction connects to the coordinator (an unreachable coordinator fails
  * the SparkContext at once, naming the address and {@code spark.crossdock.coordinator});
@@ -53,6 +65,11 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private volatile String appId;
   private ScheduledExecutorService renewer;
   private volatile boolean stopped;
+  /** Spark's own shuffle, for the routed shuffles; created on first use. */
+  private volatile SortShuffleManager sort;
+  private final Object sortLock = new Object();
+  private final AtomicLong throughCrossdock = new AtomicLong();
+  private final AtomicLong throughSpark = new AtomicLong();
 
   public CrossdockShuffleManager(SparkConf sparkConf, boolean isDriver) {
     this.sparkConf = sparkConf;
@@ -197,6 +214,25 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dep) {
+    RoutePolicy.Shuffle estimate = conf.route.mode() == RoutePolicy.Mode.AUTO
+        ? ShuffleInputEstimate.of(dep)
+        : new RoutePolicy.Shuffle(dep.rdd().getNumPartitions(), dep.partitioner().numPartitions(),
+            -1, "not estimated");
+    RoutePolicy.Decision route = conf.route.decide(estimate);
+    if (!route.crossdock()) {
+      throughSpark.incrementAndGet();
+      LOG.info("Crossdock: shuffle {} ({} maps, {} partitions) goes through Spark's sort shuffle:"
+          + " {}", shuffleId, estimate.maps(), estimate.partitions(), route.reason());
+      return sort().registerShuffle(shuffleId, dep);
+    }
+    throughCrossdock.incrementAndGet();
+    LOG.info("Crossdock: shuffle {} ({} maps, {} partitions) goes through Crossdock: {}",
+        shuffleId, estimate.maps(), estimate.partitions(), route.reason());
+    return registerWithCrossdock(shuffleId, dep);
+  }
+
+  private <K, V, C> ShuffleHandle registerWithCrossdock(int shuffleId,
+      ShuffleDependency<K, V, C> dep) {
     int numMaps = dep.rdd().getNumPartitions();
     int numPartitions = dep.partitioner().numPartitions();
     try {
@@ -220,6 +256,30 @@ public class CrossdockShuffleManager implements ShuffleManager {
     }
   }
 
+  /** Shuffles this driver registered through Crossdock so far. */
+  public long shufflesThroughCrossdock() {
+    return throughCrossdock.get();
+  }
+
+  /** Shuffles this driver routed through Spark's sort shuffle so far. */
+  public long shufflesThroughSpark() {
+    return throughSpark.get();
+  }
+
+  /** Spark's sort shuffle manager, for the routed shuffles. */
+  private SortShuffleManager sort() {
+    SortShuffleManager s = sort;
+    if (s == null) {
+      synchronized (sortLock) {
+        if (sort == null) {
+          sort = new SortShuffleManager(sparkConf);
+        }
+        s = sort;
+      }
+    }
+    return s;
+  }
+
   /** A new peak-buffer accumulator, registered with the active context (null if none). */
   private static FetchPeak fetchPeak() {
     scala.Option<org.apache.spark.SparkContext> sc = org.apache.spark.SparkContext$.MODULE$.getActive();
@@ -235,6 +295,9 @@ public class CrossdockShuffleManager implements ShuffleManager {
   @Override
   public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId,
       TaskContext context, ShuffleWriteMetricsReporter metrics) {
+    if (!(handle instanceof CrossdockShuffleHandle)) {
+      return sort().getWriter(handle, mapId, context, metrics);
+    }
     CrossdockShuffleHandle<K, V, Object> h = (CrossdockShuffleHandle<K, V, Object>) handle;
     if (h.framedBatches) {
       return new CrossdockDirectWriter<>(h, this, mapId, context, metrics);
@@ -247,6 +310,10 @@ public class CrossdockShuffleManager implements ShuffleManager {
   public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex,
       int endMapIndex, int startPartition, int endPartition, TaskContext context,
       ShuffleReadMetricsReporter metrics) {
+    if (!(handle instanceof CrossdockShuffleHandle)) {
+      return sort().getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition,
+          context, metrics);
+    }
     CrossdockShuffleHandle<K, ?, C> h = (CrossdockShuffleHandle<K, ?, C>) handle;
     int end = Math.min(endMapIndex, h.numMaps);
     if (LOG.isDebugEnabled()) {
@@ -259,6 +326,10 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   @Override
   public boolean unregisterShuffle(int shuffleId) {
+    SortShuffleManager s = sort;
+    if (s != null) {
+      s.unregisterShuffle(shuffleId);
+    }
     if (isDriver && appId != null && registered.remove(shuffleId)) {
       try {
         coordinator().unregisterShuffle(appId, shuffleId);
@@ -275,7 +346,12 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   @Override
   public ShuffleBlockResolver shuffleBlockResolver() {
-    return resolver;
+    // Routed shuffles' files are served by this executor's block manager through Spark's
+    // resolver; when nothing can be routed, nothing is ever served.
+    if (conf.route.mode() == RoutePolicy.Mode.CROSSDOCK) {
+      return resolver;
+    }
+    return sort().shuffleBlockResolver();
   }
 
   @Override
@@ -300,5 +376,9 @@ public class CrossdockShuffleManager implements ShuffleManager {
       coordinator.close();
     }
     pool.close();
+    SortShuffleManager s = sort;
+    if (s != null) {
+      s.stop();
+    }
   }
 }
