@@ -76,6 +76,11 @@ class SparkLocalTest {
 
   @AfterAll
   void stop() throws Exception {
+    stop(sc, server);
+  }
+
+  /** Stops a test's Spark context, then its server (either may be null: a failed start). */
+  static void stop(JavaSparkContext sc, CrossdockServer server) throws Exception {
     if (sc != null) {
       sc.stop();
     }

@@ -43,12 +43,7 @@ class SparkRoutingTest {
 
   @AfterAll
   void stop() throws Exception {
-    if (sc != null) {
-      sc.stop();
-    }
-    if (server != null) {
-      server.close();
-    }
+    SparkLocalTest.stop(sc, server);
   }
 
   static CrossdockShuffleManager manager() {
