@@ -12,7 +12,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntUnaryOperator;
-import org.crossdock.client.fetch.PartitionFetcher;
+import org.crossdock.client.fetch.FetchMonitor;
+import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.Segment;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.Message;
@@ -76,10 +78,11 @@ class RealServerTest {
     return raw;
   }
 
-  static byte[] readAll(PartitionFetcher f, List<int[]> order) throws Exception {
+  static byte[] readAll(FetchScheduler f, List<int[]> order) throws Exception {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
-    Message.FetchedBatch b;
-    while ((b = f.next()) != null) {
+    FetchScheduler.Delivery d;
+    while ((d = f.next()) != null) {
+      Message.FetchedBatch b = d.batch();
       if (order != null) {
         order.add(new int[] {b.mapId(), b.batchSeq()});
       }
@@ -112,9 +115,22 @@ class RealServerTest {
     return stats;
   }
 
-  static PartitionFetcher fetcher(Placement pl, String app, int shuffle, int part, int start, int end) {
-    return new PartitionFetcher(
-        List.of(pl.addrOf(part)), app, shuffle, part, start, end, 3000, TIMEOUT, 3, null);
+  static FetchScheduler fetcher(Placement pl, String app, int shuffle, int part, int start, int end) {
+    return fetcher(pl.addrOf(part), app, shuffle, part, start, end);
+  }
+
+  /** The reduce tasks' reader, reading maps [start, end) of one partition from {@code addr}. */
+  static FetchScheduler fetcher(String addr, String app, int shuffle, int part, int start, int end) {
+    FetchScheduler.Settings settings = new FetchScheduler.Settings(app, shuffle,
+        FetchScheduler.Policy.ADAPTIVE, 48 << 20, 2 << 20, 3000, TIMEOUT, 3, 200);
+    return new FetchScheduler(settings, List.of(new Segment(part, start, end, 1, List.of(addr))),
+        new FetchMonitor(), new FetchSchedulerTest.Counting(), a -> false);
+  }
+
+  /** The worker's error behind a read that no copy could serve. */
+  static CrossdockException failure(FetchScheduler f) {
+    FetchScheduler.SegmentFailed e = assertThrows(FetchScheduler.SegmentFailed.class, f::next);
+    return assertInstanceOf(CrossdockException.class, e.getCause());
   }
 
   @Test
@@ -138,7 +154,7 @@ class RealServerTest {
     for (int p = 0; p < 4; p++) {
       List<int[]> order = new ArrayList<>();
       byte[] got;
-      try (PartitionFetcher f = fetcher(pl, app, 1, p, 0, 3)) {
+      try (FetchScheduler f = fetcher(pl, app, 1, p, 0, 3)) {
         got = readAll(f, order);
       }
       assertArrayEquals(expected(p, 0, 3, 2, map -> 1000 + map), got, "partition " + p);
@@ -169,7 +185,7 @@ class RealServerTest {
     assertEquals(CommitStatus.REJECTED, r.status());
     assertEquals(2, r.winningAttempt());
     assertEquals(CommitStatus.ALREADY_COMMITTED, coord.commitMap(app, 9, 0, 2, a2).status());
-    try (PartitionFetcher f = fetcher(pl2, app, 9, 1, 0, 1)) {
+    try (FetchScheduler f = fetcher(pl2, app, 9, 1, 0, 1)) {
       assertEquals(200, readAll(f, null).length, "only the winner's batches are read");
     }
     coord.unregisterShuffle(app, 1);
@@ -185,10 +201,10 @@ class RealServerTest {
     }
     List<int[]> order = new ArrayList<>();
     byte[] got;
-    try (PartitionFetcher f = fetcher(pl, app, 2, 1, 1, 3)) {
+    try (FetchScheduler f = fetcher(pl, app, 2, 1, 1, 3)) {
       got = readAll(f, order);
-      assertEquals(6 * 500, f.bytes());
     }
+    assertEquals(6 * 500, got.length);
     assertEquals(6, order.size());
     for (int[] o : order) {
       assertTrue(o[0] == 1 || o[0] == 2, "map " + o[0] + " is outside [1, 3)");
@@ -273,11 +289,10 @@ class RealServerTest {
     String app = "java-incomplete";
     Placement pl = registerShuffle(app, 1, 2, 1);
     coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 1, 10, 1 << 20));
-    try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 2)) {
-      CrossdockException e = assertThrows(CrossdockException.class, f::next);
-      assertEquals(ErrorCode.SHUFFLE_NOT_COMPLETE, e.code());
+    try (FetchScheduler f = fetcher(pl, app, 1, 0, 0, 2)) {
+      assertEquals(ErrorCode.SHUFFLE_NOT_COMPLETE, failure(f).code());
     }
-    try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 1)) {
+    try (FetchScheduler f = fetcher(pl, app, 1, 0, 0, 1)) {
       assertEquals(10, readAll(f, null).length);
     }
     coord.unregisterApp(app);
@@ -289,15 +304,19 @@ class RealServerTest {
     Placement pl = registerShuffle(app, 1, 1, 1);
     int size = 3 << 20;
     coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 4, size, 64 << 20));
-    try (PartitionFetcher f = fetcher(pl, app, 1, 0, 0, 1)) {
+    // Paced at 256 KiB per 20 ms, the 12 MiB take about a second; the connection is cut as
+    // soon as the first 3 MiB batch is delivered, long before the rest can have arrived.
+    try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 20, 256 << 10);
+        FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1)) {
       ByteArrayOutputStream got = new ByteArrayOutputStream();
-      Message.FetchedBatch b = f.next();
+      Message.FetchedBatch b = f.next().batch();
       assertEquals(0, b.batchSeq());
-      f.dropConnection();
+      proxy.cut();
       got.write(bytes(b.payload()));
       got.write(readAll(f, null));
-      assertEquals(1, f.resumes());
-      assertArrayEquals(expected(0, 0, 1, 4, map -> size), got.toByteArray());
+      assertEquals(2, proxy.connections(), "the read went on over a second connection");
+      assertArrayEquals(expected(0, 0, 1, 4, map -> size), got.toByteArray(),
+          "every byte once, in order");
     }
     coord.unregisterApp(app);
   }
@@ -325,9 +344,8 @@ class RealServerTest {
       assertTrue(e.getMessage().contains("Crossdock worker") && e.getMessage().contains(addr),
           e.getMessage());
     }
-    try (PartitionFetcher f =
-        new PartitionFetcher(List.of(addr), "a", 1, 0, 0, 1, 2000, 5000, 3, null)) {
-      CrossdockException e = assertThrows(CrossdockException.class, f::next);
+    try (FetchScheduler f = fetcher(addr, "a", 1, 0, 0, 1)) {
+      CrossdockException e = failure(f);
       assertTrue(e.isTransport() && e.getMessage().contains(addr), e.getMessage());
     }
     assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(10));

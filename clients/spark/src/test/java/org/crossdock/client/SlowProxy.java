@@ -5,17 +5,23 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A TCP proxy to a real worker whose answers crawl: every read of up to {@code chunk} bytes from
  * the worker is held for {@code delayMs} before it goes on to the client (a worker behind a slow
- * link, for readers that should move away from it).
+ * link, for readers that should move away from it). {@link #cut} breaks the connections open
+ * now, as a network fault would; new ones are still accepted.
  */
 public final class SlowProxy implements AutoCloseable {
   private final ServerSocket server;
   private final String target;
   private final long delayMs;
   private final int chunk;
+  private final List<Socket> open = new CopyOnWriteArrayList<>();
+  private final AtomicInteger accepted = new AtomicInteger();
 
   public SlowProxy(String target, long delayMs, int chunk) throws IOException {
     this.server = new ServerSocket(0);
@@ -36,7 +42,10 @@ public final class SlowProxy implements AutoCloseable {
     while (!server.isClosed()) {
       try {
         Socket client = server.accept();
+        accepted.incrementAndGet();
         Socket worker = Net.connect("worker", target, 3000);
+        open.add(client);
+        open.add(worker);
         pipe(client.getInputStream(), worker.getOutputStream(), 0, client, worker);
         pipe(worker.getInputStream(), client.getOutputStream(), delayMs, client, worker);
       } catch (IOException e) {
@@ -70,6 +79,19 @@ public final class SlowProxy implements AutoCloseable {
     }, "slow-proxy-pipe");
     t.setDaemon(true);
     t.start();
+  }
+
+  /** Connections accepted so far. */
+  public int connections() {
+    return accepted.get();
+  }
+
+  /** Breaks every connection open now. */
+  public void cut() throws IOException {
+    for (Socket s : open) {
+      s.close();
+    }
+    open.clear();
   }
 
   @Override
