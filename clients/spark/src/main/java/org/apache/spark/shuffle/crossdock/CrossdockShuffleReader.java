@@ -245,9 +245,12 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     /** The task's read, planned on first use. */
     private FetchScheduler scheduler() throws IOException {
       if (scheduler == null) {
-        Placement placement = manager.placement(handle, context);
-        List<Segment> plan = FetchPlanner.plan(handle.shuffleId(), startMap, endMap,
-            startPartition, endPartition, placement, conf, context.taskAttemptId());
+        // No map in the range (a shuffle of no maps is never registered with the coordinator)
+        // or no partition: nothing to read, and no placement to ask for.
+        List<Segment> plan = startMap >= endMap || startPartition >= endPartition
+            ? List.of()
+            : FetchPlanner.plan(handle.shuffleId(), startMap, endMap, startPartition,
+                endPartition, manager.placement(handle, context), conf, context.taskAttemptId());
         memory = new FetchMemoryConsumer(context.taskMemoryManager());
         FetchScheduler.Settings settings = new FetchScheduler.Settings(handle.appId,
             handle.shuffleId(), conf.fetchPolicy, conf.fetchMaxInFlight, conf.fetchIncrement(),

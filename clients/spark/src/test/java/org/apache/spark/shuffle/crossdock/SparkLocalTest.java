@@ -216,6 +216,25 @@ class SparkLocalTest {
   }
 
   @Test
+  void aShuffleOfNoMapsReadsNothing() {
+    // A parent without partitions (an empty table, a scan whose every partition was pruned):
+    // the shuffle has no maps, is never registered with the coordinator, and every reduce task
+    // reads nothing. The parent's size is unknown, so the shuffle is Crossdock's, not routed.
+    org.apache.spark.rdd.RDD<Tuple2<Integer, Integer>> pruned =
+        org.apache.spark.rdd.PartitionPruningRDD.create(
+            sc.parallelize(pairs(100, 7), 2).rdd(),
+            (scala.Function1<Object, Object> & java.io.Serializable) i -> false);
+    JavaPairRDD<Integer, Integer> none = new org.apache.spark.api.java.JavaRDD<>(pruned,
+        scala.reflect.ClassTag$.MODULE$.<Tuple2<Integer, Integer>>apply(Tuple2.class))
+        .mapToPair(t -> t);
+    assertEquals(0, none.getNumPartitions());
+    JavaPairRDD<Integer, Integer> reduced = none.reduceByKey(Integer::sum, 4);
+    assertEquals(0, reduced.count());
+    assertInstanceOf(CrossdockShuffleHandle.class, SparkRoutingTest.handle(reduced));
+    assertEquals(0, none.groupByKey(3).collect().size());
+  }
+
+  @Test
   void groupByKeyAndEmptyPartitions() {
     // 3 keys over 50 partitions: most partitions are empty; one map is empty too.
     List<Tuple2<Integer, Integer>> data = pairs(3_000, 3);
