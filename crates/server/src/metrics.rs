@@ -123,3 +123,138 @@ fn read_status_kib(field: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// Upper bounds, in microseconds, of [`LatencyHistogram`]'s buckets: 1-2-5 steps from 50 µs
+/// to 10 s, fine enough to tell a loopback round trip from a disk sync from a stall.
+const LATENCY_BOUNDS_US: [u64; 18] = [
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    u64::MAX,
+];
+
+/// A latency distribution with fixed buckets, rendered as a Prometheus histogram (so a
+/// dashboard takes quantiles with `histogram_quantile`) and read back in-process with
+/// [`LatencyHistogram::quantile`]. Recording is two relaxed atomic adds.
+#[derive(Default)]
+pub struct LatencyHistogram {
+    buckets: [AtomicU64; LATENCY_BOUNDS_US.len()],
+    sum_us: AtomicU64,
+}
+
+impl LatencyHistogram {
+    /// Records one observation.
+    pub fn observe(&self, elapsed: std::time::Duration) {
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let i = LATENCY_BOUNDS_US.partition_point(|&b| b < us);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The `q` quantile (0..=1) in seconds, interpolated linearly inside its bucket as
+    /// Prometheus does; `None` before the first observation. Observations past the last
+    /// finite bound count as that bound.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut below = 0u64;
+        for (i, &c) in counts.iter().enumerate() {
+            if c > 0 && (below + c) as f64 >= rank {
+                let lo = if i == 0 { 0 } else { LATENCY_BOUNDS_US[i - 1] };
+                let hi = LATENCY_BOUNDS_US[i].min(LATENCY_BOUNDS_US[LATENCY_BOUNDS_US.len() - 2]);
+                let within = ((rank - below as f64) / c as f64).clamp(0.0, 1.0);
+                return Some((lo as f64 + within * hi.saturating_sub(lo) as f64) / 1e6);
+            }
+            below += c;
+        }
+        Some(LATENCY_BOUNDS_US[LATENCY_BOUNDS_US.len() - 2] as f64 / 1e6)
+    }
+
+    /// Writes the histogram's `_bucket`, `_sum` and `_count` samples (seconds), after
+    /// its `# HELP` and `# TYPE` lines.
+    pub fn render(&self, out: &mut String, name: &str, help: &str) {
+        describe(out, name, "histogram", help);
+        let mut cumulative = 0u64;
+        for (bound, bucket) in LATENCY_BOUNDS_US.iter().zip(&self.buckets) {
+            cumulative += bucket.load(Ordering::Relaxed);
+            let le = if *bound == u64::MAX {
+                "+Inf".to_string()
+            } else {
+                format!("{}", *bound as f64 / 1e6)
+            };
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {cumulative}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn quantiles_fall_in_the_bucket_of_the_observations() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.quantile(0.5), None);
+        for _ in 0..98 {
+            h.observe(Duration::from_micros(300)); // the (200, 500] µs bucket
+        }
+        h.observe(Duration::from_millis(30)); // (20, 50] ms
+        h.observe(Duration::from_secs(60)); // past the last finite bound
+        assert_eq!(h.count(), 100);
+        let p50 = h.quantile(0.5).unwrap();
+        assert!((200e-6..=500e-6).contains(&p50), "p50 {p50}");
+        let p99 = h.quantile(0.99).unwrap();
+        assert!((20e-3..=50e-3).contains(&p99), "p99 {p99}");
+        assert_eq!(h.quantile(1.0), Some(10.0));
+    }
+
+    #[test]
+    fn renders_cumulative_buckets_sum_and_count() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_micros(40));
+        h.observe(Duration::from_micros(1_500));
+        let mut out = String::new();
+        h.render(&mut out, "x_seconds", "Test.");
+        assert!(out.contains("# TYPE x_seconds histogram"), "{out}");
+        assert!(
+            out.contains("x_seconds_bucket{le=\"0.00005\"} 1\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_seconds_bucket{le=\"0.001\"} 1\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"0.002\"} 2\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"+Inf\"} 2\n"), "{out}");
+        assert!(out.contains("x_seconds_sum 0.00154\n"), "{out}");
+        assert!(out.contains("x_seconds_count 2\n"), "{out}");
+    }
+}

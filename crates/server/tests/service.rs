@@ -139,6 +139,81 @@ async fn only_the_first_committed_attempt_is_read_and_duplicates_are_dropped() {
     assert_eq!(status.partition_bytes, vec![700]);
 }
 
+/// Commits of a shuffle's maps run side by side; two attempts of each map racing to commit
+/// still end with exactly one winner per map, whose bytes are counted and read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_commits_of_many_maps_leave_one_winner_per_map() {
+    const MAPS: u32 = 24;
+    let c = Cluster::start(2, 64 << 20).await;
+    let app = "racing";
+    let placement = c.shuffle(app, MAPS, 2).await;
+    let len = |map: u32, attempt: u32| 100 + 10 * attempt as usize + map as usize;
+    for m in 0..MAPS {
+        for a in 0..2 {
+            push(
+                &placement,
+                app,
+                m % 2,
+                m,
+                a,
+                0,
+                &payload(m, m % 2, a, len(m, a)),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let addr = c.sa.coordinator.addr.to_string();
+    let mut racers = Vec::new();
+    for m in 0..MAPS {
+        for a in 0..2 {
+            let addr = addr.clone();
+            racers.push(tokio::spawn(async move {
+                let coord = CoordinatorClient::connect(&addr).await.unwrap();
+                let stats = vec![stat(m % 2, len(m, a))];
+                let r = coord.commit_map(app, 0, m, AttemptId(a), stats).await;
+                (m, a, r.unwrap())
+            }));
+        }
+    }
+    let mut winners = vec![None; MAPS as usize];
+    let mut answers = vec![Vec::new(); MAPS as usize];
+    for r in racers {
+        let (m, a, answer) = r.await.unwrap();
+        if answer.0 == CommitStatus::Committed {
+            assert!(
+                winners[m as usize].replace(a).is_none(),
+                "map {m}: two winners"
+            );
+        }
+        answers[m as usize].push(answer);
+    }
+    for m in 0..MAPS as usize {
+        let w = winners[m].unwrap_or_else(|| panic!("map {m}: no attempt won"));
+        let rejected = (CommitStatus::Rejected, AttemptId(w));
+        assert!(answers[m].contains(&rejected), "map {m}: {:?}", answers[m]);
+    }
+    let status = c.coord.shuffle_status(app, 0).await.unwrap();
+    assert_eq!(status.committed_maps, MAPS);
+    let won: Vec<u32> = winners.iter().map(|w| w.unwrap()).collect();
+    let want: Vec<Option<u32>> = won.iter().map(|&a| Some(a)).collect();
+    assert_eq!(attempts(&status.map_attempts), want);
+    for part in 0..2 {
+        let maps: Vec<u32> = (0..MAPS).filter(|m| m % 2 == part).collect();
+        let bytes: usize = maps.iter().map(|&m| len(m, won[m as usize])).sum();
+        assert_eq!(status.partition_bytes[part as usize], bytes as u64);
+        let got = read_all(&placement, app, part, 0, MAPS).await.unwrap();
+        let want: Vec<(u32, u32, Bytes)> = maps
+            .iter()
+            .map(|&m| {
+                let a = won[m as usize];
+                (m, 0, Bytes::from(payload(m, part, a, len(m, a))))
+            })
+            .collect();
+        assert_eq!(got, want, "partition {part}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn map_range_fetch_reads_only_its_maps_from_memory_and_disk() {
     let c = Cluster::start(1, 64 << 20).await;

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::metrics::{describe, sample, ErrorCounts};
+use crate::metrics::{describe, sample, ErrorCounts, LatencyHistogram};
 
 /// Counters of the coordinator.
 #[derive(Default)]
@@ -16,6 +16,8 @@ pub struct CoordinatorMetrics {
     pub adopted_partitions: AtomicU64,
     /// Map commits revoked because their data was lost.
     pub revoked_maps: AtomicU64,
+    /// Time from a `CommitMap`'s arrival to its answer, whatever the answer.
+    pub commit_latency: LatencyHistogram,
     pub errors: ErrorCounts,
 }
 
@@ -116,6 +118,11 @@ impl CoordinatorMetrics {
             describe(out, name, kind, help);
             sample(out, name, "", v);
         }
+        self.commit_latency.render(
+            out,
+            "crossdock_coordinator_commit_seconds",
+            "Time from a map's CommitMap arriving to its answer: waiting behind other commits of the map, the workers' confirmation, the journal sync.",
+        );
         describe(
             out,
             "crossdock_coordinator_errors_total",

@@ -45,7 +45,7 @@ pub async fn handle_corruption(
             })?;
         (s, worker)
     };
-    let _serial = s.commit_lock.lock().await;
+    let _serial = s.layout_guard().await;
     if !s.lock().holds(partition, worker) {
         return Ok(()); // already moved
     }
@@ -67,7 +67,7 @@ pub async fn handle_restart(coord: &Arc<Coordinator>, worker: u32, addr: &str) {
 async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<&str>) {
     let shuffles = coord.lock().shuffles_on(lost);
     for (app_id, shuffle_id, s) in shuffles {
-        let _serial = s.commit_lock.lock().await;
+        let _serial = s.layout_guard().await;
         let mut keep = BTreeSet::new();
         if let Some(addr) = restarted_at {
             let check = {
@@ -93,7 +93,7 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
 /// Tells the workers of a relocation: new copies prepared, forwarding to lost replicas
 /// stopped. Partitions that lost every copy are adopted from the object store by their
 /// new workers where it holds them whole; the maps that wrote into the others are
-/// revoked everywhere. Journals the outcome. The caller holds the commit lock. Returns
+/// revoked everywhere. Journals the outcome. The caller holds the layout guard. Returns
 /// the number of maps revoked.
 async fn apply_relocation(
     coord: &Arc<Coordinator>,

@@ -106,7 +106,13 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             map_id,
             attempt_id,
             partitions,
-        } => Ok(commit_map(coord, &app_id, shuffle_id, map_id, attempt_id, partitions).await?),
+        } => {
+            let started = std::time::Instant::now();
+            let answer =
+                commit_map(coord, &app_id, shuffle_id, map_id, attempt_id, partitions).await;
+            coord.metrics.commit_latency.observe(started.elapsed());
+            Ok(answer?)
+        }
         Message::ReportCorruption {
             app_id,
             shuffle_id,
@@ -155,7 +161,7 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
 async fn sync_worker(coord: &Arc<Coordinator>, worker_id: u32) {
     let shuffles = coord.lock().shuffles_on(worker_id);
     for (app_id, shuffle_id, s) in shuffles {
-        let _serial = s.commit_lock.lock().await;
+        let _serial = s.layout_guard().await;
         let (addr, prepare, attempts) = {
             let st = coord.lock();
             let Some(addr) = st.worker(worker_id).map(|w| w.addr.clone()) else {
@@ -283,7 +289,7 @@ async fn commit_map(
         }
         .into());
     }
-    let _serial = shuffle.commit_lock.lock().await;
+    let _serial = shuffle.commit_guard(map_id).await;
     if let Some((status, winner)) = shuffle.commit_precheck(map_id, attempt_id) {
         if status == CommitStatus::Rejected {
             CoordinatorMetrics::add(&coord.metrics.rejected_commits, 1);

@@ -71,7 +71,7 @@ impl Placer<'_> {
     /// (the replica is promoted). A partition that lost every copy is placed anew, and
     /// the maps that had written into it are to be revoked, so that the engine
     /// recomputes them. Copies in `keep` stay (a restarted worker found them whole).
-    /// The caller holds the shuffle's commit lock.
+    /// The caller holds the shuffle's layout guard.
     pub fn relocate(
         &self,
         app_id: &str,

@@ -136,14 +136,31 @@ impl Progress {
     }
 }
 
+/// Stripes of [`ShuffleEntry`]'s per-map commit locks: two commits of one map always meet
+/// on the same stripe; commits of different maps rarely do.
+const COMMIT_STRIPES: usize = 32;
+
 /// A registered shuffle.
 #[derive(Debug)]
 pub struct ShuffleEntry {
     pub num_maps: u32,
     pub num_partitions: u32,
-    /// Serializes commits and relocations of this shuffle.
-    pub commit_lock: tokio::sync::Mutex<()>,
+    /// Held shared by every commit and exclusively by whatever moves copies or resends
+    /// commits (a relocation, a worker's resync), which so see one settled set of commits
+    /// and layout. Commits of different maps run side by side: their workers' confirmations
+    /// overlap and their journal appends share syncs.
+    layout: tokio::sync::RwLock<()>,
+    /// Two commits of the same map (attempts racing, a rerun) run one after the other, so
+    /// that the precheck, the workers' confirmation and the record are one step per map.
+    map_stripes: [tokio::sync::Mutex<()>; COMMIT_STRIPES],
     progress: Mutex<Progress>,
+}
+
+/// What a commit of one map holds while it runs: the layout shared, the map's stripe
+/// exclusively.
+pub struct CommitGuard<'a> {
+    _layout: tokio::sync::RwLockReadGuard<'a, ()>,
+    _map: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl ShuffleEntry {
@@ -152,7 +169,8 @@ impl ShuffleEntry {
         ShuffleEntry {
             num_maps,
             num_partitions,
-            commit_lock: tokio::sync::Mutex::new(()),
+            layout: tokio::sync::RwLock::new(()),
+            map_stripes: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
             progress: Mutex::new(Progress {
                 map_attempts: vec![AttemptId::NONE; num_maps as usize],
                 map_stats: vec![Vec::new(); num_maps as usize],
@@ -163,6 +181,25 @@ impl ShuffleEntry {
                 replica,
             }),
         }
+    }
+
+    /// Waits until map `map_id` may commit: no relocation or resync of this shuffle runs
+    /// and no other commit of the same map does.
+    pub async fn commit_guard(&self, map_id: u32) -> CommitGuard<'_> {
+        let layout = self.layout.read().await;
+        let map = self.map_stripes[map_id as usize % COMMIT_STRIPES]
+            .lock()
+            .await;
+        CommitGuard {
+            _layout: layout,
+            _map: map,
+        }
+    }
+
+    /// Waits until no commit of this shuffle runs, and keeps new ones waiting while the
+    /// guard lives: for changing where copies live or resending commits to a worker.
+    pub async fn layout_guard(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        self.layout.write().await
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
@@ -219,5 +256,62 @@ impl ShuffleEntry {
         }
         p.map_stats[map as usize] = kept;
         previous.some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    /// Whether `f` completes on its first poll (whether the lock it takes is free now).
+    fn ready_now<F: Future>(f: F) -> bool {
+        let mut f = pin!(f);
+        matches!(
+            f.as_mut().poll(&mut Context::from_waker(Waker::noop())),
+            Poll::Ready(_)
+        )
+    }
+
+    fn entry() -> ShuffleEntry {
+        ShuffleEntry::new(100, 2, vec![0, 0], vec![NO_WORKER, NO_WORKER])
+    }
+
+    #[test]
+    fn commits_of_different_maps_run_side_by_side_and_of_one_map_one_at_a_time() {
+        let e = entry();
+        let held = std::pin::pin!(e.commit_guard(3));
+        let Poll::Ready(_guard) = held.poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!("the first commit waits for nothing")
+        };
+        assert!(
+            ready_now(e.commit_guard(4)),
+            "another map's commit goes ahead"
+        );
+        assert!(
+            !ready_now(e.commit_guard(3)),
+            "a second commit of map 3 waits"
+        );
+        assert!(
+            !ready_now(e.layout_guard()),
+            "a relocation waits for running commits"
+        );
+    }
+
+    #[test]
+    fn a_relocation_keeps_every_commit_waiting() {
+        let e = entry();
+        let held = std::pin::pin!(e.layout_guard());
+        let Poll::Ready(_guard) = held.poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!("nothing holds the layout")
+        };
+        for map in [0, 1, 99] {
+            assert!(
+                !ready_now(e.commit_guard(map)),
+                "map {map} committed during a relocation"
+            );
+        }
     }
 }
