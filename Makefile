@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test demo demo-native bench bench-spark bench-cluster bench-native bench-durability clean
+.PHONY: all setup build test demo demo-native bench bench-spark bench-sql bench-cluster bench-native bench-durability clean
 
 all: build
 
@@ -33,15 +33,22 @@ demo: build
 demo-native: build
 	@scripts/demo.sh
 
-## bench: the benchmark suite (docs/benchmarks.md): every Spark workload on one host, then a
-## smaller set on a 3-host emulated cluster (root); tables, JSON and plots in bench-results/
+## bench: the benchmark suite (docs/benchmarks.md): every Spark workload on one host, TPC-H's
+## 22 queries at scale 1, then a smaller set on a 3-host emulated cluster (root); tables,
+## JSON and plots in bench-results/
 bench: build
 	@rc=0; .venv/bin/python bench/spark_bench.py $(BENCH_ARGS) || rc=1; \
+	.venv/bin/python bench/tpch.py $(SQL_BENCH_ARGS) || rc=1; \
 	.venv/bin/python bench/cluster.py $(BENCH_ARGS) || rc=1; exit $$rc
 
 ## bench-spark: the single-host part of `make bench` (BENCH_ARGS="--runs 5 --workloads a,b ...")
 bench-spark: build
 	.venv/bin/python bench/spark_bench.py $(BENCH_ARGS)
+
+## bench-sql: TPC-H's 22 queries, vanilla against Crossdock with routing on and forced
+## (SQL_BENCH_ARGS="--scale-factor 10 --runs 3 --queries 1-22")
+bench-sql: build
+	.venv/bin/python bench/tpch.py $(SQL_BENCH_ARGS)
 
 ## bench-cluster: the emulated-cluster part of `make bench` (root: network namespaces and tc)
 bench-cluster: build

@@ -30,7 +30,6 @@ import json
 import os
 import pathlib
 import platform
-import queue
 import re
 import shlex
 import shutil
@@ -39,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -50,6 +48,7 @@ ROOT = pathlib.Path(os.environ.get("CROSSDOCK_BENCH_ROOT") or HERE.parent)
 sys.path.insert(0, str(ROOT / "tests" / "spark"))
 sys.path.insert(0, str(HERE))
 from harness import BINARY, CLIENT_JAR, base_conf, spark_session  # noqa: E402
+from services import CrossdockService, Proc  # noqa: E402,F401  (cluster.py uses both through this module)
 
 # ---- workloads: each returns a small digest so every mode's result can be checked for equality ----
 # Sizes are each workload's default (scale 1.0), multiplied by --scale.
@@ -175,6 +174,17 @@ def w_memory_starved(spark, scale):
     return out.agg(F.count("*"), F.sum("n"), F.sum(F.crc32("m"))).collect()[0]
 
 
+def w_one_mb_shuffle(spark, scale):
+    """About 1 MB shuffled from 2 maps into 24 partitions: the fixed cost of one shuffle
+    (its map stage, registration to the last commit; its reduce stage, the first fetches),
+    read from the per-stage wall times. Auto-routing sends it through Spark's own shuffle;
+    mode crossdock-forced shows what Crossdock's path costs."""
+    from pyspark.sql import functions as F
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    df = spark.range(0, _rows(scale, 64_000), numPartitions=2).withColumn("v", F.col("id") * 3)
+    return df.repartition(24).agg(F.count("*"), F.sum("v")).collect()[0]
+
+
 WORKLOADS = {
     "df-repartition": w_df_repartition,
     "df-groupby": w_df_groupby,
@@ -186,6 +196,7 @@ WORKLOADS = {
     "terasort": w_terasort,
     "many-small-blocks": w_many_small_blocks,
     "memory-starved": w_memory_starved,
+    "one-mb-shuffle": w_one_mb_shuffle,
 }
 
 # Per-workload Spark settings (the same in every mode).
@@ -195,9 +206,10 @@ WORKLOAD_CONF = {
 
 # ---- modes: vanilla, crossdock, and peers ----
 
-BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static")
+BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced")
 # Crossdock modes other than "crossdock" itself: Crossdock with these properties on top.
-CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"}}
+CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"},
+                      "crossdock-forced": {"spark.crossdock.route": "crossdock"}}
 
 
 def is_crossdock(mode) -> bool:
@@ -275,17 +287,22 @@ class Build:
     file and the test harness), taken when the suite starts, so that a rebuild or an edit
     during a long run cannot mix two versions into one result."""
 
-    def __init__(self, workdir: pathlib.Path, binary: pathlib.Path = BINARY, jar: pathlib.Path = CLIENT_JAR):
+    def __init__(self, workdir: pathlib.Path, binary: pathlib.Path = BINARY, jar: pathlib.Path = CLIENT_JAR,
+                 script: pathlib.Path | None = None):
         for p in (binary, jar):
             if not p.is_file():
                 raise RuntimeError(f"{p} is missing: run `make build` first")
         workdir.mkdir(parents=True, exist_ok=True)
         self.binary = workdir / "crossdock"
         self.jar = workdir / "crossdock-spark.jar"
-        self.script = workdir / "spark_bench.py"
+        # The applications run `script` (this file unless another suite's driver, which imports this one).
+        script = script or pathlib.Path(__file__).resolve()
+        self.script = workdir / script.name
         shutil.copy2(binary, self.binary)
         shutil.copy2(jar, self.jar)
-        shutil.copy2(pathlib.Path(__file__).resolve(), self.script)
+        shutil.copy2(pathlib.Path(__file__).resolve(), workdir / "spark_bench.py")
+        shutil.copy2(script, self.script)
+        shutil.copy2(HERE / "services.py", workdir / "services.py")
         shutil.copy2(ROOT / "tests" / "spark" / "harness.py", workdir / "harness.py")
         self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar, self.script)}
 
@@ -294,93 +311,6 @@ class Build:
         out = subprocess.run([str(self.binary), "spark-conf", "--coordinator", coordinator, "--jar", str(self.jar)],
                              check=True, capture_output=True, text=True).stdout
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
-# ---- child processes (services) ----
-
-class Proc:
-    """A service started as a child process in its own process group (optionally inside a
-    network namespace); waits for a line matching `ready` on stdout or stderr."""
-
-    def __init__(self, name: str, cmd: list[str], ready: str, env: dict | None = None, netns: str | None = None,
-                 log: pathlib.Path | None = None, timeout: float = 60):
-        self.name = name
-        if netns:
-            cmd = ["ip", "netns", "exec", netns] + cmd
-        self.log = open(log, "w") if log else None
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
-        lines: queue.Queue = queue.Queue()
-
-        def pump():
-            for line in self.proc.stdout:
-                if self.log:
-                    self.log.write(line)
-                    self.log.flush()
-                lines.put(line)
-            lines.put(None)
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        self.match = None
-        tail: list[str] = []
-        while self.match is None:
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                line = ""
-            if line is None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{name} did not become ready ({ready!r}) within {timeout:.0f} s; last output:\n" + "".join(tail[-20:]))
-            tail.append(line)
-            self.match = re.search(ready, line)
-        self.pid = self.proc.pid
-
-    def peak_rss(self) -> int:
-        try:
-            with open(f"/proc/{self.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def stop(self, timeout: float = 15) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
-        else:
-            # The leader is gone; children in its group (e.g. executors) may not be.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self.log:
-            self.log.close()
-            self.log = None
-
-
-class CrossdockService:
-    """Crossdock for one run: processes, the coordinator's address, and their peak RSS."""
-
-    def __init__(self, address: str, workers: list[Proc], others: list[Proc] = ()):
-        self.address = address
-        self.workers = workers
-        self.procs = list(others) + list(workers)
-
-    def peak_rss(self) -> int:
-        """Sum over the worker processes of each one's peak resident set."""
-        return sum(p.peak_rss() for p in self.workers)
-
-    def stop(self) -> None:
-        for p in reversed(self.procs):
-            p.stop()
 
 
 # ---- where the applications run ----
@@ -407,10 +337,11 @@ class LocalBackend:
     def start_crossdock(self, build: Build, run_dir: pathlib.Path) -> CrossdockService:
         p = Proc("crossdock standalone",
                  [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2", "--memory", "1GiB",
-                  "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "off",
+                  "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "127.0.0.1:0",
                   "--replication", str(self.replication)],
-                 r"crossdock standalone listening on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
-        return CrossdockService(p.match.group(1), [p])
+                 r"metrics on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
+        address = next(m.group(1) for m in (re.search(r"crossdock standalone listening on (\S+)", ln) for ln in p.output) if m)
+        return CrossdockService(address, [p], metrics_url=p.match.group(1))
 
     def child_prefix(self) -> list[str]:
         return []
@@ -513,7 +444,7 @@ def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build:
 
 
 def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_dir: pathlib.Path,
-            app_timeout: float = 1200) -> dict:
+            app_timeout: float = 1200, child_args: list[str] | None = None) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     service = None
     env = backend.peer_env()
@@ -524,8 +455,8 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
             service = backend.start_crossdock(build, run_dir)
         conf_path = run_dir / "conf.json"
         conf_path.write_text(json.dumps(app_conf(backend, workload, mode, service.address if service else None, build)))
-        cmd = backend.child_prefix() + [sys.executable, str(build.script), "--child", workload,
-                                        "--scale", str(scale), "--conf-file", str(conf_path)]
+        cmd = backend.child_prefix() + [sys.executable, str(build.script), "--conf-file", str(conf_path)] + (
+            child_args if child_args is not None else ["--child", workload, "--scale", str(scale)])
         c0 = backend.counters()
         busy0, t0 = _cpu_jiffies(), time.monotonic()
         # Its own process group, so that the driver JVM and (local-cluster) its executors
@@ -558,6 +489,7 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
         r["machine_cpu_s"] = (busy1 - busy0) / os.sysconf("SC_CLK_TCK")
         r["app_s"] = t1 - t0
         r["worker_peak_rss"] = service.peak_rss() if service else 0
+        r.update(service.commit_latency() if service else {})
         for k in c1:
             r[k] = c1[k] - c0.get(k, 0)
         return r
@@ -575,7 +507,8 @@ METRICS = [("wall_s", "action wall s"), ("machine_cpu_s", "machine CPU s"), ("ex
            ("shuffle_write_bytes", "shuffle bytes"), ("spill_disk_bytes", "spilled to disk"),
            ("net_bytes", "bytes on links"), ("peak_executor_heap", "peak exec heap"),
            ("fetch_peak_bytes", "peak fetch buf"),
-           ("worker_peak_rss", "service RSS")]
+           ("worker_peak_rss", "service RSS"), ("commits", "map commits"), ("commit_p50_ms", "commit p50 ms"),
+           ("commit_p99_ms", "commit p99 ms")]
 
 
 def _paired_wall_ratios(by_mode: dict, mode: str) -> list[float]:
@@ -777,7 +710,8 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                     help="multiplies single workloads' sizes further, e.g. many-small-blocks=2 (2000 x 2000 blocks)")
     ap.add_argument("--modes", default="vanilla,crossdock",
                     help="built-in modes: vanilla, crossdock, crossdock-static (its reader planned as Spark's own: "
-                         "fixed 48 MiB in flight, requests in random order to the primary) [vanilla,crossdock]")
+                         "fixed 48 MiB in flight, requests in random order to the primary), crossdock-forced (every shuffle "
+                         "through Crossdock, none routed to Spark's own) [vanilla,crossdock]")
     ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "

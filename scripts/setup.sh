@@ -49,6 +49,11 @@ have=$(.venv/bin/python -c 'import importlib.metadata as m; print("pyspark==" + 
 if [[ "$have" != "$want" ]] || ! .venv/bin/python -c 'import pytest, matplotlib' 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "$want" "pytest>=8,<10" "matplotlib>=3.8,<4"
 fi
+# tpchgen-cli (TPC-H's data generator, a Rust port of dbgen) for the SQL benchmark, bench/tpch.py.
+TPCHGEN_VERSION=4.0.0
+if [[ ! -x .venv/bin/tpchgen-cli ]] || ! .venv/bin/tpchgen-cli --version 2>/dev/null | grep -q "$TPCHGEN_VERSION"; then
+  .venv/bin/pip install -q --disable-pip-version-check "tpchgen-cli==$TPCHGEN_VERSION"
+fi
 
 # An S3-compatible server for the object-store tests: s3s-fs (the s3s project's S3
 # server over a directory), built from crates.io into .tools/. The version is pinned to
