@@ -121,23 +121,29 @@ def child(conf_path: str, data: str, scale_factor: float, numbers: list[int]) ->
             spark.read.parquet(str(path if path.is_dir() else path.with_suffix(".parquet"))).createOrReplaceTempView(t)
         # Warm the executors' JVMs and the Parquet reader alike in every mode.
         spark.sql("select count(*), max(l_shipdate) from lineitem").collect()
+        manager = spark.sparkContext._jsc.sc().env().shuffleManager()
+        crossdock = manager.getClass().getSimpleName() == "CrossdockShuffleManager"
+
+        def routes() -> dict[str, int]:
+            if not crossdock:
+                return {}
+            return {"through_crossdock": manager.shufflesThroughCrossdock(), "through_spark": manager.shufflesThroughSpark()}
         results = {}
         for n in numbers:
             before = {s["stageId"] for s in sb._rest(spark, "stages")}
+            routed_before = routes()
             t0 = time.monotonic()
             rows = spark.sql(texts[n]).collect()
             wall = time.monotonic() - t0
+            routed = {k: v - routed_before[k] for k, v in routes().items()}
             stages = [s for s in sb._rest(spark, "stages?status=complete") if s["stageId"] not in before]
             digest = hashlib.sha256("\n".join("|".join(_cell(v) for v in r) for r in rows).encode()).hexdigest()[:16]
             results[n] = {"wall_s": wall, "rows": len(rows), "digest": digest, "stages": len(stages),
                           "shuffle_write_bytes": sum(s.get("shuffleWriteBytes", 0) for s in stages),
                           "shuffle_write_s": sum(s.get("shuffleWriteTime", 0) for s in stages) / 1e9,
-                          "fetch_wait_s": sum(s.get("shuffleFetchWaitTime", 0) for s in stages) / 1e3}
-        manager = spark.sparkContext._jsc.sc().env().shuffleManager()
-        routes = {}
-        if manager.getClass().getSimpleName() == "CrossdockShuffleManager":
-            routes = {"through_crossdock": manager.shufflesThroughCrossdock(), "through_spark": manager.shufflesThroughSpark()}
-        print("RESULT " + json.dumps({"queries": results, "routes": routes,
+                          "fetch_wait_s": sum(s.get("shuffleFetchWaitTime", 0) for s in stages) / 1e3,
+                          "routes": routed}
+        print("RESULT " + json.dumps({"queries": results, "routes": routes(),
                                       "wall_s": sum(r["wall_s"] for r in results.values()),
                                       "shuffle_write_bytes": sum(r["shuffle_write_bytes"] for r in results.values())}),
               flush=True)
@@ -173,12 +179,19 @@ def report(runs: dict, modes: list[str], numbers: list[int], scale_factor: float
                     "shuffle_mb": statistics.median(r["queries"][str(n)]["shuffle_write_bytes"] for r in runs[m]) / 1e6 if walls else None}
             if m != "vanilla":
                 q[m]["ratio"] = _median_ratio(runs, m, lambda r, n=n: r["queries"][str(n)]["wall_s"])
+            routed = [r["queries"][str(n)].get("routes") for r in runs[m]]
+            if routed and all(routed):
+                q[m]["routes"] = {k: statistics.median(x[k] for x in routed) for k in routed[0]}
         summary["queries"][n] = q
     for m in modes:
         walls = [r["wall_s"] for r in runs[m]]
-        t = {"wall_s": statistics.median(walls) if walls else None}
+        t = {"wall_s": statistics.median(walls) if walls else None,
+             "machine_cpu_s": statistics.median(r["machine_cpu_s"] for r in runs[m]) if walls else None,
+             "commit_p50_ms": statistics.median(r.get("commit_p50_ms", 0) for r in runs[m]) if walls else None,
+             "commit_p99_ms": statistics.median(r.get("commit_p99_ms", 0) for r in runs[m]) if walls else None}
         if m != "vanilla":
             t["ratio"] = _median_ratio(runs, m, lambda r: r["wall_s"])
+            t["machine_cpu_ratio"] = _median_ratio(runs, m, lambda r: r["machine_cpu_s"])
             ratios = [summary["queries"][n][m]["ratio"] for n in numbers if summary["queries"][n][m].get("ratio")]
             t["median_query_ratio"] = statistics.median(ratios) if ratios else None
             t["queries_above_1_1"] = sum(1 for x in ratios if x > 1.1)
@@ -212,7 +225,14 @@ def print_table(summary: dict, modes: list[str]) -> None:
     for m in others:
         if t[m].get("median_query_ratio"):
             print(f"{m}: total {t[m]['ratio']:.3f}x vanilla, median query {t[m]['median_query_ratio']:.3f}x, "
-                  f"worst {t[m]['worst_query_ratio']:.2f}x, {t[m]['queries_above_1_1']} queries above 1.1x")
+                  f"worst {t[m]['worst_query_ratio']:.2f}x, {t[m]['queries_above_1_1']} queries above 1.1x; "
+                  f"machine CPU {t[m]['machine_cpu_ratio']:.3f}x; commit p50 {t[m]['commit_p50_ms']:.2f} ms, "
+                  f"p99 {t[m]['commit_p99_ms']:.2f} ms")
+    for m in others:
+        through = [f"Q{n} {q[m]['routes']['through_crossdock']:g}/{sum(q[m]['routes'].values()):g}"
+                   for n, q in summary["queries"].items() if q[m].get("routes", {}).get("through_crossdock")]
+        if through and any(q[m].get("routes", {}).get("through_spark") for q in summary["queries"].values()):
+            print(f"{m}: shuffles through Crossdock / all, per query: " + ", ".join(through))
     for m, r in summary["routes"].items():
         print(f"{m}: {r.get('through_crossdock', 0):.0f} shuffles through Crossdock, {r.get('through_spark', 0):.0f} routed to Spark's own (median per run)")
 
