@@ -38,7 +38,6 @@ import fcntl
 import json
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -359,20 +358,14 @@ def main() -> int:
         return 0
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-bench-cluster-"))
     try:
-        with EmulatedCluster(workdir, hosts=args.hosts, rate=args.rate, delay=args.delay,
-                             crossdock_memory=args.crossdock_memory, replication=args.replication,
-                             slow_worker=args.slow_worker, slow_rate=args.slow_rate) as cluster:
+        with sb.work_dir("crossdock-bench-cluster-", args.keep_logs) as workdir, EmulatedCluster(
+                workdir, hosts=args.hosts, rate=args.rate, delay=args.delay, crossdock_memory=args.crossdock_memory,
+                replication=args.replication, slow_worker=args.slow_worker, slow_rate=args.slow_rate) as cluster:
             return sb.run_suite(args, cluster, workdir, prefix="cluster")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    finally:
-        if args.keep_logs:
-            print(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -181,8 +181,9 @@ def w_one_mb_shuffle(spark, scale):
     mode crossdock-forced shows what Crossdock's path costs."""
     from pyspark.sql import functions as F
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    df = spark.range(0, _rows(scale, 64_000), numPartitions=2).withColumn("v", F.col("id") * 3)
-    return df.repartition(24).agg(F.count("*"), F.sum("v")).collect()[0]
+    df = spark.range(0, _rows(scale, 64_000), numPartitions=2).withColumn("v", F.xxhash64("id")).withColumn(
+        "w", F.xxhash64("v"))  # 16 incompressible bytes a row
+    return df.repartition(24).agg(F.count("*"), F.sum(F.col("v") % 1000), F.sum(F.col("w") % 1000)).collect()[0]
 
 
 WORKLOADS = {
@@ -701,6 +702,20 @@ def _plots(path: pathlib.Path) -> None:
         print(f"no plots: {e}", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def work_dir(prefix: str, keep: bool):
+    """A fresh directory for a suite's builds, runs and logs: deleted at the end, or kept
+    (and its path printed) with --keep-logs."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"logs kept in {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_scale: float) -> None:
     ap.add_argument("--workloads", default=default_workloads, help="comma-separated, from: " + ", ".join(WORKLOADS)
                     + f" [{default_workloads}]")
@@ -734,14 +749,8 @@ def main() -> int:
     if args.plot_only:
         _plots(pathlib.Path(args.plot_only))
         return 0
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-bench-"))
-    try:
+    with work_dir("crossdock-bench-", args.keep_logs) as workdir:
         return run_suite(args, LocalBackend(workdir, replication=args.replication), workdir)
-    finally:
-        if args.keep_logs:
-            print(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -312,14 +311,8 @@ def main() -> int:
     if args.child:
         child(args.conf_file, args.data, args.scale_factor, parse_queries(args.queries))
         return 0
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="crossdock-tpch-"))
-    try:
+    with sb.work_dir("crossdock-tpch-", args.keep_logs) as workdir:
         return run_suite(args, workdir)
-    finally:
-        if args.keep_logs:
-            print(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
