@@ -147,9 +147,9 @@ const LATENCY_BOUNDS_US: [u64; 18] = [
     u64::MAX,
 ];
 
-/// A latency distribution with fixed buckets, rendered as a Prometheus histogram (so a
-/// dashboard takes quantiles with `histogram_quantile`) and read back in-process with
-/// [`LatencyHistogram::quantile`]. Recording is two relaxed atomic adds.
+/// A latency distribution with fixed buckets, rendered as a Prometheus histogram (a
+/// dashboard, or the benchmarks' `bench/services.py`, takes quantiles from the buckets).
+/// Recording is two relaxed atomic adds.
 #[derive(Default)]
 pub struct LatencyHistogram {
     buckets: [AtomicU64; LATENCY_BOUNDS_US.len()],
@@ -163,38 +163,6 @@ impl LatencyHistogram {
         let i = LATENCY_BOUNDS_US.partition_point(|&b| b < us);
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
-    }
-
-    /// The `q` quantile (0..=1) in seconds, interpolated linearly inside its bucket as
-    /// Prometheus does; `None` before the first observation. Observations past the last
-    /// finite bound count as that bound.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
-        let counts: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let rank = q.clamp(0.0, 1.0) * total as f64;
-        let mut below = 0u64;
-        for (i, &c) in counts.iter().enumerate() {
-            if c > 0 && (below + c) as f64 >= rank {
-                let lo = if i == 0 { 0 } else { LATENCY_BOUNDS_US[i - 1] };
-                let hi = LATENCY_BOUNDS_US[i].min(LATENCY_BOUNDS_US[LATENCY_BOUNDS_US.len() - 2]);
-                let within = ((rank - below as f64) / c as f64).clamp(0.0, 1.0);
-                return Some((lo as f64 + within * hi.saturating_sub(lo) as f64) / 1e6);
-            }
-            below += c;
-        }
-        Some(LATENCY_BOUNDS_US[LATENCY_BOUNDS_US.len() - 2] as f64 / 1e6)
     }
 
     /// Writes the histogram's `_bucket`, `_sum` and `_count` samples (seconds), after
@@ -223,20 +191,25 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn quantiles_fall_in_the_bucket_of_the_observations() {
+    fn observations_fall_in_their_buckets() {
         let h = LatencyHistogram::default();
-        assert_eq!(h.quantile(0.5), None);
         for _ in 0..98 {
             h.observe(Duration::from_micros(300)); // the (200, 500] µs bucket
         }
         h.observe(Duration::from_millis(30)); // (20, 50] ms
         h.observe(Duration::from_secs(60)); // past the last finite bound
-        assert_eq!(h.count(), 100);
-        let p50 = h.quantile(0.5).unwrap();
-        assert!((200e-6..=500e-6).contains(&p50), "p50 {p50}");
-        let p99 = h.quantile(0.99).unwrap();
-        assert!((20e-3..=50e-3).contains(&p99), "p99 {p99}");
-        assert_eq!(h.quantile(1.0), Some(10.0));
+        let mut out = String::new();
+        h.render(&mut out, "x_seconds", "Test.");
+        assert!(out.contains("x_seconds_bucket{le=\"0.0002\"} 0\n"), "{out}");
+        assert!(
+            out.contains("x_seconds_bucket{le=\"0.0005\"} 98\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_seconds_bucket{le=\"0.02\"} 98\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"0.05\"} 99\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"10\"} 99\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"+Inf\"} 100\n"), "{out}");
+        assert!(out.contains("x_seconds_count 100\n"), "{out}");
     }
 
     #[test]
