@@ -302,7 +302,8 @@ class Build:
         shutil.copy2(binary, self.binary)
         shutil.copy2(jar, self.jar)
         shutil.copy2(pathlib.Path(__file__).resolve(), workdir / "spark_bench.py")
-        shutil.copy2(script, self.script)
+        if self.script.name != "spark_bench.py":
+            shutil.copy2(script, self.script)
         shutil.copy2(HERE / "services.py", workdir / "services.py")
         shutil.copy2(ROOT / "tests" / "spark" / "harness.py", workdir / "harness.py")
         self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar, self.script)}
