@@ -185,6 +185,9 @@ async fn read_responses(
     closed: Arc<AtomicBool>,
 ) {
     let mut r = BufReader::with_capacity(64 << 10, read);
+    // An error the server sent about the connection itself (request id 0: a limit was
+    // reached, a frame could not be parsed) before closing it: the reason to report.
+    let mut last_word: Option<String> = None;
     let outcome: std::io::Result<()> = async {
         while let Some(h) = read_header(&mut r).await? {
             if h.body_len > MAX_CONTROL_FRAME {
@@ -207,7 +210,14 @@ async fn read_responses(
                 Some(tx) => {
                     let _ = tx.send(msg);
                 }
-                None => tracing::warn!(%addr, request_id = h.request_id, "response to no outstanding request"),
+                None => match msg {
+                    Ok(Message::Error { code, message }) if h.request_id == 0 => {
+                        let code = crossdock_proto::ErrorCode::from_u16(code)
+                            .map_or(code.to_string(), |c| c.to_string());
+                        last_word = Some(format!("{code}: {message}"));
+                    }
+                    _ => tracing::warn!(%addr, request_id = h.request_id, "response to no outstanding request"),
+                },
             }
         }
         Ok(())
@@ -219,9 +229,10 @@ async fn read_responses(
         .expect("pending lock")
         .take()
         .unwrap_or_default();
-    let reason = match outcome {
-        Ok(()) => "connection closed by the server".to_string(),
-        Err(e) => e.to_string(),
+    let reason = match (outcome, last_word) {
+        (_, Some(word)) => format!("connection closed by the server: {word}"),
+        (Ok(()), None) => "connection closed by the server".to_string(),
+        (Err(e), None) => e.to_string(),
     };
     for (_, tx) in waiting {
         let _ = tx.send(Err(ClientError::Io {

@@ -33,6 +33,16 @@ pub struct FileConfig {
     pub durability: Option<String>,
     pub object_store: Option<String>,
     pub disk_quota: Option<String>,
+    pub max_connections: Option<usize>,
+    pub max_connections_per_peer: Option<usize>,
+    pub idle_timeout: Option<String>,
+    pub read_timeout: Option<String>,
+    pub frame_memory: Option<String>,
+    pub max_apps: Option<usize>,
+    pub max_shuffles_per_app: Option<usize>,
+    pub max_partitions: Option<u32>,
+    pub max_maps: Option<u32>,
+    pub max_lease: Option<String>,
 }
 
 impl FileConfig {

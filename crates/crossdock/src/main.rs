@@ -3,6 +3,7 @@
 mod alloc;
 mod bench;
 mod config;
+mod limits;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crossdock_server::standalone::{Standalone, StandaloneConfig};
 use crossdock_server::worker::{Worker, WorkerConfig};
 
 use config::{human_bytes, parse_duration, parse_size, FileConfig};
+use limits::{LimitArgs, QuotaArgs};
 
 const DEFAULT_COORDINATOR_LISTEN: &str = "127.0.0.1:7337";
 const DEFAULT_WORKER_LISTEN: &str = "127.0.0.1:7338";
@@ -79,6 +81,8 @@ struct Common {
     /// Where to serve Prometheus metrics at /metrics; port 0 picks a free port, `off` disables.
     #[arg(long, env = "CROSSDOCK_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Args)]
@@ -119,6 +123,8 @@ struct StandaloneArgs {
     #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
     disk_quota: Option<String>,
     #[command(flatten)]
+    quotas: QuotaArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -147,6 +153,8 @@ struct CoordinatorArgs {
     /// survives the loss of every worker that held it) [default: memory].
     #[arg(long, env = "CROSSDOCK_DURABILITY")]
     durability: Option<String>,
+    #[command(flatten)]
+    quotas: QuotaArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -269,6 +277,8 @@ fn check_replication(n: u32) -> Result<u32> {
 
 async fn standalone(a: StandaloneArgs) -> Result<()> {
     let file = FileConfig::load(a.common.config.as_deref())?;
+    let limits = a.common.limits.resolve(&file)?;
+    let quotas = a.quotas.resolve(&file)?;
     let cfg = StandaloneConfig {
         listen: pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         workers: pick(a.workers, file.workers, || 2),
@@ -281,6 +291,8 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         durability: parse_durability(&pick(a.durability, file.durability, || "memory".into()))?,
         object_store: a.object_store.or(file.object_store),
         disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
+        limits,
+        quotas,
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
@@ -326,6 +338,8 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
 
 async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     let file = FileConfig::load(a.common.config.as_deref())?;
+    let limits = a.common.limits.resolve(&file)?;
+    let quotas = a.quotas.resolve(&file)?;
     let mut cfg = CoordinatorConfig::new(
         pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         pick(a.data_dir, file.data_dir, || {
@@ -338,6 +352,8 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.replication = check_replication(pick(a.replication, file.replication, || 1))?;
     cfg.fsync = pick(a.fsync, file.fsync, || true);
     cfg.durability = parse_durability(&pick(a.durability, file.durability, || "memory".into()))?;
+    cfg.limits = limits;
+    cfg.quotas = quotas;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await
@@ -355,6 +371,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
 
 async fn worker(a: WorkerArgs) -> Result<()> {
     let file = FileConfig::load(a.common.config.as_deref())?;
+    let limits = a.common.limits.resolve(&file)?;
     let coordinator = a
         .coordinator
         .or(file.coordinator)
@@ -382,6 +399,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         extra_data_dirs: dirs[1..].to_vec(),
         object_store: a.object_store.or(file.object_store),
         disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
+        limits,
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");

@@ -53,11 +53,15 @@ pub enum ErrorCode {
     Internal = 52,
     /// The server is shutting down.
     ShuttingDown = 53,
+    /// A limit or quota was reached (connections, frames being received, apps,
+    /// shuffles per app, partitions per shuffle, lease length). The message names the
+    /// limit and the setting that raises it.
+    LimitExceeded = 54,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::MalformedFrame,
         ErrorCode::TruncatedFrame,
         ErrorCode::FrameTooLarge,
@@ -81,6 +85,7 @@ impl ErrorCode {
         ErrorCode::Io,
         ErrorCode::Internal,
         ErrorCode::ShuttingDown,
+        ErrorCode::LimitExceeded,
     ];
 
     /// The code's wire value.
@@ -119,6 +124,7 @@ impl ErrorCode {
             ErrorCode::Io => "io",
             ErrorCode::Internal => "internal",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::LimitExceeded => "limit_exceeded",
         }
     }
 }

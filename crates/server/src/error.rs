@@ -37,6 +37,14 @@ impl ServerError {
         }
     }
 
+    /// A limit or quota was reached; `message` names it and the setting that raises it.
+    pub fn limit(message: String) -> ServerError {
+        ServerError {
+            code: ErrorCode::LimitExceeded,
+            message,
+        }
+    }
+
     fn from_coded(code: ErrorCode, e: &dyn std::fmt::Display) -> ServerError {
         ServerError {
             code,

@@ -59,6 +59,34 @@ pub fn describe(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// Writes a server's connection metrics, `crossdock_<role>_connections_*`, from its
+/// gate's (open, refused, timed out) counts.
+pub fn render_connections(
+    out: &mut String,
+    role: &str,
+    (open, refused, timed_out): (u64, u64, u64),
+) {
+    let name = format!("crossdock_{role}_connections_open");
+    describe(out, &name, "gauge", "Connections open now.");
+    sample(out, &name, "", open);
+    let name = format!("crossdock_{role}_connections_refused_total");
+    describe(
+        out,
+        &name,
+        "counter",
+        "Connections refused at a connection limit.",
+    );
+    sample(out, &name, "", refused);
+    let name = format!("crossdock_{role}_connections_timed_out_total");
+    describe(
+        out,
+        &name,
+        "counter",
+        "Connections closed because the peer was idle or stalled inside a frame.",
+    );
+    sample(out, &name, "", timed_out);
+}
+
 /// Something that can write its metrics.
 pub trait Render: Send + Sync {
     /// Appends the metrics in Prometheus text format.

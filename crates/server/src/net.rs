@@ -1,12 +1,19 @@
 //! Serving connections: the accept loop every server runs, and its shutdown signal.
 
+use std::sync::Arc;
+
+use crate::limits::Gate;
+
 /// Signals shutdown to the accept loops and background tasks of a server.
 pub type ShutdownSignal = tokio::sync::watch::Receiver<bool>;
 
 /// Accepts connections until `shutdown` fires, serving each on its own task until then.
+/// A connection beyond `gate`'s limits is told why (an `Error` frame with request id 0,
+/// code `limit_exceeded`) and closed at once.
 pub async fn accept_loop<F, Fut>(
     what: &'static str,
     listener: tokio::net::TcpListener,
+    gate: Arc<Gate>,
     mut shutdown: ShutdownSignal,
     serve: F,
 ) where
@@ -17,16 +24,32 @@ pub async fn accept_loop<F, Fut>(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let ticket = match gate.admit(peer.ip()) {
+                        Ok(t) => t,
+                        Err(err) => {
+                            tracing::debug!(%peer, "{what}: {}", err.message);
+                            // Best effort and never blocking: the frame fits an empty
+                            // socket buffer, and a peer that cannot take it learns
+                            // from the close.
+                            let _ = stream.try_write(&err.to_message().encode_frame(0));
+                            continue;
+                        }
+                    };
                     let fut = serve(stream);
                     let mut stop = shutdown.clone();
+                    let gate = gate.clone();
                     // Connections end with the server, as they would with its process.
                     tokio::spawn(async move {
                         tokio::select! {
                             res = fut => if let Err(e) = res {
+                                if e.kind() == std::io::ErrorKind::TimedOut {
+                                    gate.count_timeout();
+                                }
                                 tracing::debug!(%peer, error = %e, "{what} connection ended with an error");
                             },
                             _ = stop.changed() => {}
                         }
+                        drop(ticket);
                     });
                 }
                 Err(e) => {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::coordinator::config::Quotas;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
+use crate::limits::ConnLimits;
 use crate::net::ShutdownSignal;
 use crate::worker::{Worker, WorkerConfig};
 
@@ -29,6 +31,10 @@ pub struct StandaloneConfig {
     pub object_store: Option<String>,
     /// Each worker's disk quota (see [`WorkerConfig::disk_quota`]).
     pub disk_quota: Option<u64>,
+    /// Connection limits of the coordinator and of each worker (each counts its own).
+    pub limits: ConnLimits,
+    /// What clients may register.
+    pub quotas: Quotas,
 }
 
 /// A running standalone cluster.
@@ -60,6 +66,8 @@ impl Standalone {
         ccfg.worker_timeout = cfg.worker_timeout;
         ccfg.replication = cfg.replication;
         ccfg.durability = cfg.durability;
+        ccfg.limits = cfg.limits.clone();
+        ccfg.quotas = cfg.quotas.clone();
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;
         let host = worker_host(coordinator.addr);
         let mut workers = Vec::new();
@@ -73,6 +81,7 @@ impl Standalone {
                 extra_data_dirs: Vec::new(),
                 object_store: cfg.object_store.clone(),
                 disk_quota: cfg.disk_quota,
+                limits: cfg.limits.clone(),
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

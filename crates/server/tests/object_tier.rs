@@ -207,6 +207,7 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         extra_data_dirs: Vec::new(),
         object_store: Some(url.into()),
         disk_quota: None,
+        limits: Default::default(),
     };
     let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
         .await

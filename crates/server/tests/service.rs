@@ -433,6 +433,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             extra_data_dirs: Vec::new(),
             object_store: None,
             disk_quota: None,
+            limits: Default::default(),
         },
         worker_shutdown,
     )

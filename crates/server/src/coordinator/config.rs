@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use crossdock_proto::Durability;
 
+use crate::limits::ConnLimits;
+
 /// How a coordinator runs.
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
@@ -25,6 +27,72 @@ pub struct CoordinatorConfig {
     /// written and synced to their disks (`Disk`), or stored in their object store
     /// (`ObjectStore`).
     pub durability: Durability,
+    /// What clients and workers may hold on the coordinator: connections, time, frame
+    /// memory.
+    pub limits: ConnLimits,
+    /// How much one client may register.
+    pub quotas: Quotas,
+}
+
+/// How much clients may register: every registration beyond a quota is refused with
+/// `limit_exceeded`, naming the quota. See `docs/security.md` for the defaults' reasons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quotas {
+    /// Apps registered at once.
+    pub max_apps: usize,
+    /// Shuffles registered at once by one app.
+    pub max_shuffles_per_app: usize,
+    /// Partitions of one shuffle.
+    pub max_partitions: u32,
+    /// Maps of one shuffle.
+    pub max_maps: u32,
+    /// Longest lease an app may ask for.
+    pub max_lease: Duration,
+}
+
+/// Bytes of a `ShuffleStatus` reply per partition (primary, replica, bytes, records)
+/// and per map (its committed attempt).
+const STATUS_BYTES_PER_PARTITION: u64 = 4 + 4 + 8 + 8;
+const STATUS_BYTES_PER_MAP: u64 = 4;
+/// Room in a reply for its fixed fields and the list of workers.
+const STATUS_OVERHEAD: u64 = 4 << 20;
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            max_apps: 10_000,
+            max_shuffles_per_app: 100_000,
+            max_partitions: 1 << 20,
+            max_maps: 1 << 20,
+            max_lease: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+impl Quotas {
+    /// Checks that the largest shuffle the quotas allow can be described in one reply
+    /// (a client could not read a bigger one).
+    pub fn check(&self) -> Result<(), String> {
+        let status = self.max_partitions as u64 * STATUS_BYTES_PER_PARTITION
+            + self.max_maps as u64 * STATUS_BYTES_PER_MAP
+            + STATUS_OVERHEAD;
+        if status > crossdock_proto::MAX_CONTROL_FRAME as u64 {
+            return Err(format!(
+                "max_partitions {} and max_maps {} allow a shuffle whose status ({status}                  bytes) exceeds the largest frame ({} bytes)",
+                self.max_partitions,
+                self.max_maps,
+                crossdock_proto::MAX_CONTROL_FRAME
+            ));
+        }
+        if self.max_apps == 0
+            || self.max_shuffles_per_app == 0
+            || self.max_partitions == 0
+            || self.max_maps == 0
+        {
+            return Err("quotas must be positive".to_string());
+        }
+        Ok(())
+    }
 }
 
 impl CoordinatorConfig {
@@ -38,6 +106,8 @@ impl CoordinatorConfig {
             replication: 1,
             fsync: true,
             durability: Durability::Memory,
+            limits: ConnLimits::default(),
+            quotas: Quotas::default(),
         }
     }
 }

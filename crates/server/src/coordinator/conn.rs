@@ -1,5 +1,10 @@
 //! One connection to the coordinator: frames in, each request handled concurrently by
 //! [`service`](super::service), replies matched by request id.
+//!
+//! A connection holds at most [`IN_FLIGHT`] requests being handled or replies waiting
+//! to be written: the reader reserves a place in the reply queue before it starts a
+//! request, and stops reading while there is none. A client that sends requests and
+//! never reads the replies therefore pins a bounded amount of memory.
 
 use std::io;
 use std::sync::Arc;
@@ -8,17 +13,25 @@ use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
 use crossdock_proto::{DecodeError, Message, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
 use super::node::Coordinator;
 use super::service;
 use crate::error::ServerError;
+use crate::limits::Timed;
+
+/// Requests of one connection handled or answered-but-unwritten at once.
+pub const IN_FLIGHT: usize = 64;
+
+/// A reply: request id, message, and whether the connection closes after it.
+type Reply = (u64, Message, bool);
 
 /// Requests on one connection are handled concurrently; responses are matched by id.
 pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (r, w) = stream.into_split();
-    let mut r = BufReader::new(r);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Message, bool)>();
+    let mut r = BufReader::new(Timed::new(r, coord.gate.limits()));
+    let (tx, mut rx) = mpsc::channel::<Reply>(IN_FLIGHT);
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         while let Some((id, msg, close)) = rx.recv().await {
@@ -37,48 +50,66 @@ pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()>
         tracing::debug!(code = %err.code, message = %err.message, "request rejected");
         err.to_message()
     };
-    loop {
-        let h = match read_header(&mut r).await {
-            Ok(Some(h)) => h,
-            Ok(None) => break,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                let err = DecodeError::Malformed(e.to_string());
-                let _ = tx.send((0, reject(&coord, err.into()), true));
-                break;
-            }
-            Err(e) => return Err(e),
-        };
-        if h.version != PROTOCOL_VERSION {
-            let err = DecodeError::UnsupportedVersion(h.version);
-            let _ = tx.send((h.request_id, reject(&coord, err.into()), true));
-            break;
-        }
-        if h.body_len > MAX_CONTROL_FRAME {
-            let err = DecodeError::TooLarge {
-                len: h.body_len as u64,
-                limit: MAX_CONTROL_FRAME as u64,
+    let read: io::Result<()> = async {
+        loop {
+            // A place for the reply first: with none, the next request stays unread.
+            let Ok(place) = tx.clone().reserve_owned().await else {
+                return Ok(()); // the writer stopped: the connection is broken
             };
-            let _ = tx.send((h.request_id, reject(&coord, err.into()), true));
-            break;
-        }
-        let body = read_exact_bytes(&mut r, h.body_len as usize).await?;
-        let msg = match Message::decode(h.kind, body) {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = tx.send((h.request_id, reject(&coord, e.into()), false));
-                continue;
+            r.get_mut().expect_frame();
+            let h = match read_header(&mut r).await {
+                Ok(Some(h)) => h,
+                Ok(None) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    let err = DecodeError::Malformed(e.to_string());
+                    place.send((0, reject(&coord, err.into()), true));
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            };
+            if h.version != PROTOCOL_VERSION {
+                let err = DecodeError::UnsupportedVersion(h.version);
+                place.send((h.request_id, reject(&coord, err.into()), true));
+                return Ok(());
             }
-        };
-        let coord = coord.clone();
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let reply = match service::handle(&coord, msg).await {
+            if h.body_len > MAX_CONTROL_FRAME {
+                let err = DecodeError::TooLarge {
+                    len: h.body_len as u64,
+                    limit: MAX_CONTROL_FRAME as u64,
+                };
+                place.send((h.request_id, reject(&coord, err.into()), true));
+                return Ok(());
+            }
+            let room = match coord.gate.frame_room(h.body_len).await {
+                Ok(room) => room,
+                Err(err) => {
+                    // The body cannot be skipped without waiting for it: close.
+                    place.send((h.request_id, reject(&coord, err), true));
+                    return Ok(());
+                }
+            };
+            let body = read_exact_bytes(&mut r, h.body_len as usize).await?;
+            let decoded = Message::decode(h.kind, body);
+            drop(room);
+            let msg = match decoded {
                 Ok(m) => m,
-                Err(err) => reject(&coord, err),
+                Err(e) => {
+                    place.send((h.request_id, reject(&coord, e.into()), false));
+                    continue;
+                }
             };
-            let _ = tx.send((h.request_id, reply, false));
-        });
+            let coord = coord.clone();
+            tokio::spawn(async move {
+                let reply = match service::handle(&coord, msg).await {
+                    Ok(m) => m,
+                    Err(err) => reject(&coord, err),
+                };
+                place.send((h.request_id, reply, false));
+            });
+        }
     }
+    .await;
     drop(tx);
-    writer.await.map_err(io::Error::other)?
+    let written = writer.await.map_err(io::Error::other)?;
+    read.and(written)
 }

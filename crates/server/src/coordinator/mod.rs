@@ -58,7 +58,11 @@ impl Coordinator {
         }
         std::fs::create_dir_all(&cfg.data_dir)?;
         let (journal, replay) = journal::Journal::open(&cfg.data_dir, cfg.fsync)?;
+        cfg.quotas
+            .check()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut state = State::new(cfg.replication);
+        state.set_quotas(cfg.quotas.clone());
         let restored = replay.len();
         let now = std::time::Instant::now();
         for r in replay {
@@ -77,6 +81,7 @@ impl Coordinator {
         tokio::spawn(crate::net::accept_loop(
             "coordinator",
             listener,
+            coord.gate.clone(),
             shutdown.clone(),
             move |stream| conn::serve(stream, c.clone()),
         ));

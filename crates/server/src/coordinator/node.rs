@@ -2,7 +2,7 @@
 //! state, its journal, its counters, and its calls to workers.
 
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossdock_client::ClientError;
@@ -13,6 +13,7 @@ use super::error::ServiceError;
 use super::journal::{Journal, Record};
 use super::metrics::CoordinatorMetrics;
 use super::state::State;
+use crate::limits::Gate;
 use crate::metrics::Render;
 use crate::peers::Peers;
 
@@ -29,11 +30,14 @@ pub struct Coordinator {
     pub metrics: CoordinatorMetrics,
     journal: Journal,
     worker_conns: Peers,
+    /// Admission of connections and of large frames.
+    pub gate: Arc<Gate>,
 }
 
 impl Coordinator {
     pub fn new(addr: SocketAddr, cfg: CoordinatorConfig, state: State, journal: Journal) -> Self {
         Coordinator {
+            gate: Gate::new(cfg.limits.clone()),
             addr,
             cfg,
             state: Mutex::new(state),
@@ -94,5 +98,6 @@ impl Render for Coordinator {
         let counts = self.lock().counts();
         self.metrics
             .render(out, counts, self.journal.appends_and_syncs());
+        crate::metrics::render_connections(out, "coordinator", self.gate.counts());
     }
 }

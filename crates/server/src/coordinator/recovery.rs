@@ -250,7 +250,9 @@ async fn adopt_lost(
     let mut adopted = BTreeSet::new();
     let mut drop_replica = Vec::new();
     {
+        let st = coord.lock();
         let mut p = s.lock();
+        let before = p.copies_per_worker();
         for &q in lost {
             let (primary, replica) = p.copies(q);
             if !held.contains(&(primary, q)) {
@@ -262,6 +264,7 @@ async fn adopt_lost(
                 drop_replica.push(q);
             }
         }
+        st.layout_changed(app_id, shuffle_id, s, &before, &p.copies_per_worker());
     }
     if !drop_replica.is_empty() {
         // The primaries of those partitions stop forwarding to the replica.

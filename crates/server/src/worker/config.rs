@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::limits::ConnLimits;
+
 /// Largest batch a worker accepts by default.
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
 /// Largest chunk of a fetch stream.
@@ -31,6 +33,8 @@ pub struct WorkerConfig {
     /// With an object store: above this many bytes of partition files on local disk,
     /// wholly uploaded partitions are evicted from it.
     pub disk_quota: Option<u64>,
+    /// What clients may hold on this worker: connections, time, frame memory.
+    pub limits: ConnLimits,
 }
 
 impl WorkerConfig {

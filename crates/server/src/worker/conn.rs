@@ -17,12 +17,13 @@ use super::node::Worker;
 use super::reply::{answer, send, Next, Replies, Reply, REPLY_QUEUE};
 use super::{control, push};
 use crate::error::ServerError;
+use crate::limits::Timed;
 
 /// Serves one connection until the peer closes it.
 pub async fn serve(stream: TcpStream, worker: Arc<Worker>) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (r, w) = stream.into_split();
-    let mut r = BufReader::with_capacity(256 << 10, r);
+    let mut r = BufReader::with_capacity(64 << 10, Timed::new(r, worker.gate.limits()));
     let w = BufWriter::with_capacity(64 << 10, w);
     // The reader parses requests and queues their replies in order; the writer sends
     // them. A forwarded push's reply waits for the replica while the reader goes on
@@ -73,11 +74,12 @@ fn reply_message(worker: &Worker, res: Result<Message, ServerError>) -> Message 
 }
 
 async fn read_requests<R: AsyncRead + Unpin>(
-    r: &mut R,
+    r: &mut BufReader<Timed<R>>,
     tx: &Replies,
     worker: &Arc<Worker>,
 ) -> io::Result<()> {
     loop {
+        r.get_mut().expect_frame();
         let h = match read_header(r).await {
             Ok(Some(h)) => h,
             Ok(None) => return Ok(()),
@@ -116,8 +118,18 @@ async fn dispatch<R: AsyncRead + Unpin>(
         answer(tx, h.request_id, Err(err.into())).await?;
         return Ok(Next::Close);
     }
+    let room = match worker.gate.frame_room(h.body_len).await {
+        Ok(room) => room,
+        Err(err) => {
+            // The body cannot be skipped without waiting for it: close.
+            answer(tx, h.request_id, Err(err)).await?;
+            return Ok(Next::Close);
+        }
+    };
     let body = read_exact_bytes(r, h.body_len as usize).await?;
-    match Message::decode(h.kind, body) {
+    let decoded = Message::decode(h.kind, body);
+    drop(room);
+    match decoded {
         Err(e) => answer(tx, h.request_id, Err(e.into())).await?,
         Ok(fetch @ Message::Fetch { .. }) => send(tx, Reply::Fetch(h.request_id, fetch)).await?,
         Ok(msg) => control::handle(tx, worker, h.request_id, msg).await?,

@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::limits::Gate;
 use crate::memory::MemoryBudget;
 use crate::net::ShutdownSignal;
 pub use config::WorkerConfig;
@@ -124,12 +125,14 @@ impl Worker {
             memory: cfg.memory,
             incarnation,
             links: Links::new(cfg.coordinator.clone()),
+            gate: Gate::new(cfg.limits.clone()),
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
         let w = worker.clone();
         tokio::spawn(crate::net::accept_loop(
             "worker",
             listener,
+            worker.gate.clone(),
             shutdown.clone(),
             move |stream| conn::serve(stream, w.clone()),
         ));

@@ -10,6 +10,7 @@ use crossdock_proto::Message;
 use super::links::Links;
 use super::metrics::{Page, WorkerMetrics};
 use super::storage::ShuffleStore;
+use crate::limits::Gate;
 use crate::memory::MemoryBudget;
 use crate::metrics::Render;
 
@@ -30,6 +31,8 @@ pub struct Worker {
     /// Random per process: tells the coordinator when this worker restarted.
     pub incarnation: u64,
     pub links: Links,
+    /// Admission of connections and of large frames.
+    pub gate: Arc<Gate>,
 }
 
 impl Worker {
@@ -57,5 +60,6 @@ impl Render for Worker {
             memory: self.memory,
         }
         .render(out);
+        crate::metrics::render_connections(out, "worker", self.gate.counts());
     }
 }

@@ -38,6 +38,8 @@ impl Cluster {
                 durability: crossdock_proto::Durability::Memory,
                 object_store: None,
                 disk_quota: None,
+                limits: Default::default(),
+                quotas: Default::default(),
             },
             shutdown,
         )

@@ -58,6 +58,7 @@ pub async fn start_worker_on(
             extra_data_dirs: extra,
             object_store: tier.map(|t| t.url.clone()),
             disk_quota: tier.and_then(|t| t.disk_quota),
+            limits: Default::default(),
         },
         shutdown,
     )

@@ -1,7 +1,7 @@
 //! The registered apps, their leases and their shuffles.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::StateError;
@@ -20,12 +20,33 @@ impl App {
     pub fn shuffles(&self) -> impl Iterator<Item = (u32, &Arc<ShuffleEntry>)> {
         self.shuffles.iter().map(|(&id, s)| (id, s))
     }
+
+    /// How many shuffles the app has registered.
+    pub fn shuffle_count(&self) -> usize {
+        self.shuffles.len()
+    }
 }
 
 /// The apps, by id.
 #[derive(Debug, Default)]
 pub struct Apps {
     apps: HashMap<String, App>,
+    /// Copies of partitions per worker over every registered shuffle: the load that
+    /// placement counts before workers report bytes. Kept up to date as shuffles come,
+    /// go and move, so that placing a shuffle costs nothing per other shuffle. Behind
+    /// its own lock because a relocation moves copies under a shared borrow.
+    placed: Mutex<HashMap<u32, u64>>,
+}
+
+/// Adds (`add`) or removes a shuffle's copies from a tally.
+fn tally(placed: &mut HashMap<u32, u64>, copies: &HashMap<u32, u64>, add: bool) {
+    for (&w, &n) in copies {
+        let v = placed.entry(w).or_default();
+        *v = if add { *v + n } else { v.saturating_sub(n) };
+        if *v == 0 {
+            placed.remove(&w);
+        }
+    }
 }
 
 impl Apps {
@@ -60,7 +81,49 @@ impl Apps {
 
     /// Removes an app. True if it was registered.
     pub fn remove(&mut self, app_id: &str) -> bool {
-        self.apps.remove(app_id).is_some()
+        match self.apps.remove(app_id) {
+            Some(app) => {
+                self.forget(&app);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes a removed app's shuffles out of the tally of placed copies.
+    fn forget(&self, app: &App) {
+        let mut placed = self.placed.lock().expect("placed lock");
+        for s in app.shuffles.values() {
+            tally(&mut placed, &s.lock().copies_per_worker(), false);
+        }
+    }
+
+    /// Copies of partitions per worker, over every shuffle.
+    pub fn placed(&self) -> HashMap<u32, u64> {
+        self.placed.lock().expect("placed lock").clone()
+    }
+
+    /// Records that the layout of shuffle `shuffle_id` of `app_id`, which is `s`, went
+    /// from `before` to `after` copies per worker. Ignored if `s` is not (or no longer)
+    /// the registered shuffle, whose copies are then not in the tally.
+    pub fn moved(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        before: &HashMap<u32, u64>,
+        after: &HashMap<u32, u64>,
+    ) {
+        let registered = self
+            .apps
+            .get(app_id)
+            .and_then(|a| a.shuffles.get(&shuffle_id))
+            .is_some_and(|r| std::ptr::eq(Arc::as_ptr(r), s));
+        if registered {
+            let mut placed = self.placed.lock().expect("placed lock");
+            tally(&mut placed, before, false);
+            tally(&mut placed, after, true);
+        }
     }
 
     /// Removes and returns the ids of apps whose lease ran out by `now`.
@@ -72,7 +135,7 @@ impl Apps {
             .map(|(k, _)| k.clone())
             .collect();
         for id in &expired {
-            self.apps.remove(id);
+            self.remove(id);
         }
         expired
     }
@@ -126,25 +189,38 @@ impl Apps {
         shuffle_id: u32,
         entry: ShuffleEntry,
     ) -> Result<Arc<ShuffleEntry>, StateError> {
-        Ok(self
-            .get_mut(app_id)?
-            .shuffles
-            .entry(shuffle_id)
-            .or_insert_with(|| Arc::new(entry))
-            .clone())
+        let app = self
+            .apps
+            .get_mut(app_id)
+            .ok_or_else(|| StateError::UnknownApp {
+                app: app_id.to_string(),
+            })?;
+        let s = app.shuffles.entry(shuffle_id).or_insert_with(|| {
+            let mut placed = self.placed.lock().expect("placed lock");
+            tally(&mut placed, &entry.lock().copies_per_worker(), true);
+            Arc::new(entry)
+        });
+        Ok(s.clone())
     }
 
     /// Sets a shuffle (replay: the journal's record is what counts). Ignored for an
     /// app that is gone.
     pub fn put_shuffle(&mut self, app_id: &str, shuffle_id: u32, entry: ShuffleEntry) {
-        if let Ok(app) = self.get_mut(app_id) {
-            app.shuffles.insert(shuffle_id, Arc::new(entry));
+        if let Some(app) = self.apps.get_mut(app_id) {
+            let mut placed = self.placed.lock().expect("placed lock");
+            tally(&mut placed, &entry.lock().copies_per_worker(), true);
+            if let Some(old) = app.shuffles.insert(shuffle_id, Arc::new(entry)) {
+                tally(&mut placed, &old.lock().copies_per_worker(), false);
+            }
         }
     }
 
     /// Removes a shuffle; returns it if it was registered.
     pub fn remove_shuffle(&mut self, app_id: &str, shuffle_id: u32) -> Option<Arc<ShuffleEntry>> {
-        self.get_mut(app_id).ok()?.shuffles.remove(&shuffle_id)
+        let s = self.get_mut(app_id).ok()?.shuffles.remove(&shuffle_id)?;
+        let mut placed = self.placed.lock().expect("placed lock");
+        tally(&mut placed, &s.lock().copies_per_worker(), false);
+        Some(s)
     }
 
     /// Every shuffle of every app: (app id, shuffle id, shuffle).

@@ -21,8 +21,12 @@ pub enum StateError {
     BadAppId(#[from] crate::names::BadAppId),
     #[error("lease_ms must be positive")]
     ZeroLease,
-    #[error("a shuffle may have at most {max} maps and partitions")]
-    TooLarge { max: u32 },
+    #[error("{what} is over the quota of {max} ({setting})")]
+    Quota {
+        what: String,
+        max: u64,
+        setting: &'static str,
+    },
     #[error("shuffle {shuffle} of app '{app}' is registered with {maps} maps and {partitions} partitions, not {asked_maps} and {asked_partitions}")]
     ShuffleExists {
         app: String,
@@ -53,14 +57,13 @@ impl Coded for StateError {
             E::UnknownApp { .. } => ErrorCode::UnknownApp,
             E::UnknownShuffle { .. } => ErrorCode::UnknownShuffle,
             E::UnknownWorker { .. } | E::NoWorkerAt { .. } => ErrorCode::UnknownWorker,
-            E::BadAppId(_)
-            | E::ZeroLease
-            | E::TooLarge { .. }
-            | E::ReservedAttempt
-            | E::PartitionOutOfRange { .. } => ErrorCode::InvalidArgument,
+            E::BadAppId(_) | E::ZeroLease | E::ReservedAttempt | E::PartitionOutOfRange { .. } => {
+                ErrorCode::InvalidArgument
+            }
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::NoWorkers | E::AllDisksFull { .. } => ErrorCode::NoWorkers,
             E::MapOutOfRange { .. } => ErrorCode::UnknownMap,
+            E::Quota { .. } => ErrorCode::LimitExceeded,
         }
     }
 }

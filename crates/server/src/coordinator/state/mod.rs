@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crossdock_proto::Message;
 
+use crate::coordinator::config::Quotas;
 use crate::coordinator::journal::Record;
 use apps::Apps;
 pub use error::StateError;
@@ -33,9 +34,6 @@ pub use membership::{Rejoin, WorkerEntry};
 pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
 pub use progress::{Progress, ShuffleEntry};
 
-/// Most partitions or maps one shuffle may have.
-pub const MAX_SHUFFLE_DIMENSION: u32 = 1 << 24;
-
 /// Everything the coordinator knows.
 #[derive(Debug)]
 pub struct State {
@@ -43,6 +41,8 @@ pub struct State {
     apps: Apps,
     /// Copies of each partition: 1 (primary only) or 2 (primary and replica).
     replication: u32,
+    /// What clients may register (checked on requests, not on replay).
+    quotas: Quotas,
 }
 
 impl Default for State {
@@ -57,7 +57,13 @@ impl State {
             members: Membership::default(),
             apps: Apps::default(),
             replication: replication.clamp(1, 2),
+            quotas: Quotas::default(),
         }
+    }
+
+    /// Sets what clients may register from now on.
+    pub fn set_quotas(&mut self, quotas: Quotas) {
+        self.quotas = quotas;
     }
 
     /// Placement decisions over the current workers and shuffles.
@@ -156,6 +162,22 @@ impl State {
         lease_ms: u32,
         now: Instant,
     ) -> Result<(), StateError> {
+        let q = &self.quotas;
+        if u128::from(lease_ms) > q.max_lease.as_millis() {
+            return Err(StateError::Quota {
+                what: format!("a lease of {lease_ms} ms"),
+                max: q.max_lease.as_millis() as u64,
+                setting: "max_lease, in ms",
+            });
+        }
+        let (apps, _) = self.apps.counts();
+        if !self.apps.contains(app_id) && apps >= q.max_apps as u64 {
+            return Err(StateError::Quota {
+                what: format!("app '{app_id}' would be app number {}", apps + 1),
+                max: q.max_apps as u64,
+                setting: "max_apps",
+            });
+        }
         self.apps.register(app_id, lease_ms, now)
     }
 
@@ -212,10 +234,20 @@ impl State {
         num_maps: u32,
         num_partitions: u32,
     ) -> Result<Result<Arc<ShuffleEntry>, ShuffleEntry>, StateError> {
-        self.apps.get(app_id)?;
-        if num_maps > MAX_SHUFFLE_DIMENSION || num_partitions > MAX_SHUFFLE_DIMENSION {
-            return Err(StateError::TooLarge {
-                max: MAX_SHUFFLE_DIMENSION,
+        let app = self.apps.get(app_id)?;
+        let q = &self.quotas;
+        if num_partitions > q.max_partitions {
+            return Err(StateError::Quota {
+                what: format!("a shuffle of {num_partitions} partitions"),
+                max: q.max_partitions.into(),
+                setting: "max_partitions",
+            });
+        }
+        if num_maps > q.max_maps {
+            return Err(StateError::Quota {
+                what: format!("a shuffle of {num_maps} maps"),
+                max: q.max_maps.into(),
+                setting: "max_maps",
             });
         }
         if let Ok(existing) = self.apps.shuffle(app_id, shuffle_id) {
@@ -230,6 +262,16 @@ impl State {
                 });
             }
             return Ok(Ok(existing));
+        }
+        if app.shuffle_count() >= q.max_shuffles_per_app {
+            return Err(StateError::Quota {
+                what: format!(
+                    "shuffle {shuffle_id} would be app '{app_id}''s shuffle number {}",
+                    app.shuffle_count() + 1
+                ),
+                max: q.max_shuffles_per_app as u64,
+                setting: "max_shuffles_per_app",
+            });
         }
         let (primary, replica) = self.placer().plan(num_partitions)?;
         Ok(Err(ShuffleEntry::new(
@@ -282,6 +324,19 @@ impl State {
             &BTreeSet::new(),
             Some(partition),
         )
+    }
+
+    /// Records that a shuffle's layout changed outside [`State::relocate`] (see
+    /// [`Apps::moved`]): `before` and `after` are its copies per worker.
+    pub fn layout_changed(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        s: &ShuffleEntry,
+        before: &std::collections::HashMap<u32, u64>,
+        after: &std::collections::HashMap<u32, u64>,
+    ) {
+        self.apps.moved(app_id, shuffle_id, s, before, after);
     }
 
     /// The placement message of a shuffle.

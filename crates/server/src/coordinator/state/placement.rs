@@ -1,7 +1,7 @@
 //! Where partitions go: a new shuffle's layout, and the moves when a worker is lost.
 //! The choice of worker is the pure policy of `crossdock_policy::load_aware`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use crossdock_policy::load_aware::{place_partitions, WorkerLoad};
 use crossdock_proto::{Message, NO_WORKER};
@@ -88,6 +88,7 @@ impl Placer<'_> {
         }
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
         let mut p = s.lock();
+        let before = p.copies_per_worker();
         let mut changed: BTreeSet<u32> = BTreeSet::new();
         let mut lost_parts: BTreeSet<u32> = BTreeSet::new();
         let mut degraded = 0;
@@ -121,6 +122,8 @@ impl Placer<'_> {
                 changed.insert(part);
             }
         }
+        self.apps
+            .moved(app_id, shuffle_id, s, &before, &p.copies_per_worker());
         let holders: Vec<u32> = p
             .holders()
             .into_iter()
@@ -198,13 +201,7 @@ impl Placer<'_> {
     fn live_loads(&self) -> Vec<WorkerLoad> {
         // Live shuffles' partitions count as estimated bytes until the workers report
         // what they really hold.
-        let mut assigned: HashMap<u32, u64> = HashMap::new();
-        for (_, _, s) in self.apps.all_shuffles() {
-            let p = s.lock();
-            for &w in p.primary.iter().chain(p.replica.iter()) {
-                *assigned.entry(w).or_default() += 1;
-            }
-        }
+        let assigned = self.apps.placed();
         self.members
             .iter()
             .filter(|w| w.alive && !w.disk_full)

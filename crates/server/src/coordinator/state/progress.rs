@@ -1,7 +1,7 @@
 //! One shuffle as the coordinator knows it: where its partitions live, which attempt of
 //! each map counts, and what the committed maps wrote.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, NO_WORKER};
@@ -55,6 +55,17 @@ impl Progress {
     /// The committed attempt of every map.
     pub fn map_attempts(&self) -> &[AttemptId] {
         &self.map_attempts
+    }
+
+    /// Copies of partitions per worker (primaries and replicas).
+    pub fn copies_per_worker(&self) -> HashMap<u32, u64> {
+        let mut out: HashMap<u32, u64> = HashMap::new();
+        for &w in self.primary.iter().chain(self.replica.iter()) {
+            if w != NO_WORKER {
+                *out.entry(w).or_default() += 1;
+            }
+        }
+        out
     }
 
     /// The workers holding any copy, in id order.

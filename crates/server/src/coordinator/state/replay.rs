@@ -85,8 +85,10 @@ pub fn apply(members: &mut Membership, apps: &mut Apps, r: Record, now: Instant)
             if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
                 let mut p = s.lock();
                 if primary.len() == p.primary.len() && replica.len() == p.replica.len() {
+                    let before = p.copies_per_worker();
                     p.primary = primary;
                     p.replica = replica;
+                    apps.moved(&app_id, shuffle_id, &s, &before, &p.copies_per_worker());
                 }
             }
         }

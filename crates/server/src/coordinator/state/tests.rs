@@ -312,3 +312,116 @@ fn leases_expire() {
     assert_eq!(st.take_expired_apps(), vec!["a".to_string()]);
     assert!(st.has_app("b"));
 }
+
+/// Copies per worker counted afresh over every shuffle.
+fn recount(st: &State) -> std::collections::HashMap<u32, u64> {
+    let mut out = std::collections::HashMap::new();
+    for (_, _, s) in st.apps.all_shuffles() {
+        for (w, n) in s.lock().copies_per_worker() {
+            *out.entry(w).or_default() += n;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_tally_of_placed_copies_follows_every_change_of_layout() {
+    let mut st = State::new(2);
+    for i in 0..3 {
+        st.register_worker(&format!("w{i}"), 1 << 30, 1, Instant::now());
+    }
+    for app in ["a", "b"] {
+        st.register_app(app, 60_000, Instant::now()).unwrap();
+        for id in 0..4 {
+            let e = st.plan_shuffle(app, id, 2, 5 + id).unwrap().unwrap_err();
+            st.record_shuffle(app, id, e).unwrap();
+            assert_eq!(st.apps.placed(), recount(&st));
+        }
+    }
+    assert_eq!(
+        st.apps.placed().values().sum::<u64>(),
+        2 * 2 * (5 + 6 + 7 + 8)
+    );
+    // A worker lost: its copies move (replicas promoted, none re-placed on it).
+    st.mark_lost(1);
+    for (app, id, e) in st.shuffles_on(1) {
+        st.relocate(&app, id, &e, 1, &BTreeSet::new());
+        assert_eq!(st.apps.placed(), recount(&st));
+    }
+    assert!(!st.apps.placed().contains_key(&1));
+    // A corrupt copy moved off one worker.
+    let e = st.shuffle("a", 0).unwrap();
+    let holder = e.lock().primary[0];
+    st.relocate_one("a", 0, &e, holder, 0);
+    assert_eq!(st.apps.placed(), recount(&st));
+    // Replay of a layout, removal of a shuffle, of an app, expiry.
+    let (primary, replica) = st.shuffle("b", 1).unwrap().lock().layout();
+    st.apply(
+        Record::Layout {
+            app_id: "b".into(),
+            shuffle_id: 1,
+            primary: primary.iter().map(|_| 0).collect(),
+            replica: replica.iter().map(|_| NO_WORKER).collect(),
+        },
+        Instant::now(),
+    );
+    assert_eq!(st.apps.placed(), recount(&st));
+    st.remove_shuffle("b", 2);
+    assert_eq!(st.apps.placed(), recount(&st));
+    st.remove_app("a");
+    assert_eq!(st.apps.placed(), recount(&st));
+    st.register_app("b", 1, Instant::now() - Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(st.take_expired_apps(), vec!["b".to_string()]);
+    assert!(st.apps.placed().is_empty());
+    // A snapshot replays to the same tally.
+    st.register_app("c", 60_000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("c", 0, 1, 9).unwrap().unwrap_err();
+    st.record_shuffle("c", 0, e).unwrap();
+    let mut restored = State::new(2);
+    for r in st.snapshot() {
+        restored.apply(r, Instant::now());
+    }
+    assert_eq!(restored.apps.placed(), st.apps.placed());
+}
+
+#[test]
+fn registrations_beyond_a_quota_are_refused_naming_it() {
+    let mut st = state_with_workers(1);
+    st.set_quotas(crate::coordinator::config::Quotas {
+        max_apps: 2,
+        max_shuffles_per_app: 2,
+        max_partitions: 100,
+        max_maps: 50,
+        max_lease: Duration::from_secs(60),
+    });
+    let now = Instant::now();
+    let refused = |e: StateError, setting: &str| {
+        assert_eq!(e.code(), ErrorCode::LimitExceeded);
+        assert!(e.to_string().contains(setting), "{e}");
+    };
+    refused(st.register_app("a", 60_001, now).unwrap_err(), "max_lease");
+    st.register_app("a", 60_000, now).unwrap();
+    st.register_app("b", 1000, now).unwrap();
+    refused(st.register_app("c", 1000, now).unwrap_err(), "max_apps");
+    st.register_app("a", 1000, now).unwrap(); // a renewal is not a new app
+    refused(
+        st.plan_shuffle("a", 0, 1, 101).unwrap_err(),
+        "max_partitions",
+    );
+    refused(st.plan_shuffle("a", 0, 51, 1).unwrap_err(), "max_maps");
+    for id in 0..2 {
+        let e = st.plan_shuffle("a", id, 50, 100).unwrap().unwrap_err();
+        st.record_shuffle("a", id, e).unwrap();
+    }
+    refused(
+        st.plan_shuffle("a", 2, 1, 1).unwrap_err(),
+        "max_shuffles_per_app",
+    );
+    assert!(
+        st.plan_shuffle("a", 1, 50, 100).unwrap().is_ok(),
+        "re-registering is fine"
+    );
+    st.remove_shuffle("a", 0);
+    assert!(st.plan_shuffle("a", 2, 1, 1).is_ok());
+}

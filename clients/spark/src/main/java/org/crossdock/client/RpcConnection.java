@@ -36,6 +36,7 @@ public final class RpcConnection implements Closeable {
   private final AtomicLong nextId = new AtomicLong(1);
   private volatile boolean closed;
   private volatile IOException failure;
+  private String lastWord;
 
   private RpcConnection(String addr, Socket socket) throws IOException {
     this.addr = addr;
@@ -132,7 +133,9 @@ public final class RpcConnection implements Closeable {
         try {
           in.readFully(raw);
         } catch (EOFException eof) {
-          why = new EOFException("connection closed by the server");
+          why = new EOFException(lastWord == null
+              ? "connection closed by the server"
+              : "connection closed by the server: " + lastWord);
           break;
         }
         FrameHeader h = FrameHeader.decode(raw, 0);
@@ -147,7 +150,13 @@ public final class RpcConnection implements Closeable {
         Message m = Codec.decodeBody(h.kind(), ByteBuffer.wrap(body));
         CompletableFuture<Message> f = pending.remove(h.requestId());
         if (f == null) {
-          continue; // an answer to a request nobody waits for any more
+          if (h.requestId() == 0 && m instanceof Message.Error e) {
+            // About the connection itself (a limit reached, a frame the server could not
+            // parse), sent before the server closes it: the reason to report.
+            Object code = e.errorCode() != null ? e.errorCode() : e.code();
+            lastWord = code + ": " + e.message();
+          }
+          continue; // otherwise an answer to a request nobody waits for any more
         }
         if (m instanceof Message.Error e) {
           f.completeExceptionally(CrossdockException.remote(addr, e.code(), e.message()));

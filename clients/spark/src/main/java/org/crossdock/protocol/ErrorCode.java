@@ -24,7 +24,8 @@ public enum ErrorCode {
   CORRUPT_DATA(50, "corrupt_data"),
   IO(51, "io"),
   INTERNAL(52, "internal"),
-  SHUTTING_DOWN(53, "shutting_down");
+  SHUTTING_DOWN(53, "shutting_down"),
+  LIMIT_EXCEEDED(54, "limit_exceeded");
 
   private final int code;
   private final String wireName;

@@ -91,7 +91,7 @@ class VectorsTest {
 
   @Test
   void errorCodesMatchTheSpec() {
-    assertEquals(23, ErrorCode.values().length);
+    assertEquals(24, ErrorCode.values().length);
     assertEquals(ErrorCode.BAD_CHECKSUM, ErrorCode.fromCode(32));
     assertEquals(ErrorCode.SHUTTING_DOWN, ErrorCode.fromName("shutting_down"));
     assertNull(ErrorCode.fromCode(0));

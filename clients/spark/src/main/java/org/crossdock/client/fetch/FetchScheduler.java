@@ -449,7 +449,8 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     ErrorCode c = e.code();
     return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.UNKNOWN_APP
         || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
-        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN;
+        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN
+        || c == ErrorCode.LIMIT_EXCEEDED;
   }
 
   /**

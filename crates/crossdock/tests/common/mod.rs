@@ -1,0 +1,106 @@
+//! Helpers shared by the tests that run the `crossdock` binary as real processes.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const EXE: &str = env!("CARGO_BIN_EXE_crossdock");
+
+/// A child process that is killed if the test fails before stopping it.
+pub struct Proc {
+    pub child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Proc {
+    pub fn start(args: &[&str]) -> Proc {
+        let mut child = Command::new(EXE)
+            .args(args)
+            .env("CROSSDOCK_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("crossdock starts");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// The rest of the first stdout line that starts with `prefix`.
+    pub fn wait_line(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line starting with '{prefix}'"));
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.split_whitespace().next().unwrap_or("").to_string();
+            }
+        }
+    }
+
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "process did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env("CROSSDOCK_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+pub fn bench_json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap()).expect("last line is JSON")
+}
+
+pub fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+pub fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}

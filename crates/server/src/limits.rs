@@ -1,0 +1,366 @@
+//! What one server lets its peers hold: connections (per process and per peer host),
+//! time (a silent connection is closed, a frame must keep arriving once begun) and
+//! memory in frames being received (admitted before anything is allocated).
+//!
+//! Pushed batches are not counted here: a worker admits their payloads against its
+//! memory budget before reading them ([`crate::worker`]); what this module bounds is
+//! everything else a peer can make a server hold by opening sockets and sending
+//! headers. The defaults and the reasons for them are in `docs/security.md`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
+
+use crate::error::ServerError;
+
+/// Frame bodies up to this size are read without asking [`Gate::frame_memory`]: every
+/// ordinary request is this small, and what they can hold is bounded by the number of
+/// connections times this size.
+pub const SMALL_FRAME: u32 = 64 << 10;
+
+/// How much one server lets its peers hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Open connections to this server at once; one more is refused.
+    pub max_connections: usize,
+    /// Open connections from one peer host (IP address) at once.
+    pub max_connections_per_peer: usize,
+    /// A connection that starts no frame for this long is closed (none: never).
+    pub idle_timeout: Option<Duration>,
+    /// Once a frame has begun, its next bytes must arrive within this long, or the
+    /// connection is closed (a stalled sender gives back what it held).
+    pub read_timeout: Duration,
+    /// Bytes of frame bodies larger than [`SMALL_FRAME`] being received at once, over
+    /// all connections. A frame waits for room up to `read_timeout`, then is refused.
+    pub frame_memory: u64,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            max_connections: 4096,
+            max_connections_per_peer: 1024,
+            idle_timeout: Some(Duration::from_secs(600)),
+            read_timeout: Duration::from_secs(60),
+            frame_memory: 256 << 20,
+        }
+    }
+}
+
+/// The admission state of one server: open connections by peer host, and the room
+/// left for large frames.
+pub struct Gate {
+    limits: ConnLimits,
+    by_peer: Mutex<HashMap<IpAddr, usize>>,
+    open: AtomicU64,
+    refused: AtomicU64,
+    timed_out: AtomicU64,
+    frames: Arc<Semaphore>,
+}
+
+/// Holds a connection's place; dropping it frees the place.
+pub struct Ticket {
+    gate: Arc<Gate>,
+    peer: IpAddr,
+}
+
+/// Room for one large frame's body; dropping it gives the room back.
+pub type FrameRoom = Option<OwnedSemaphorePermit>;
+
+impl Gate {
+    /// A gate enforcing `limits`.
+    pub fn new(limits: ConnLimits) -> Arc<Gate> {
+        // The semaphore counts KiB so that any budget fits its permit count.
+        let kib = (limits.frame_memory >> 10).clamp(1, Semaphore::MAX_PERMITS as u64);
+        Arc::new(Gate {
+            frames: Arc::new(Semaphore::new(kib as usize)),
+            limits,
+            by_peer: Mutex::new(HashMap::new()),
+            open: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
+        })
+    }
+
+    /// The limits this gate enforces.
+    pub fn limits(&self) -> &ConnLimits {
+        &self.limits
+    }
+
+    /// A place for a new connection from `peer`, or the refusal to send it.
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Ticket, ServerError> {
+        let mut by_peer = self.by_peer.lock().expect("gate lock");
+        let total: usize = by_peer.values().sum();
+        let mine = by_peer.get(&peer).copied().unwrap_or(0);
+        let refusal = if total >= self.limits.max_connections {
+            Some(format!(
+                "too many connections: {total} open, the limit is {} (max_connections)",
+                self.limits.max_connections
+            ))
+        } else if mine >= self.limits.max_connections_per_peer {
+            Some(format!(
+                "too many connections from {peer}: {mine} open, the limit is {} \
+                 (max_connections_per_peer)",
+                self.limits.max_connections_per_peer
+            ))
+        } else {
+            None
+        };
+        if let Some(msg) = refusal {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(ServerError::limit(msg));
+        }
+        *by_peer.entry(peer).or_default() += 1;
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Ok(Ticket {
+            gate: self.clone(),
+            peer,
+        })
+    }
+
+    /// Room to receive a frame body of `len` bytes: nothing to wait for when it is
+    /// small; otherwise waits up to the read timeout for room, then refuses.
+    pub async fn frame_room(&self, len: u32) -> Result<FrameRoom, ServerError> {
+        if len <= SMALL_FRAME {
+            return Ok(None);
+        }
+        let kib = len.div_ceil(1 << 10);
+        let max = self.frames_capacity();
+        if kib as u64 > max {
+            return Err(ServerError::limit(format!(
+                "a frame of {len} bytes is larger than the {} bytes allowed for frames \
+                 being received (frame_memory)",
+                self.limits.frame_memory
+            )));
+        }
+        let wait = self.frames.clone().acquire_many_owned(kib);
+        match tokio::time::timeout(self.limits.read_timeout, wait).await {
+            Ok(Ok(permit)) => Ok(Some(permit)),
+            Ok(Err(_)) => Err(ServerError::limit("the server is closing".to_string())),
+            Err(_) => Err(ServerError::limit(format!(
+                "no room within {:?} to receive a frame of {len} bytes: {} bytes of \
+                 frames are being received (frame_memory)",
+                self.limits.read_timeout, self.limits.frame_memory
+            ))),
+        }
+    }
+
+    fn frames_capacity(&self) -> u64 {
+        (self.limits.frame_memory >> 10).clamp(1, Semaphore::MAX_PERMITS as u64)
+    }
+
+    /// Counts a connection closed for a timeout.
+    pub fn count_timeout(&self) {
+        self.timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (open connections, connections refused, connections closed for a timeout).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.open.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+            self.timed_out.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut by_peer = self.gate.by_peer.lock().expect("gate lock");
+        if let Some(n) = by_peer.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                by_peer.remove(&self.peer);
+            }
+        }
+        self.gate.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A reader that fails with `TimedOut` when its source keeps it waiting too long: up to
+/// the idle timeout for the first byte after [`Timed::expect_frame`], then up to the
+/// read timeout for every later byte. Only time spent waiting on the peer counts: a
+/// server that stops reading (back-pressure) runs no clock.
+pub struct Timed<R> {
+    inner: R,
+    idle: Option<Duration>,
+    read: Duration,
+    between_frames: bool,
+    clock: Option<Pin<Box<Sleep>>>,
+}
+
+impl<R> Timed<R> {
+    /// Wraps `inner` with the timeouts of `limits`; it starts between frames.
+    pub fn new(inner: R, limits: &ConnLimits) -> Self {
+        Timed {
+            inner,
+            idle: limits.idle_timeout,
+            read: limits.read_timeout,
+            between_frames: true,
+            clock: None,
+        }
+    }
+
+    /// The next byte starts a frame: the idle timeout applies until it arrives.
+    pub fn expect_frame(&mut self) {
+        self.between_frames = true;
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Timed<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(res) => {
+                // A wait is over: the next one starts its own clock.
+                this.clock = None;
+                if buf.filled().len() > before {
+                    this.between_frames = false;
+                }
+                Poll::Ready(res)
+            }
+            Poll::Pending => {
+                let limit = if this.between_frames {
+                    match this.idle {
+                        Some(d) => d,
+                        None => return Poll::Pending,
+                    }
+                } else {
+                    this.read
+                };
+                let clock = this
+                    .clock
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                if clock.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.clock = None;
+                let what = if this.between_frames {
+                    "idle"
+                } else {
+                    "stalled inside a frame"
+                };
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("peer {what} for {limit:?}"),
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::time::Instant;
+
+    fn limits(max: usize, per_peer: usize) -> ConnLimits {
+        ConnLimits {
+            max_connections: max,
+            max_connections_per_peer: per_peer,
+            idle_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Duration::from_secs(2),
+            frame_memory: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn connections_are_capped_per_peer_and_in_total_and_freed_on_drop() {
+        let gate = Gate::new(limits(3, 2));
+        let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let a1 = gate.admit(a).unwrap();
+        let _a2 = gate.admit(a).unwrap();
+        let err = gate.admit(a).err().unwrap();
+        assert_eq!(err.code, crossdock_proto::ErrorCode::LimitExceeded);
+        assert!(
+            err.message.contains("max_connections_per_peer"),
+            "{}",
+            err.message
+        );
+        let _b1 = gate.admit(b).unwrap();
+        let err = gate.admit(b).err().unwrap();
+        assert!(err.message.contains("(max_connections)"), "{}", err.message);
+        drop(a1);
+        let _b2 = gate.admit(b).unwrap();
+        assert_eq!(gate.counts(), (3, 2, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn large_frames_wait_for_room_and_are_refused_after_the_read_timeout() {
+        let gate = Gate::new(limits(10, 10));
+        assert!(gate.frame_room(SMALL_FRAME).await.unwrap().is_none());
+        let held = gate.frame_room(768 << 10).await.unwrap();
+        assert!(held.is_some());
+        // 768 KiB of 1 MiB held: a 512 KiB frame waits, and is refused after 2 s.
+        let started = Instant::now();
+        let err = gate.frame_room(512 << 10).await.unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert!(err.message.contains("frame_memory"), "{}", err.message);
+        // Given back, the room serves the next frame at once.
+        drop(held);
+        assert!(gate.frame_room(1 << 20).await.unwrap().is_some());
+        // Larger than the whole budget: refused without waiting.
+        let err = gate.frame_room((1 << 20) + 1).await.unwrap_err();
+        assert!(err.message.contains("larger than"), "{}", err.message);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_peer_times_out_idle_between_frames_and_sooner_inside_one() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut r = Timed::new(rx, &limits(1, 1));
+        let mut byte = [0u8; 1];
+        tx.write_all(b"ab").await.unwrap();
+        r.read_exact(&mut byte).await.unwrap();
+        // Inside a frame: the read timeout (2 s).
+        r.read_exact(&mut byte).await.unwrap();
+        let started = Instant::now();
+        let err = r.read_exact(&mut byte).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert!(err.to_string().contains("stalled inside a frame"), "{err}");
+        // Between frames: the idle timeout (10 s).
+        r.expect_frame();
+        let started = Instant::now();
+        let err = r.read_exact(&mut byte).await.unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        assert!(err.to_string().contains("idle"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn time_the_server_spends_not_reading_does_not_count() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut r = Timed::new(rx, &limits(1, 1));
+        let mut byte = [0u8; 1];
+        tx.write_all(b"a").await.unwrap();
+        r.read_exact(&mut byte).await.unwrap();
+        // The server does other things for longer than the read timeout...
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        // ...and the peer's next byte, sent 1 s into the next wait, is still in time.
+        let send = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tx.write_all(b"b").await.unwrap();
+            tx
+        });
+        r.read_exact(&mut byte).await.unwrap();
+        assert_eq!(&byte, b"b");
+        drop(send.await.unwrap());
+    }
+}
