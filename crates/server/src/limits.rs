@@ -215,6 +215,12 @@ impl<R> Timed<R> {
     pub fn expect_frame(&mut self) {
         self.between_frames = true;
     }
+
+    /// A frame's header was read (perhaps from bytes buffered above this reader, which
+    /// it never saw): the read timeout applies to the rest.
+    pub fn in_frame(&mut self) {
+        self.between_frames = false;
+    }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Timed<R> {
@@ -336,6 +342,12 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(2));
         assert!(err.to_string().contains("stalled inside a frame"), "{err}");
+        // A header read from a buffer above: the rest of the frame gets the read timeout.
+        r.expect_frame();
+        r.in_frame();
+        let started = Instant::now();
+        r.read_exact(&mut byte).await.unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
         // Between frames: the idle timeout (10 s).
         r.expect_frame();
         let started = Instant::now();

@@ -67,6 +67,7 @@ pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()>
                 }
                 Err(e) => return Err(e),
             };
+            r.get_mut().in_frame();
             if h.version != PROTOCOL_VERSION {
                 let err = DecodeError::UnsupportedVersion(h.version);
                 place.send((h.request_id, reject(&coord, err.into()), true));

@@ -89,6 +89,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             }
             Err(e) => return Err(e),
         };
+        r.get_mut().in_frame();
         if let Next::Close = dispatch(r, tx, worker, h).await? {
             return Ok(());
         }
