@@ -62,7 +62,8 @@ impl Default for ConnLimits {
 pub struct Gate {
     limits: ConnLimits,
     by_peer: Mutex<HashMap<IpAddr, usize>>,
-    open: AtomicU64,
+    /// `frame_memory` in KiB, the unit of `frames`' permits.
+    frame_kib: u64,
     refused: AtomicU64,
     timed_out: AtomicU64,
     frames: Arc<Semaphore>,
@@ -84,9 +85,9 @@ impl Gate {
         let kib = (limits.frame_memory >> 10).clamp(1, Semaphore::MAX_PERMITS as u64);
         Arc::new(Gate {
             frames: Arc::new(Semaphore::new(kib as usize)),
+            frame_kib: kib,
             limits,
             by_peer: Mutex::new(HashMap::new()),
-            open: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
         })
@@ -121,7 +122,6 @@ impl Gate {
             return Err(ServerError::limit(msg));
         }
         *by_peer.entry(peer).or_default() += 1;
-        self.open.fetch_add(1, Ordering::Relaxed);
         Ok(Ticket {
             gate: self.clone(),
             peer,
@@ -135,8 +135,7 @@ impl Gate {
             return Ok(None);
         }
         let kib = len.div_ceil(1 << 10);
-        let max = self.frames_capacity();
-        if kib as u64 > max {
+        if kib as u64 > self.frame_kib {
             return Err(ServerError::limit(format!(
                 "a frame of {len} bytes is larger than the {} bytes allowed for frames \
                  being received (frame_memory)",
@@ -145,18 +144,13 @@ impl Gate {
         }
         let wait = self.frames.clone().acquire_many_owned(kib);
         match tokio::time::timeout(self.limits.read_timeout, wait).await {
-            Ok(Ok(permit)) => Ok(Some(permit)),
-            Ok(Err(_)) => Err(ServerError::limit("the server is closing".to_string())),
+            Ok(permit) => Ok(Some(permit.expect("the frame semaphore is never closed"))),
             Err(_) => Err(ServerError::limit(format!(
                 "no room within {:?} to receive a frame of {len} bytes: {} bytes of \
                  frames are being received (frame_memory)",
                 self.limits.read_timeout, self.limits.frame_memory
             ))),
         }
-    }
-
-    fn frames_capacity(&self) -> u64 {
-        (self.limits.frame_memory >> 10).clamp(1, Semaphore::MAX_PERMITS as u64)
     }
 
     /// Counts a connection closed for a timeout.
@@ -166,8 +160,9 @@ impl Gate {
 
     /// (open connections, connections refused, connections closed for a timeout).
     pub fn counts(&self) -> (u64, u64, u64) {
+        let open: usize = self.by_peer.lock().expect("gate lock").values().sum();
         (
-            self.open.load(Ordering::Relaxed),
+            open as u64,
             self.refused.load(Ordering::Relaxed),
             self.timed_out.load(Ordering::Relaxed),
         )
@@ -183,7 +178,6 @@ impl Drop for Ticket {
                 by_peer.remove(&self.peer);
             }
         }
-        self.gate.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -196,7 +190,11 @@ pub struct Timed<R> {
     idle: Option<Duration>,
     read: Duration,
     between_frames: bool,
-    clock: Option<Pin<Box<Sleep>>>,
+    /// The clock of the current wait on the peer; `waiting` says whether one runs.
+    /// One timer per connection, reset for each wait, so the read path allocates
+    /// nothing per wait.
+    clock: Pin<Box<Sleep>>,
+    waiting: bool,
 }
 
 impl<R> Timed<R> {
@@ -207,7 +205,8 @@ impl<R> Timed<R> {
             idle: limits.idle_timeout,
             read: limits.read_timeout,
             between_frames: true,
-            clock: None,
+            clock: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            waiting: false,
         }
     }
 
@@ -234,7 +233,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Timed<R> {
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(res) => {
                 // A wait is over: the next one starts its own clock.
-                this.clock = None;
+                this.waiting = false;
                 if buf.filled().len() > before {
                     this.between_frames = false;
                 }
@@ -249,13 +248,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for Timed<R> {
                 } else {
                     this.read
                 };
-                let clock = this
-                    .clock
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-                if clock.as_mut().poll(cx).is_pending() {
+                if !this.waiting {
+                    this.waiting = true;
+                    this.clock
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + limit);
+                }
+                if this.clock.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                this.clock = None;
+                this.waiting = false;
                 let what = if this.between_frames {
                     "idle"
                 } else {
