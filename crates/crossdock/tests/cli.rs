@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bench_json, http_get, metric, run, Proc, EXE};
+use common::{bench_json, http_get, metric, push_fetch, run, Proc, EXE};
 
 #[test]
 fn standalone_serves_the_bench_exposes_metrics_and_cleans_up_on_sigterm() {
@@ -33,24 +33,7 @@ fn standalone_serves_the_bench_exposes_metrics_and_cleans_up_on_sigterm() {
     let metrics_url = sa.wait_line("metrics on ");
     assert!(std::path::Path::new(&own).starts_with(dir.path()));
 
-    let out = run(&[
-        "bench",
-        "push-fetch",
-        "--coordinator",
-        &addr,
-        "--bytes",
-        "48MiB",
-        "--maps",
-        "4",
-        "--partitions",
-        "8",
-        "--batch-size",
-        "256KiB",
-        "--runs",
-        "2",
-        "--json",
-    ]);
-    let j = bench_json(&out);
+    let j = bench_json(&push_fetch(&addr, "48MiB", "2"));
     assert_eq!(j["verified"], true);
     assert!(j["push_gbps"].as_f64().unwrap() > 0.0);
     assert!(j["fetch_gbps"].as_f64().unwrap() > 0.0);

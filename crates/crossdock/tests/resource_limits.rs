@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bench_json, http_get, metric, run, Proc};
+use common::{bench_json, http_get, metric, push_fetch, Proc};
 use crossdock_proto::{FrameHeader, Message, MessageKind, HEADER_LEN, MAX_CONTROL_FRAME};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -107,27 +107,9 @@ fn start(extra: &[&str]) -> (Cluster, tempfile::TempDir) {
 /// A real shuffle pushed and fetched through the cluster, its bytes checked.
 async fn good_client(coordinator: &str) {
     let coordinator = coordinator.to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        run(&[
-            "bench",
-            "push-fetch",
-            "--coordinator",
-            &coordinator,
-            "--bytes",
-            "16MiB",
-            "--maps",
-            "4",
-            "--partitions",
-            "8",
-            "--batch-size",
-            "256KiB",
-            "--runs",
-            "1",
-            "--json",
-        ])
-    })
-    .await
-    .unwrap();
+    let out = tokio::task::spawn_blocking(move || push_fetch(&coordinator, "16MiB", "1"))
+        .await
+        .unwrap();
     assert_eq!(bench_json(&out)["verified"], true);
 }
 

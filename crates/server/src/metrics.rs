@@ -66,25 +66,26 @@ pub fn render_connections(
     role: &str,
     (open, refused, timed_out): (u64, u64, u64),
 ) {
-    let name = format!("crossdock_{role}_connections_open");
-    describe(out, &name, "gauge", "Connections open now.");
-    sample(out, &name, "", open);
-    let name = format!("crossdock_{role}_connections_refused_total");
-    describe(
-        out,
-        &name,
-        "counter",
-        "Connections refused at a connection limit.",
-    );
-    sample(out, &name, "", refused);
-    let name = format!("crossdock_{role}_connections_timed_out_total");
-    describe(
-        out,
-        &name,
-        "counter",
-        "Connections closed because the peer was idle or stalled inside a frame.",
-    );
-    sample(out, &name, "", timed_out);
+    let rows = [
+        ("open", "gauge", "Connections open now.", open),
+        (
+            "refused_total",
+            "counter",
+            "Connections refused at a connection limit.",
+            refused,
+        ),
+        (
+            "timed_out_total",
+            "counter",
+            "Connections closed because the peer was idle or stalled inside a frame.",
+            timed_out,
+        ),
+    ];
+    for (suffix, kind, help, value) in rows {
+        let name = format!("crossdock_{role}_connections_{suffix}");
+        describe(out, &name, kind, help);
+        sample(out, &name, "", value);
+    }
 }
 
 /// Something that can write its metrics.

@@ -76,6 +76,28 @@ pub fn run(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `crossdock bench push-fetch --json` against the cluster at `coordinator`: `bytes`
+/// over 4 maps and 8 partitions in 256 KiB batches, `runs` times.
+pub fn push_fetch(coordinator: &str, bytes: &str, runs: &str) -> Output {
+    run(&[
+        "bench",
+        "push-fetch",
+        "--coordinator",
+        coordinator,
+        "--bytes",
+        bytes,
+        "--maps",
+        "4",
+        "--partitions",
+        "8",
+        "--batch-size",
+        "256KiB",
+        "--runs",
+        runs,
+        "--json",
+    ])
+}
+
 pub fn bench_json(out: &Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
