@@ -38,6 +38,7 @@ import fcntl
 import json
 import os
 import pathlib
+import secrets
 import signal
 import subprocess
 import sys
@@ -292,9 +293,14 @@ class EmulatedCluster:
 
     def start_crossdock(self, build: sb.Build, run_dir: pathlib.Path) -> sb.CrossdockService:
         procs: list[sb.Proc] = []
+        # The cluster secret the coordinator and the workers share (docs/security.md).
+        secret_file = run_dir / "crossdock-secret"
+        secret_file.write_text(secrets.token_hex(32) + "\n")
+        secret_file.chmod(0o600)
+        secret = ["--secret-file", str(secret_file)]
         try:
             coord = sb.Proc("crossdock coordinator",
-                            [str(build.binary), "coordinator", "--listen", f"{CTL_IP}:{COORDINATOR_PORT}",
+                            [str(build.binary), "coordinator", *secret, "--listen", f"{CTL_IP}:{COORDINATOR_PORT}",
                              "--data-dir", str(run_dir / "crossdock-coordinator"), "--metrics-listen", "off",
                              "--replication", str(self.replication)],
                             r"crossdock coordinator listening on (\S+)", env={"CROSSDOCK_LOG": "info"}, netns=CTL,
@@ -303,7 +309,7 @@ class EmulatedCluster:
             workers = []
             for i, ns in enumerate(self.hosts):
                 w = sb.Proc(f"crossdock worker {ns}",
-                            [str(build.binary), "worker", "--coordinator", coord.match.group(1),
+                            [str(build.binary), "worker", *secret, "--coordinator", coord.match.group(1),
                              "--listen", f"{host_ip(i + 1)}:{WORKER_PORT}", "--memory", self.crossdock_memory,
                              "--data-dir", str(run_dir / f"crossdock-{ns}"), "--metrics-listen", "off"],
                             r"registered with the coordinator", env={"CROSSDOCK_LOG": "info"}, netns=ns,

@@ -12,6 +12,7 @@ import os
 import pathlib
 import queue
 import re
+import secrets
 import signal
 import subprocess
 import tempfile
@@ -159,6 +160,17 @@ class _Child:
         self.proc.wait()
 
 
+def write_secret(directory: str) -> str:
+    """Writes a fresh cluster secret (docs/security.md) into `directory`, readable by
+    its owner only, and returns its path: the coordinator and workers of one test cluster
+    share it."""
+    path = os.path.join(directory, "cluster-secret")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return path
+
+
 class ProcessCluster:
     """A coordinator and N workers, each its own `crossdock` process, so that one of them
     can be killed with SIGKILL while a job runs."""
@@ -169,7 +181,8 @@ class ProcessCluster:
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
-        self._coordinator_args = ["--data-dir", f"{self.dir.name}/coordinator",
+        self._secret = ["--secret-file", write_secret(self.dir.name)]
+        self._coordinator_args = [*self._secret, "--data-dir", f"{self.dir.name}/coordinator",
                                   "--worker-timeout", worker_timeout,
                                   "--replication", str(replication),
                                   "--durability", durability,
@@ -194,7 +207,7 @@ class ProcessCluster:
             time.sleep(0.05)
 
     def _start_worker(self, i: int, listen: str) -> _Child:
-        return _Child(["worker", "--coordinator", self.coordinator.addr, "--listen", listen,
+        return _Child(["worker", *self._secret, "--coordinator", self.coordinator.addr, "--listen", listen,
                        "--memory", self._memory, "--data-dir", f"{self.dir.name}/worker-{i}",
                        "--metrics-listen", "127.0.0.1:0", *self._object_store],
                       r"crossdock worker listening on (\S+)")
@@ -254,6 +267,7 @@ class NamespacedCluster:
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.n = workers
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-netns-")
+        secret = ["--secret-file", write_secret(self.dir.name)]
         self.workers: list[_Child] = []
         self.coordinator = None
         self.cleanup_network()
@@ -274,7 +288,7 @@ class NamespacedCluster:
                 _run("ip", "netns", "exec", ns, "ip", "link", "set", peer, "up")
                 _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
             self.coordinator = _Child(
-                ["coordinator", "--listen", "0.0.0.0:0", "--data-dir", f"{self.dir.name}/coordinator",
+                ["coordinator", *secret, "--listen", "0.0.0.0:0", "--data-dir", f"{self.dir.name}/coordinator",
                  "--worker-timeout", worker_timeout, "--replication", str(replication),
                  "--metrics-listen", "127.0.0.1:0"],
                 r"crossdock coordinator listening on (\S+)")
@@ -283,7 +297,7 @@ class NamespacedCluster:
                 ns, _, _ = self.names(i)
                 # `ip netns exec` keeps the command's own pid, so SIGKILL reaches it.
                 self.workers.append(_Child(
-                    ["worker", "--coordinator", f"10.78.0.1:{port}", "--listen", f"10.78.0.{i + 1}:0",
+                    ["worker", *secret, "--coordinator", f"10.78.0.1:{port}", "--listen", f"10.78.0.{i + 1}:0",
                      "--memory", memory, "--data-dir", f"{self.dir.name}/worker-{i}",
                      "--metrics-listen", "off"],
                     r"crossdock worker listening on (\S+)", netns=ns))

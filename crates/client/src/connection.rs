@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::error::{ClientError, Result};
+use crate::keyring::{handshake, Keyring};
 
 type Pending = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Result<Message>>>>>>;
 
@@ -34,9 +35,11 @@ pub struct RpcConnection {
 }
 
 impl RpcConnection {
-    /// Connects to `addr` (`host:port`).
-    pub async fn connect(addr: &str) -> Result<RpcConnection> {
-        let stream = connect_stream(addr).await?;
+    /// Connects to `addr` (`host:port`) and proves the keys of `keyring` on the new
+    /// connection (none: no handshake).
+    pub async fn connect(addr: &str, keyring: &Keyring) -> Result<RpcConnection> {
+        let mut stream = connect_stream(addr).await?;
+        let next_id = handshake(&mut stream, addr, keyring).await?;
         let (read, write) = stream.into_split();
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let closed = Arc::new(AtomicBool::new(false));
@@ -50,7 +53,7 @@ impl RpcConnection {
             addr: addr.to_string(),
             writer: tokio::sync::Mutex::new(BufWriter::with_capacity(64 << 10, write)),
             pending,
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(next_id),
             closed,
         })
     }

@@ -1,10 +1,12 @@
 //! Typed calls to the coordinator.
 
+use bytes::Bytes;
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, WorkerInfo};
 use tokio::sync::Mutex;
 
 use crate::connection::RpcConnection;
 use crate::error::{ClientError, Result};
+use crate::keyring::Keyring;
 
 /// Where each partition of a shuffle lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,20 +52,30 @@ impl ShuffleStatus {
     }
 }
 
-/// A client of the coordinator. Reconnects on the next call after a transport failure.
+/// A client of the coordinator. Reconnects on the next call after a transport failure,
+/// proving again every key of its keyring (including tokens of the apps it registered).
 pub struct CoordinatorClient {
     addr: String,
+    keyring: Keyring,
     conn: Mutex<Option<RpcConnection>>,
 }
 
 impl CoordinatorClient {
-    /// Connects to the coordinator at `addr`; fails fast when it cannot be reached.
-    pub async fn connect(addr: &str) -> Result<CoordinatorClient> {
-        let conn = RpcConnection::connect(addr).await?;
+    /// Connects to the coordinator at `addr` with the keys of `keyring` (none for a
+    /// driver that is about to register its app); fails fast when it cannot be reached.
+    pub async fn connect(addr: &str, keyring: &Keyring) -> Result<CoordinatorClient> {
+        let conn = RpcConnection::connect(addr, keyring).await?;
         Ok(CoordinatorClient {
             addr: addr.to_string(),
+            keyring: keyring.clone(),
             conn: Mutex::new(Some(conn)),
         })
+    }
+
+    /// The keys this client proves; after [`CoordinatorClient::register_app`] it holds
+    /// the app's token, which the app's worker clients need.
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
     }
 
     /// The coordinator's address.
@@ -75,7 +87,7 @@ impl CoordinatorClient {
     pub async fn call(&self, msg: &Message) -> Result<Message> {
         let mut guard = self.conn.lock().await;
         if guard.as_ref().is_none_or(|c| c.is_closed()) {
-            *guard = Some(RpcConnection::connect(&self.addr).await?);
+            *guard = Some(RpcConnection::connect(&self.addr, &self.keyring).await?);
         }
         let conn = guard.as_ref().expect("connected above");
         // Calls are short; holding the lock keeps reconnection simple. Concurrency
@@ -91,13 +103,22 @@ impl CoordinatorClient {
         }
     }
 
-    /// Registers an app whose lease lasts `lease_ms` after each renewal.
-    pub async fn register_app(&self, app_id: &str, lease_ms: u32) -> Result<()> {
-        self.expect_ok(Message::RegisterApp {
+    /// Registers an app whose lease lasts `lease_ms` after each renewal, and returns its
+    /// token (empty when the cluster runs without authentication), which this client's
+    /// keyring keeps from now on. Registering an app id that is already registered
+    /// succeeds only for a client that holds its token.
+    pub async fn register_app(&self, app_id: &str, lease_ms: u32) -> Result<Bytes> {
+        let msg = Message::RegisterApp {
             app_id: app_id.into(),
             lease_ms,
-        })
-        .await
+        };
+        match self.call(&msg).await? {
+            Message::AppRegistered { token } => {
+                self.keyring.add_app(app_id, token.clone());
+                Ok(token)
+            }
+            other => Err(ClientError::unexpected(&self.addr, other)),
+        }
     }
 
     /// Renews an app's lease.

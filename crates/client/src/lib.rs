@@ -5,13 +5,16 @@
 //! - [`CoordinatorClient`]: apps, shuffles, commits and shuffle status.
 //! - [`WorkerClient`]: pipelined pushes, and [`PartitionReader`], a fetch that resumes
 //!   where it stopped when its connection breaks.
+//! - [`Keyring`]: the cluster secret or app tokens each new connection proves.
 
 mod connection;
 mod coordinator;
 mod error;
+mod keyring;
 mod worker;
 
 pub use connection::RpcConnection;
 pub use coordinator::{CoordinatorClient, Placement, ShuffleStatus};
 pub use error::{ClientError, Result};
+pub use keyring::Keyring;
 pub use worker::{FetchRange, PartitionReader, PendingPush, WorkerClient};

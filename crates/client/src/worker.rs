@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::connection::{connect_stream, RpcConnection};
 use crate::error::{ClientError, Result};
+use crate::keyring::{handshake, Keyring};
 
 /// A client of one worker's data endpoint.
 pub struct WorkerClient {
@@ -24,10 +25,11 @@ pub struct PendingPush {
 }
 
 impl WorkerClient {
-    /// Connects to the worker at `addr`.
-    pub async fn connect(addr: &str) -> Result<WorkerClient> {
+    /// Connects to the worker at `addr`, proving the keys of `keyring` (an app's token
+    /// for its pushes).
+    pub async fn connect(addr: &str, keyring: &Keyring) -> Result<WorkerClient> {
         Ok(WorkerClient {
-            conn: RpcConnection::connect(addr).await?,
+            conn: RpcConnection::connect(addr, keyring).await?,
         })
     }
 
@@ -84,6 +86,7 @@ pub struct FetchRange {
 /// lost or delivered twice.
 pub struct PartitionReader {
     addr: String,
+    keyring: Keyring,
     range: FetchRange,
     stream: Option<BufReader<TcpStream>>,
     ready: VecDeque<FetchedBatch>,
@@ -103,9 +106,11 @@ pub struct PartitionReader {
 impl PartitionReader {
     /// A reader of `range` from the worker at `addr`. Nothing is sent until the first
     /// call to [`PartitionReader::next_batch`].
-    pub fn new(addr: &str, range: FetchRange) -> PartitionReader {
+    /// Each connection proves the keys of `keyring` (the app's token) first.
+    pub fn new(addr: &str, range: FetchRange, keyring: &Keyring) -> PartitionReader {
         PartitionReader {
             addr: addr.to_string(),
+            keyring: keyring.clone(),
             range,
             stream: None,
             ready: VecDeque::new(),
@@ -137,6 +142,7 @@ impl PartitionReader {
         }
         self.opened = true;
         let mut stream = connect_stream(&self.addr).await?;
+        let id = handshake(&mut stream, &self.addr, &self.keyring).await?;
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),
             shuffle_id: self.range.shuffle_id,
@@ -149,7 +155,7 @@ impl PartitionReader {
             addr: self.addr.clone(),
             source,
         };
-        write_message(&mut stream, 1, &req).await.map_err(io)?;
+        write_message(&mut stream, id, &req).await.map_err(io)?;
         stream.flush().await.map_err(io)?;
         self.stream = Some(BufReader::with_capacity(256 << 10, stream));
         self.received_in_stream = 0;

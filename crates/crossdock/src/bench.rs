@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use crossdock_client::{CoordinatorClient, FetchRange, PartitionReader, Placement, WorkerClient};
+use crossdock_client::{
+    CoordinatorClient, FetchRange, Keyring, PartitionReader, Placement, WorkerClient,
+};
 use crossdock_proto::{checksum, AttemptId, CommitStatus, Message, PartitionStat, PushHeader};
 use tokio::sync::Semaphore;
 
@@ -329,7 +331,7 @@ async fn one_run(
         (None, None)
     };
     let coord = Arc::new(
-        CoordinatorClient::connect(coordinator)
+        CoordinatorClient::connect(coordinator, &Keyring::new())
             .await
             .with_context(|| format!("connecting to the coordinator at {coordinator}"))?,
     );
@@ -380,11 +382,12 @@ async fn one_run(
     for partition in 0..a.partitions {
         let permit = slots.clone().acquire_owned().await?;
         let (placement, pool, app) = (placement.clone(), pool.clone(), app.clone());
+        let keyring = coord.keyring().clone();
         let maps = a.maps;
         let expected = status.partition_bytes[partition as usize];
         tasks.push(tokio::spawn(async move {
             let r = fetch_partition(
-                &placement, &pool, &app, partition, maps, per_cell, batch, expected,
+                &placement, &keyring, &pool, &app, partition, maps, per_cell, batch, expected,
             )
             .await;
             drop(permit);
@@ -404,7 +407,7 @@ async fn one_run(
     let (mut peak_rss, mut peak_buffered, mut budget, mut worker_budget, mut disk_bytes) =
         (0, 0, 0, 0, 0);
     for w in &placement.workers {
-        let client = WorkerClient::connect(&w.addr).await?;
+        let client = WorkerClient::connect(&w.addr, coord.keyring()).await?;
         if let Message::WorkerStats {
             peak_rss_bytes,
             peak_buffered_bytes,
@@ -452,7 +455,7 @@ async fn push_map(
     // One connection per worker for this map task, as an executor would hold.
     let mut clients = std::collections::HashMap::new();
     for w in &placement.workers {
-        clients.insert(w.id, WorkerClient::connect(&w.addr).await?);
+        clients.insert(w.id, WorkerClient::connect(&w.addr, coord.keyring()).await?);
     }
     let sizes = batches_for(per_cell, batch);
     let mut inflight = std::collections::VecDeque::new();
@@ -503,6 +506,7 @@ async fn push_map(
 #[allow(clippy::too_many_arguments)]
 async fn fetch_partition(
     placement: &Placement,
+    keyring: &Keyring,
     pool: &Pool,
     app: &str,
     partition: u32,
@@ -521,7 +525,7 @@ async fn fetch_partition(
         start_map: 0,
         end_map: maps,
     };
-    let mut reader = PartitionReader::new(&worker.addr, range);
+    let mut reader = PartitionReader::new(&worker.addr, range, keyring);
     let sizes = batches_for(per_cell, batch);
     let mut next = (0u32, 0u32);
     while let Some(b) = reader.next_batch().await? {

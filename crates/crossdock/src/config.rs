@@ -43,6 +43,9 @@ pub struct FileConfig {
     pub max_partitions: Option<u32>,
     pub max_maps: Option<u32>,
     pub max_lease: Option<String>,
+    pub secret_file: Option<PathBuf>,
+    /// `false` turns authentication off (as `--no-auth`).
+    pub auth: Option<bool>,
 }
 
 impl FileConfig {

@@ -1,6 +1,7 @@
 //! `crossdock`: the shuffle service's command-line entry point.
 
 mod alloc;
+mod auth;
 mod bench;
 mod config;
 mod limits;
@@ -17,6 +18,7 @@ use crossdock_server::metrics::{self, Render};
 use crossdock_server::standalone::{Standalone, StandaloneConfig};
 use crossdock_server::worker::{Worker, WorkerConfig};
 
+use auth::{AuthArgs, Missing};
 use config::{human_bytes, parse_duration, parse_size, FileConfig};
 use limits::{LimitArgs, QuotaArgs};
 
@@ -83,6 +85,8 @@ struct Common {
     metrics_listen: Option<String>,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 #[derive(Args)]
@@ -279,6 +283,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
     let file = FileConfig::load(a.common.config.as_deref())?;
     let limits = a.common.limits.resolve(&file)?;
     let quotas = a.quotas.resolve(&file)?;
+    let secret = a.common.auth.resolve(&file, Missing::Generate)?;
     let cfg = StandaloneConfig {
         listen: pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         workers: pick(a.workers, file.workers, || 2),
@@ -293,6 +298,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
         limits,
         quotas,
+        secret,
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
@@ -340,6 +346,10 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     let file = FileConfig::load(a.common.config.as_deref())?;
     let limits = a.common.limits.resolve(&file)?;
     let quotas = a.quotas.resolve(&file)?;
+    let secret = a
+        .common
+        .auth
+        .resolve(&file, Missing::Required("a coordinator"))?;
     let mut cfg = CoordinatorConfig::new(
         pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         pick(a.data_dir, file.data_dir, || {
@@ -354,6 +364,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.durability = parse_durability(&pick(a.durability, file.durability, || "memory".into()))?;
     cfg.limits = limits;
     cfg.quotas = quotas;
+    cfg.secret = secret;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await
@@ -374,8 +385,12 @@ async fn worker(a: WorkerArgs) -> Result<()> {
     let limits = a.common.limits.resolve(&file)?;
     let coordinator = a
         .coordinator
-        .or(file.coordinator)
+        .or(file.coordinator.clone())
         .context("a worker needs --coordinator HOST:PORT (or CROSSDOCK_COORDINATOR)")?;
+    let secret = a
+        .common
+        .auth
+        .resolve(&file, Missing::Required("a worker"))?;
     let dirs: Vec<PathBuf> = match a.data_dir {
         Some(list) => list
             .split(',')
@@ -400,6 +415,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         object_store: a.object_store.or(file.object_store),
         disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
         limits,
+        secret,
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");

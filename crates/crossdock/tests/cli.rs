@@ -79,8 +79,29 @@ fn standalone_serves_the_bench_exposes_metrics_and_cleans_up_on_sigterm() {
 fn separate_coordinator_and_worker_processes() {
     let dir = tempfile::tempdir().unwrap();
     let cdir = dir.path().join("c");
+    // Without the cluster secret (or an explicit --no-auth) neither starts.
+    for args in [
+        &["coordinator"][..],
+        &["worker", "--coordinator", "127.0.0.1:1"],
+    ] {
+        let out = run(&[args, &["--listen", "127.0.0.1:0"]].concat());
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--secret-file") && err.contains("--no-auth"),
+            "{err}"
+        );
+    }
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "too short\n").unwrap();
+    let out = run(&["coordinator", "--secret-file", secret.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 32"));
+    std::fs::write(&secret, "a cluster secret of more than thirty-two bytes\n").unwrap();
     let coord = Proc::start(&[
         "coordinator",
+        "--secret-file",
+        secret.to_str().unwrap(),
         "--listen",
         "127.0.0.1:0",
         "--data-dir",
@@ -92,6 +113,8 @@ fn separate_coordinator_and_worker_processes() {
     let wdir = dir.path().join("w");
     let worker = Proc::start(&[
         "worker",
+        "--secret-file",
+        secret.to_str().unwrap(),
         "--coordinator",
         &caddr,
         "--listen",

@@ -57,11 +57,15 @@ pub enum ErrorCode {
     /// shuffles per app, partitions per shuffle, lease length). The message names the
     /// limit and the setting that raises it.
     LimitExceeded = 54,
+    /// The connection has not proved the credential the request needs: the app's token
+    /// for an app's requests, the cluster secret for the coordinator's and workers' own
+    /// messages. Nothing was read or changed.
+    Unauthorized = 55,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::MalformedFrame,
         ErrorCode::TruncatedFrame,
         ErrorCode::FrameTooLarge,
@@ -86,6 +90,7 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::ShuttingDown,
         ErrorCode::LimitExceeded,
+        ErrorCode::Unauthorized,
     ];
 
     /// The code's wire value.
@@ -125,6 +130,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::LimitExceeded => "limit_exceeded",
+            ErrorCode::Unauthorized => "unauthorized",
         }
     }
 }

@@ -9,6 +9,7 @@
 //! implementation's tests read the same file.
 
 pub mod attempt;
+pub mod auth;
 pub mod codec;
 pub mod error;
 pub mod frame;

@@ -189,6 +189,24 @@ crate::wire_enum! {
             message: String,
         },
 
+        // Authentication (any client to any server), see `docs/security.md`.
+        /// Asks the server for this connection's challenge.
+        Hello = 0x03,
+        /// A fresh random nonce ([`crate::auth::NONCE_LEN`] bytes), the same for every
+        /// `Authenticate` on this connection.
+        Challenge = 0x04 {
+            #[serde(with = "hex_bytes")]
+            nonce: Bytes,
+        },
+        /// Proves the connection holds the key of `app_id` (its token), or with an empty
+        /// `app_id` the cluster secret: `proof` is [`crate::auth::proof`] of the
+        /// connection's nonce. A connection may authenticate for several apps.
+        Authenticate = 0x05 {
+            app_id: String,
+            #[serde(with = "hex_bytes")]
+            proof: Bytes,
+        },
+
         // Control plane: apps and shuffles (client to coordinator).
         RegisterApp = 0x10 {
             app_id: String,
@@ -257,6 +275,13 @@ crate::wire_enum! {
             shuffle_id: u32,
             partition: u32,
             worker_addr: String,
+        },
+
+        /// The answer to `RegisterApp`: the app's token ([`crate::auth::TOKEN_LEN`] bytes),
+        /// which its executors use to authenticate; empty when authentication is off.
+        AppRegistered = 0x1C {
+            #[serde(with = "hex_bytes")]
+            token: Bytes,
         },
 
         // Control plane: membership (worker to coordinator).

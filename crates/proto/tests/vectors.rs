@@ -391,6 +391,37 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 process_budget_bytes: 2 << 30,
             },
         ),
+        ("hello", 25, Message::Hello),
+        (
+            "challenge",
+            25,
+            Message::Challenge {
+                nonce: Bytes::from_static(&[0xa0; 16]),
+            },
+        ),
+        (
+            "authenticate",
+            26,
+            Message::Authenticate {
+                app_id: "app-1".into(),
+                proof: Bytes::from_static(&[0x5c; 32]),
+            },
+        ),
+        (
+            "authenticate_cluster",
+            27,
+            Message::Authenticate {
+                app_id: String::new(),
+                proof: Bytes::from_static(&[0x36; 32]),
+            },
+        ),
+        (
+            "app_registered",
+            3,
+            Message::AppRegistered {
+                token: Bytes::from_static(&[0x7e; 32]),
+            },
+        ),
     ]
 }
 

@@ -7,12 +7,13 @@
 //! - [`standalone`]: a coordinator and N workers in one process.
 //!
 //! Shared by both, lowest in the crate: [`error`] (the wire reply and how each layer's
-//! errors become one), [`limits`] (what a peer may hold: connections, time, frame
+//! errors become one), [`auth`] (what a connection proved and may ask), [`limits`] (what a peer may hold: connections, time, frame
 //! memory), [`memory`] (byte budgets), [`metrics`] (the Prometheus
 //! endpoint), [`names`] (client ids as file names and keys), [`net`] (accept loop,
 //! shutdown), [`peers`] (cached connections to other servers). Every module imports only modules below it and never its parent
 //! (`tests/layers.rs` checks it).
 
+pub mod auth;
 pub mod coordinator;
 pub mod error;
 pub mod limits;

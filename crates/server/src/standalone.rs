@@ -35,6 +35,9 @@ pub struct StandaloneConfig {
     pub limits: ConnLimits,
     /// What clients may register.
     pub quotas: Quotas,
+    /// The secret the coordinator and workers share (see
+    /// [`CoordinatorConfig::secret`]); `None`: authentication is off.
+    pub secret: Option<std::sync::Arc<crossdock_proto::auth::ClusterSecret>>,
 }
 
 /// A running standalone cluster.
@@ -68,6 +71,7 @@ impl Standalone {
         ccfg.durability = cfg.durability;
         ccfg.limits = cfg.limits.clone();
         ccfg.quotas = cfg.quotas.clone();
+        ccfg.secret = cfg.secret.clone();
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;
         let host = worker_host(coordinator.addr);
         let mut workers = Vec::new();
@@ -82,6 +86,7 @@ impl Standalone {
                 object_store: cfg.object_store.clone(),
                 disk_quota: cfg.disk_quota,
                 limits: cfg.limits.clone(),
+                secret: cfg.secret.clone(),
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

@@ -4,7 +4,8 @@
 
 mod common;
 
-use crossdock_client::WorkerClient;
+use common::app_keys;
+use crossdock_client::{CoordinatorClient, Keyring, RpcConnection, WorkerClient};
 use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, FrameHeader, Message};
 
 use common::embedded::{
@@ -17,7 +18,7 @@ async fn bad_checksum_is_rejected_and_the_connection_stays_usable() {
     let c = Cluster::start(1, 64 << 20).await;
     let app = "crc";
     let placement = c.shuffle(app, 1, 1).await;
-    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr, &app_keys(app))
         .await
         .unwrap();
     let data = payload(0, 0, 0, 4096);
@@ -48,7 +49,7 @@ async fn unknown_app_shuffle_and_partition_are_named() {
         push(&placement, "stranger", 0, 0, 0, 0, &d).await,
         ErrorCode::UnknownApp,
     );
-    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr, &app_keys("known"))
         .await
         .unwrap();
     let mut h = header("known", 0, 0, 0, 0, &d);
@@ -57,8 +58,17 @@ async fn unknown_app_shuffle_and_partition_are_named() {
     assert_code(w.finish_push(p).await, ErrorCode::UnknownShuffle);
     let p = w.push(&header("known", 5, 0, 0, 0, &d), &d).await.unwrap();
     assert_code(w.finish_push(p).await, ErrorCode::UnknownPartition);
+    // A client with the stranger's token (any other is refused as unauthorized).
+    let coord_addr = c.sa.coordinator.addr.to_string();
+    let stranger = CoordinatorClient::connect(&coord_addr, &app_keys("stranger"))
+        .await
+        .unwrap();
     assert_code(
-        c.coord
+        c.coord.renew_lease("stranger").await,
+        ErrorCode::Unauthorized,
+    );
+    assert_code(
+        stranger
             .commit_map("stranger", 0, 0, AttemptId(0), vec![])
             .await,
         ErrorCode::UnknownApp,
@@ -68,10 +78,13 @@ async fn unknown_app_shuffle_and_partition_are_named() {
         ErrorCode::UnknownShuffle,
     );
     assert_code(
-        c.coord.register_shuffle("stranger", 0, 1, 1).await,
+        stranger.register_shuffle("stranger", 0, 1, 1).await,
         ErrorCode::UnknownApp,
     );
-    assert_code(c.coord.renew_lease("stranger").await, ErrorCode::UnknownApp);
+    assert_code(
+        stranger.renew_lease("stranger").await,
+        ErrorCode::UnknownApp,
+    );
     healthy_round_trip(&c, "neighbour").await;
 }
 
@@ -81,7 +94,7 @@ async fn oversize_batch_and_oversize_frame_are_refused() {
     let placement = c.shuffle("big", 1, 1).await;
     let worker = c.worker_for(&placement, 0);
     let big = vec![1u8; worker.store.max_batch as usize + 1];
-    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+    let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr, &app_keys("big"))
         .await
         .unwrap();
     let p = w
@@ -158,10 +171,18 @@ async fn unsupported_version_and_unknown_kind_are_refused() {
         raw_exchange(&coord_addr, &frame).await,
         ErrorCode::UnknownMessageKind,
     );
-    // A worker-only message sent to the coordinator.
+    // A worker-only message sent to the coordinator: refused unauthenticated, and
+    // not taken from the cluster either.
     let frame = Message::GetWorkerStats.encode_frame(2);
     assert_error_frame(
         raw_exchange(&coord_addr, &frame).await,
+        ErrorCode::Unauthorized,
+    );
+    let cluster = RpcConnection::connect(&coord_addr, &Keyring::cluster(Some(common::secret())))
+        .await
+        .unwrap();
+    assert_code(
+        cluster.call(&Message::GetWorkerStats).await,
         ErrorCode::UnknownMessageKind,
     );
     healthy_round_trip(&c, "version-neighbour").await;

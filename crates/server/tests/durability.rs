@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use crossdock_client::CoordinatorClient;
+use crossdock_client::{CoordinatorClient, Keyring};
 use crossdock_proto::{AttemptId, CommitStatus, Durability, ErrorCode, NO_WORKER};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 
@@ -267,6 +267,7 @@ async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits()
             let mut cfg = CoordinatorConfig::new(listen, state_dir);
             cfg.heartbeat = Duration::from_millis(50);
             cfg.replication = 2;
+            cfg.secret = Some(common::secret());
             (Coordinator::start(cfg, shutdown).await.unwrap(), stop)
         }
     };
@@ -276,7 +277,9 @@ async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits()
         start_worker(&addr, "127.0.0.1:0", dir.path().join("w0")).await,
         start_worker(&addr, "127.0.0.1:0", dir.path().join("w1")).await,
     ];
-    let client = CoordinatorClient::connect(&addr).await.unwrap();
+    let client = CoordinatorClient::connect(&addr, &Keyring::new())
+        .await
+        .unwrap();
     eventually("both workers registered", || async {
         coord.lock().counts().2 == 2
     })

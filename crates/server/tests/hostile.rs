@@ -87,7 +87,7 @@ async fn dots_slashes_and_lookalike_ids_cannot_reach_other_apps_data() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_and_overlong_ids_are_refused_at_registration() {
     let c = Cluster::start(1, 1).await;
-    let refused = |r: Result<(), ClientError>, what: &str| {
+    let refused = |r: Result<bytes::Bytes, ClientError>, what: &str| {
         let e = r.unwrap_err();
         assert_eq!(e.code(), Some(ErrorCode::InvalidArgument), "{e}");
         assert!(e.to_string().contains(what), "{e}");

@@ -208,6 +208,7 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         object_store: Some(url.into()),
         disk_quota: None,
         limits: Default::default(),
+        secret: Some(common::secret()),
     };
     let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
         .await

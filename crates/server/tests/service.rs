@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::{CoordinatorClient, FetchRange, PartitionReader, WorkerClient};
+use common::app_keys;
+use crossdock_client::{CoordinatorClient, FetchRange, Keyring, PartitionReader, WorkerClient};
 use crossdock_proto::{AttemptId, CommitStatus, ErrorCode};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 use crossdock_server::worker::{Worker, WorkerConfig};
@@ -47,7 +48,7 @@ async fn push_storm_of_8x_the_budget_stays_within_it() {
     for map in 0..8u32 {
         let placement = placement.clone();
         tasks.push(tokio::spawn(async move {
-            let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr)
+            let w = WorkerClient::connect(&placement.worker_of(0).unwrap().addr, &app_keys(app))
                 .await
                 .unwrap();
             let data = payload(map, 0, 0, batch);
@@ -169,7 +170,9 @@ async fn racing_commits_of_many_maps_leave_one_winner_per_map() {
         for a in 0..2 {
             let addr = addr.clone();
             racers.push(tokio::spawn(async move {
-                let coord = CoordinatorClient::connect(&addr).await.unwrap();
+                let coord = CoordinatorClient::connect(&addr, &app_keys(app))
+                    .await
+                    .unwrap();
                 let stats = vec![stat(m % 2, len(m, a))];
                 let r = coord.commit_map(app, 0, m, AttemptId(a), stats).await;
                 (m, a, r.unwrap())
@@ -302,6 +305,7 @@ async fn a_broken_fetch_resumes_without_loss_or_duplicates() {
             start_map: 0,
             end_map: 2,
         },
+        &app_keys(app),
     );
     let mut got = Vec::new();
     while let Some(b) = r.next_batch().await.unwrap() {
@@ -413,8 +417,9 @@ async fn no_workers_and_lost_workers_are_reported() {
     let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("c"));
     cfg.worker_timeout = Duration::from_millis(300);
     cfg.heartbeat = Duration::from_millis(50);
+    cfg.secret = Some(common::secret());
     let coord = Coordinator::start(cfg, shutdown).await.unwrap();
-    let client = CoordinatorClient::connect(&coord.addr.to_string())
+    let client = CoordinatorClient::connect(&coord.addr.to_string(), &Keyring::new())
         .await
         .unwrap();
     client.register_app("a", 60_000).await.unwrap();
@@ -434,6 +439,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             object_store: None,
             disk_quota: None,
             limits: Default::default(),
+            secret: Some(common::secret()),
         },
         worker_shutdown,
     )
@@ -536,6 +542,7 @@ async fn a_fetch_cut_by_the_network_resumes_after_its_last_batch() {
             start_map: 0,
             end_map: 3,
         },
+        &app_keys(app),
     );
     let mut got = Vec::new();
     while let Some(b) = r.next_batch().await.unwrap() {

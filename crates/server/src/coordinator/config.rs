@@ -1,8 +1,10 @@
 //! How a coordinator runs.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crossdock_proto::auth::ClusterSecret;
 use crossdock_proto::Durability;
 
 use crate::limits::ConnLimits;
@@ -30,6 +32,9 @@ pub struct CoordinatorConfig {
     /// What clients and workers may hold on the coordinator: connections, time, frame
     /// memory.
     pub limits: ConnLimits,
+    /// The cluster secret that authenticates the coordinator and the workers to each
+    /// other and from which app tokens are derived; `None`: authentication is off.
+    pub secret: Option<Arc<ClusterSecret>>,
     /// How much one client may register.
     pub quotas: Quotas,
 }
@@ -108,6 +113,7 @@ impl CoordinatorConfig {
             durability: Durability::Memory,
             limits: ConnLimits::default(),
             quotas: Quotas::default(),
+            secret: None,
         }
     }
 }

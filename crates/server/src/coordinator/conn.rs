@@ -7,7 +7,7 @@
 //! never reads the replies therefore pins a bounded amount of memory.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
 use crossdock_proto::{DecodeError, Message, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::node::Coordinator;
 use super::service;
+use crate::auth::Access;
 use crate::error::ServerError;
 use crate::limits::Timed;
 
@@ -50,6 +51,7 @@ pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()>
         tracing::debug!(code = %err.code, message = %err.message, "request rejected");
         err.to_message()
     };
+    let access = Arc::new(Mutex::new(Access::new(coord.cfg.secret.clone())));
     let read: io::Result<()> = async {
         loop {
             // A place for the reply first: with none, the next request stays unread.
@@ -99,9 +101,33 @@ pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()>
                     continue;
                 }
             };
+            // The handshake and the check of what this connection may ask happen here,
+            // in request order, so a request sent right after `Authenticate` sees it.
+            let checked = {
+                let mut access = access.lock().expect("access lock");
+                match msg {
+                    Message::Hello => Err(Ok(access.hello())),
+                    Message::Authenticate { app_id, proof } => {
+                        Err(access.authenticate(&app_id, &proof))
+                    }
+                    msg => match access.check(&msg) {
+                        Ok(()) => Ok(msg),
+                        Err(err) => Err(Err(err)),
+                    },
+                }
+            };
+            let msg = match checked {
+                Ok(msg) => msg,
+                Err(answer) => {
+                    let reply = answer.unwrap_or_else(|err| reject(&coord, err));
+                    place.send((h.request_id, reply, false));
+                    continue;
+                }
+            };
             let coord = coord.clone();
+            let access = access.clone();
             tokio::spawn(async move {
-                let reply = match service::handle(&coord, msg).await {
+                let reply = match handle(&coord, &access, msg).await {
                     Ok(m) => m,
                     Err(err) => reject(&coord, err),
                 };
@@ -113,4 +139,20 @@ pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()>
     drop(tx);
     let written = writer.await.map_err(io::Error::other)?;
     read.and(written)
+}
+
+/// Handles a request that passed the connection's check. A registration is the one
+/// request that changes what the connection may do: the app is its own once registered.
+async fn handle(
+    coord: &Arc<Coordinator>,
+    access: &Mutex<Access>,
+    msg: Message,
+) -> Result<Message, ServerError> {
+    let Message::RegisterApp { app_id, lease_ms } = msg else {
+        return service::handle(coord, msg).await;
+    };
+    let owner = access.lock().expect("access lock").owns(&app_id);
+    let reply = service::register_app(coord, &app_id, lease_ms, owner).await?;
+    access.lock().expect("access lock").grant(&app_id)?;
+    Ok(reply)
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossdock_client::ClientError;
+use crossdock_client::{ClientError, Keyring};
 use crossdock_proto::Message;
 
 use super::config::CoordinatorConfig;
@@ -38,13 +38,18 @@ impl Coordinator {
     pub fn new(addr: SocketAddr, cfg: CoordinatorConfig, state: State, journal: Journal) -> Self {
         Coordinator {
             gate: Gate::new(cfg.limits.clone()),
+            worker_conns: Peers::new(Keyring::cluster(cfg.secret.clone())),
             addr,
             cfg,
             state: Mutex::new(state),
             metrics: CoordinatorMetrics::default(),
             journal,
-            worker_conns: Peers::default(),
         }
+    }
+
+    /// The keys the coordinator proves to workers (the cluster secret, if any).
+    pub fn keyring(&self) -> &Keyring {
+        self.worker_conns.keyring()
     }
 
     /// The state, locked. Never hold it across an await.

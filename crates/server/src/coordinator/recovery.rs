@@ -218,7 +218,7 @@ async fn adopt_lost(
     // connection come in request order.
     let answers = futures_util::future::join_all(calls.iter().map(|(_, addr, msg)| async move {
         let call = async {
-            let conn = RpcConnection::connect(addr).await?;
+            let conn = RpcConnection::connect(addr, coord.keyring()).await?;
             conn.call(msg).await
         };
         tokio::time::timeout(ADOPT_TIMEOUT, call)
@@ -309,7 +309,7 @@ pub async fn check_reported_worker(coord: &Arc<Coordinator>, addr: &str) {
         return;
     }
     let probe = async {
-        let c = RpcConnection::connect(addr).await?;
+        let c = RpcConnection::connect(addr, coord.keyring()).await?;
         c.call(&Message::GetWorkerStats).await
     };
     let answered = matches!(

@@ -3,6 +3,8 @@
 //! [`calls`](super::calls).
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::time::Instant;
 
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionBytes, PartitionStat};
@@ -14,7 +16,39 @@ use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
 use super::recovery;
 use super::state::{Rejoin, StateError};
+use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
+
+/// Registers (or renews the registration of) an app and answers with its token. A
+/// caller that is not `owner` (has not authenticated for the app) may only register
+/// an app id nobody holds: checked under the state's lock, so of two clients racing
+/// for a new id, one gets it and the other is refused.
+pub async fn register_app(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    lease_ms: u32,
+    owner: bool,
+) -> Result<Message, ServerError> {
+    {
+        let mut st = coord.lock();
+        if !owner && st.has_app(app_id) {
+            return Err(unauthorized(&format!(
+                "app '{app_id}' is registered already; only a client holding its token may \
+                 register it again"
+            )));
+        }
+        st.register_app(app_id, lease_ms, Instant::now())?;
+    }
+    coord.log(&[Record::App {
+        app_id: app_id.to_string(),
+        lease_ms,
+    }])?;
+    let token = match &coord.cfg.secret {
+        Some(secret) => secret.app_token(app_id),
+        None => Bytes::new(),
+    };
+    Ok(Message::AppRegistered { token })
+}
 
 /// Handles one request.
 pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, ServerError> {
@@ -73,9 +107,7 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             Ok(Message::Ok)
         }
         Message::RegisterApp { app_id, lease_ms } => {
-            coord.lock().register_app(&app_id, lease_ms, now)?;
-            coord.log(&[Record::App { app_id, lease_ms }])?;
-            Ok(Message::Ok)
+            register_app(coord, &app_id, lease_ms, true).await
         }
         Message::RenewLease { app_id } => {
             coord.lock().renew_lease(&app_id, now)?;

@@ -1,6 +1,9 @@
 //! How a worker runs: its settings and the split of its memory budget.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossdock_proto::auth::ClusterSecret;
 
 use crate::limits::ConnLimits;
 
@@ -35,6 +38,9 @@ pub struct WorkerConfig {
     pub disk_quota: Option<u64>,
     /// What clients may hold on this worker: connections, time, frame memory.
     pub limits: ConnLimits,
+    /// The cluster secret that authenticates the coordinator and the workers to each
+    /// other and from which app tokens are derived; `None`: authentication is off.
+    pub secret: Option<Arc<ClusterSecret>>,
 }
 
 impl WorkerConfig {

@@ -16,6 +16,7 @@ use super::fetch;
 use super::node::Worker;
 use super::reply::{answer, send, Next, Replies, Reply, REPLY_QUEUE};
 use super::{control, push};
+use crate::auth::Access;
 use crate::error::ServerError;
 use crate::limits::Timed;
 
@@ -78,6 +79,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     tx: &Replies,
     worker: &Arc<Worker>,
 ) -> io::Result<()> {
+    let mut access = Access::new(worker.secret.clone());
     loop {
         r.get_mut().expect_frame();
         let h = match read_header(r).await {
@@ -90,7 +92,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             Err(e) => return Err(e),
         };
         r.get_mut().in_frame();
-        if let Next::Close = dispatch(r, tx, worker, h).await? {
+        if let Next::Close = dispatch(r, tx, worker, &mut access, h).await? {
             return Ok(());
         }
     }
@@ -101,6 +103,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
     r: &mut R,
     tx: &Replies,
     worker: &Arc<Worker>,
+    access: &mut Access,
     h: FrameHeader,
 ) -> io::Result<Next> {
     if h.version != PROTOCOL_VERSION {
@@ -109,7 +112,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
         return Ok(Next::Close);
     }
     if h.kind == MessageKind::PushBatch as u8 {
-        return push::handle(r, tx, worker, h).await;
+        return push::handle(r, tx, worker, access, h).await;
     }
     if h.body_len > MAX_CONTROL_FRAME {
         let err = DecodeError::TooLarge {
@@ -132,8 +135,17 @@ async fn dispatch<R: AsyncRead + Unpin>(
     drop(room);
     match decoded {
         Err(e) => answer(tx, h.request_id, Err(e.into())).await?,
-        Ok(fetch @ Message::Fetch { .. }) => send(tx, Reply::Fetch(h.request_id, fetch)).await?,
-        Ok(msg) => control::handle(tx, worker, h.request_id, msg).await?,
+        Ok(Message::Hello) => answer(tx, h.request_id, Ok(access.hello())).await?,
+        Ok(Message::Authenticate { app_id, proof }) => {
+            answer(tx, h.request_id, access.authenticate(&app_id, &proof)).await?
+        }
+        Ok(msg) => match access.check(&msg) {
+            Err(err) => answer(tx, h.request_id, Err(err)).await?,
+            Ok(()) if matches!(msg, Message::Fetch { .. }) => {
+                send(tx, Reply::Fetch(h.request_id, msg)).await?
+            }
+            Ok(()) => control::handle(tx, worker, h.request_id, msg).await?,
+        },
     }
     Ok(Next::Continue)
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::{ClientError, RpcConnection};
+use crossdock_client::{ClientError, Keyring, RpcConnection};
 use crossdock_proto::{ErrorCode, Message, PushHeader, FLAG_REPLICA};
 
 use crate::error::Coded;
@@ -41,11 +41,18 @@ pub struct Links {
 }
 
 impl Links {
-    pub fn new(coordinator: String) -> Links {
+    /// Links to `coordinator` and to replicas, each connection proving `keyring` (the
+    /// cluster secret).
+    pub fn new(coordinator: String, keyring: Keyring) -> Links {
         Links {
             coordinator,
-            replicas: Peers::default(),
+            replicas: Peers::new(keyring),
         }
+    }
+
+    /// The keys this worker proves on its connections to other servers.
+    pub fn keyring(&self) -> &Keyring {
+        self.replicas.keyring()
     }
 
     /// The coordinator's address.
@@ -83,10 +90,11 @@ impl Links {
             }
         };
         let (addr, coordinator) = (addr.to_string(), self.coordinator.clone());
+        let keyring = self.keyring().clone();
         Ok(tokio::spawn(async move {
             conn.wait(rx).await.map(|_| ()).map_err(|source| {
                 if source.is_transport() {
-                    report_failure(coordinator, addr.clone());
+                    report_failure(coordinator, keyring.clone(), addr.clone());
                 }
                 ReplicaError::Refused { addr, source }
             })
@@ -95,7 +103,11 @@ impl Links {
 
     /// Tells the coordinator (in the background) that `addr` did not answer.
     pub fn report_failure(&self, addr: &str) {
-        report_failure(self.coordinator.clone(), addr.to_string());
+        report_failure(
+            self.coordinator.clone(),
+            self.keyring().clone(),
+            addr.to_string(),
+        );
     }
 
     /// Tells the coordinator that this worker's (`own_addr`) copy of a partition holds
@@ -115,7 +127,7 @@ impl Links {
             worker_addr: own_addr.to_string(),
         };
         let report = async {
-            let c = RpcConnection::connect(&self.coordinator).await?;
+            let c = RpcConnection::connect(&self.coordinator, self.keyring()).await?;
             c.call(&msg).await
         };
         match tokio::time::timeout(Duration::from_secs(3), report).await {
@@ -128,10 +140,10 @@ impl Links {
     }
 }
 
-fn report_failure(coordinator: String, addr: String) {
+fn report_failure(coordinator: String, keyring: Keyring, addr: String) {
     tokio::spawn(async move {
         let res = async {
-            let c = RpcConnection::connect(&coordinator).await?;
+            let c = RpcConnection::connect(&coordinator, &keyring).await?;
             c.call(&Message::ReportWorkerFailure { addr: addr.clone() })
                 .await
         }

@@ -36,7 +36,7 @@ pub async fn run(worker: Arc<Worker>, mut shutdown: ShutdownSignal) {
 /// longer knows this worker (register again), an error when it cannot be reached.
 async fn session(worker: &Worker) -> Result<(), ClientError> {
     let coordinator = worker.links.coordinator();
-    let conn = RpcConnection::connect(coordinator).await?;
+    let conn = RpcConnection::connect(coordinator, worker.links.keyring()).await?;
     let reply = conn
         .call(&Message::RegisterWorker {
             addr: worker.advertised.clone(),

@@ -35,6 +35,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossdock_client::Keyring;
 use tokio::net::TcpListener;
 
 use crate::limits::Gate;
@@ -124,8 +125,12 @@ impl Worker {
             metrics: Arc::new(WorkerMetrics::default()),
             memory: cfg.memory,
             incarnation,
-            links: Links::new(cfg.coordinator.clone()),
+            links: Links::new(
+                cfg.coordinator.clone(),
+                Keyring::cluster(cfg.secret.clone()),
+            ),
             gate: Gate::new(cfg.limits.clone()),
+            secret: cfg.secret.clone(),
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
         let w = worker.clone();

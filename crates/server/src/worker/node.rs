@@ -33,6 +33,9 @@ pub struct Worker {
     pub links: Links,
     /// Admission of connections and of large frames.
     pub gate: Arc<Gate>,
+    /// The cluster secret (`None`: authentication off): what each connection's
+    /// handshake is checked against.
+    pub secret: Option<Arc<crossdock_proto::auth::ClusterSecret>>,
 }
 
 impl Worker {

@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::node::Worker;
 use super::reply::{answer, send, Next, Pending, Replies, Reply};
+use crate::auth::{unauthorized, Access};
 use crate::error::ServerError;
 
 /// Reads and stores one `PushBatch` frame whose header `h` was read.
@@ -26,6 +27,7 @@ pub async fn handle<R: AsyncRead + Unpin>(
     r: &mut R,
     tx: &Replies,
     worker: &Arc<Worker>,
+    access: &Access,
     h: FrameHeader,
 ) -> io::Result<Next> {
     let body_len = h.body_len as u64;
@@ -38,7 +40,15 @@ pub async fn handle<R: AsyncRead + Unpin>(
     };
     let payload_len = body_len - header.encoded_len() as u64;
     let store = &worker.store;
-    let (shuffle, part) = match store.admit_push(&header, payload_len) {
+    // Only the app's own connections push to it; only a worker forwards to a replica.
+    let allowed = match access.check_app(&header.app_id) {
+        Ok(()) if h.flags & FLAG_REPLICA != 0 && !access.is_cluster() => Err(unauthorized(
+            "only a worker forwards batches to a replica (the cluster secret)",
+        )),
+        other => other,
+    };
+    let admitted = allowed.and_then(|()| Ok(store.admit_push(&header, payload_len)?));
+    let (shuffle, part) = match admitted {
         Ok(x) => x,
         Err(err) => {
             // Skip the payload so the connection stays usable, unless it is absurdly
@@ -49,7 +59,7 @@ pub async fn handle<R: AsyncRead + Unpin>(
             } else {
                 Next::Close
             };
-            answer(tx, h.request_id, Err(err.into())).await?;
+            answer(tx, h.request_id, Err(err)).await?;
             return Ok(next);
         }
     };

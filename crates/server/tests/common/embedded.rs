@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::{ClientError, CoordinatorClient, Placement};
+use crossdock_client::{ClientError, CoordinatorClient, Keyring, Placement};
 use crossdock_proto::io::{read_exact_bytes, read_header};
 use crossdock_proto::{AttemptId, ErrorCode, FrameHeader, Message};
 use crossdock_server::standalone::{Standalone, StandaloneConfig};
@@ -40,12 +40,13 @@ impl Cluster {
                 disk_quota: None,
                 limits: Default::default(),
                 quotas: Default::default(),
+                secret: Some(super::secret()),
             },
             shutdown,
         )
         .await
         .unwrap();
-        let coord = CoordinatorClient::connect(&sa.coordinator.addr.to_string())
+        let coord = CoordinatorClient::connect(&sa.coordinator.addr.to_string(), &Keyring::new())
             .await
             .unwrap();
         Cluster {

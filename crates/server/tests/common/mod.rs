@@ -5,11 +5,24 @@
 pub mod embedded;
 pub mod nodes;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::{ClientError, FetchRange, PartitionReader, WorkerClient};
+use crossdock_client::{ClientError, FetchRange, Keyring, PartitionReader, WorkerClient};
+use crossdock_proto::auth::ClusterSecret;
 use crossdock_proto::{checksum, AttemptId, PartitionStat, PushHeader};
+
+/// The cluster secret of every test cluster: the integration tests run with
+/// authentication on, as the `crossdock` binary does by default.
+pub fn secret() -> Arc<ClusterSecret> {
+    Arc::new(ClusterSecret::from_bytes(b"crossdock integration tests' cluster secret").unwrap())
+}
+
+/// The keys an app's clients hold (what its driver got from `RegisterApp`).
+pub fn app_keys(app: &str) -> Keyring {
+    Keyring::app(app, secret().app_token(app))
+}
 
 /// The test payload of one batch: a pattern of its map, partition and `tag` (its
 /// sequence number or its attempt), so every batch read back can be checked.
@@ -47,7 +60,7 @@ pub async fn push_batch(
     (map, attempt, seq): (u32, u32, u32),
     data: &[u8],
 ) -> Result<(), ClientError> {
-    let w = WorkerClient::connect(addr).await?;
+    let w = WorkerClient::connect(addr, &app_keys(app)).await?;
     let p = w
         .push(&header(app, partition, map, attempt, seq, data), data)
         .await?;
@@ -65,6 +78,7 @@ pub fn reader(addr: &str, app: &str, partition: u32, start: u32, end: u32) -> Pa
             start_map: start,
             end_map: end,
         },
+        &app_keys(app),
     )
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::{ClientError, CoordinatorClient, Placement, ShuffleStatus};
+use crossdock_client::{ClientError, CoordinatorClient, Keyring, Placement, ShuffleStatus};
 use crossdock_proto::{AttemptId, CommitStatus, Durability};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 use crossdock_server::worker::{Worker, WorkerConfig};
@@ -59,6 +59,7 @@ pub async fn start_worker_on(
             object_store: tier.map(|t| t.url.clone()),
             disk_quota: tier.and_then(|t| t.disk_quota),
             limits: Default::default(),
+            secret: Some(super::secret()),
         },
         shutdown,
     )
@@ -88,6 +89,7 @@ impl Cluster {
         cfg.replication = replication;
         cfg.durability = durability;
         cfg.heartbeat = Duration::from_millis(50);
+        cfg.secret = Some(super::secret());
         let coordinator = Coordinator::start(cfg, shutdown).await.unwrap();
         let coord_addr = coordinator.addr.to_string();
         let mut nodes = Vec::new();
@@ -102,7 +104,9 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(coordinator.lock().counts().2, workers as u64);
-        let coord = CoordinatorClient::connect(&coord_addr).await.unwrap();
+        let coord = CoordinatorClient::connect(&coord_addr, &Keyring::new())
+            .await
+            .unwrap();
         Cluster {
             coord,
             coord_addr,

@@ -10,6 +10,8 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class ConnectionPool implements Closeable {
   private final ConcurrentHashMap<String, RpcConnection> conns = new ConcurrentHashMap<>();
   private final int connectTimeoutMs;
+  private volatile String appId;
+  private volatile byte[] token;
 
   public ConnectionPool(int connectTimeoutMs) {
     this.connectTimeoutMs = connectTimeoutMs;
@@ -17,6 +19,19 @@ public final class ConnectionPool implements Closeable {
 
   public int connectTimeoutMs() {
     return connectTimeoutMs;
+  }
+
+  /**
+   * The app whose token the connections prove (an executor serves one app). Connections open
+   * for another app are closed; the next {@link #get} opens one that proves this one.
+   */
+  public synchronized void authenticateAs(String appId, byte[] token) {
+    if (appId.equals(this.appId) && java.util.Arrays.equals(token, this.token)) {
+      return;
+    }
+    this.appId = appId;
+    this.token = token;
+    close();
   }
 
   public RpcConnection get(String addr) throws CrossdockException {
@@ -27,7 +42,7 @@ public final class ConnectionPool implements Closeable {
     synchronized (this) {
       c = conns.get(addr);
       if (c == null || c.isClosed()) {
-        c = RpcConnection.connect("Crossdock worker", addr, connectTimeoutMs);
+        c = RpcConnection.connect("Crossdock worker", addr, connectTimeoutMs, appId, token);
         conns.put(addr, c);
       }
       return c;

@@ -17,13 +17,25 @@ public final class CoordinatorClient implements Closeable {
   private final int connectTimeoutMs;
   private final long requestTimeoutMs;
   private RpcConnection conn;
+  /** The app whose token each new connection proves; null before one is known. */
+  private volatile String authApp;
+  private volatile byte[] authToken;
 
   public CoordinatorClient(String addr, int connectTimeoutMs, long requestTimeoutMs)
       throws CrossdockException {
+    this(addr, connectTimeoutMs, requestTimeoutMs, null, null);
+  }
+
+  /** A client that proves {@code appId}'s {@code token} (null: none yet) on its connections. */
+  public CoordinatorClient(String addr, int connectTimeoutMs, long requestTimeoutMs, String appId,
+      byte[] token) throws CrossdockException {
     this.addr = addr;
     this.connectTimeoutMs = connectTimeoutMs;
     this.requestTimeoutMs = requestTimeoutMs;
-    this.conn = RpcConnection.connect("Crossdock coordinator", addr, connectTimeoutMs);
+    this.authApp = appId;
+    this.authToken = token;
+    this.conn = RpcConnection.connect("Crossdock coordinator", addr, connectTimeoutMs, appId,
+        token);
   }
 
   public String addr() {
@@ -32,7 +44,8 @@ public final class CoordinatorClient implements Closeable {
 
   private synchronized RpcConnection conn() throws CrossdockException {
     if (conn == null || conn.isClosed()) {
-      conn = RpcConnection.connect("Crossdock coordinator", addr, connectTimeoutMs);
+      conn = RpcConnection.connect("Crossdock coordinator", addr, connectTimeoutMs, authApp,
+          authToken);
     }
     return conn;
   }
@@ -74,9 +87,39 @@ public final class CoordinatorClient implements Closeable {
     }
   }
 
-  /** Registers (or renews) an app whose lease lasts {@code leaseMs} after each renewal. */
-  public void registerApp(String appId, int leaseMs) throws IOException {
-    expectOk(new Message.RegisterApp(appId, leaseMs));
+  /**
+   * Registers (or renews) an app whose lease lasts {@code leaseMs} after each renewal and
+   * returns its token (empty when the cluster runs without authentication), which this client
+   * proves on every later connection. Executors get the token from the driver (in the shuffle
+   * handle) and call {@link #authenticateAs}.
+   */
+  public byte[] registerApp(String appId, int leaseMs) throws IOException {
+    Message r = call(new Message.RegisterApp(appId, leaseMs));
+    if (!(r instanceof Message.AppRegistered a)) {
+      throw Futures.unexpected(addr, r);
+    }
+    byte[] token = new byte[a.token().remaining()];
+    a.token().duplicate().get(token);
+    synchronized (this) {
+      // The connection that registered may act for the app already; later ones prove it.
+      authApp = appId;
+      authToken = token;
+    }
+    return token;
+  }
+
+  /**
+   * Proves {@code appId}'s token from now on: the current connection is replaced, so the next
+   * call opens one that authenticates.
+   */
+  public synchronized void authenticateAs(String appId, byte[] token) {
+    boolean changed = !java.util.Arrays.equals(token, authToken) || !appId.equals(authApp);
+    authApp = appId;
+    authToken = token;
+    if (changed && conn != null) {
+      conn.close();
+      conn = null;
+    }
   }
 
   public void renewLease(String appId) throws IOException {

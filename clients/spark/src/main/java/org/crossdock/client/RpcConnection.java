@@ -33,7 +33,7 @@ public final class RpcConnection implements Closeable {
   private final OutputStream out;
   private final Object writeLock = new Object();
   private final Map<Long, CompletableFuture<Message>> pending = new ConcurrentHashMap<>();
-  private final AtomicLong nextId = new AtomicLong(1);
+  private final AtomicLong nextId = new AtomicLong(Handshake.NEXT_ID);
   private volatile boolean closed;
   private volatile IOException failure;
   private String lastWord;
@@ -50,9 +50,26 @@ public final class RpcConnection implements Closeable {
   /** Connects to {@code addr} ({@code host:port}) of a {@code role} named in errors. */
   public static RpcConnection connect(String role, String addr, int connectTimeoutMs)
       throws CrossdockException {
+    return connect(role, addr, connectTimeoutMs, null, null);
+  }
+
+  /**
+   * Connects and proves {@code appId}'s {@code token} on the new connection ({@link
+   * Handshake}); a null or empty token sends no handshake.
+   */
+  public static RpcConnection connect(String role, String addr, int connectTimeoutMs,
+      String appId, byte[] token) throws CrossdockException {
     Socket s = Net.connect(role, addr, connectTimeoutMs);
     try {
+      Handshake.prove(s, addr, appId, token, connectTimeoutMs);
       return new RpcConnection(addr, s);
+    } catch (CrossdockException e) {
+      try {
+        s.close();
+      } catch (IOException ignored) {
+        // nothing to do
+      }
+      throw e;
     } catch (IOException e) {
       try {
         s.close();

@@ -32,6 +32,10 @@ public final class Codec {
   static {
     decoder(KIND_OK, Ok::decode);
     decoder(KIND_ERROR, Message.Error::decode);
+    decoder(KIND_HELLO, Hello::decode);
+    decoder(KIND_CHALLENGE, Challenge::decode);
+    decoder(KIND_AUTHENTICATE, Authenticate::decode);
+    decoder(KIND_APP_REGISTERED, AppRegistered::decode);
     decoder(KIND_REGISTER_APP, RegisterApp::decode);
     decoder(KIND_RENEW_LEASE, RenewLease::decode);
     decoder(KIND_UNREGISTER_APP, UnregisterApp::decode);

@@ -25,7 +25,8 @@ public enum ErrorCode {
   IO(51, "io"),
   INTERNAL(52, "internal"),
   SHUTTING_DOWN(53, "shutting_down"),
-  LIMIT_EXCEEDED(54, "limit_exceeded");
+  LIMIT_EXCEEDED(54, "limit_exceeded"),
+  UNAUTHORIZED(55, "unauthorized");
 
   private final int code;
   private final String wireName;

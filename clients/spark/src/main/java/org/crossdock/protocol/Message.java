@@ -28,6 +28,9 @@ public sealed interface Message extends Encodable {
 
   int KIND_OK = 0x01;
   int KIND_ERROR = 0x02;
+  int KIND_HELLO = 0x03;
+  int KIND_CHALLENGE = 0x04;
+  int KIND_AUTHENTICATE = 0x05;
   int KIND_REGISTER_APP = 0x10;
   int KIND_RENEW_LEASE = 0x11;
   int KIND_UNREGISTER_APP = 0x12;
@@ -54,6 +57,7 @@ public sealed interface Message extends Encodable {
   int KIND_FETCH = 0x41;
   int KIND_FETCH_CHUNK = 0x42;
   int KIND_FETCH_END = 0x43;
+  int KIND_APP_REGISTERED = 0x1C;
   int KIND_GET_WORKER_STATS = 0x44;
   int KIND_WORKER_STATS = 0x45;
 
@@ -241,6 +245,65 @@ public sealed interface Message extends Encodable {
 
     public static Error decode(Reader r) throws ProtocolException {
       return new Error(r.u16("code"), r.str("message"));
+    }
+  }
+
+  /** Asks for the connection's challenge (docs/security.md). */
+  record Hello() implements Message {
+    public int kind() {
+      return KIND_HELLO;
+    }
+
+    public void encode(Writer w) {}
+
+    public static Hello decode(Reader r) {
+      return new Hello();
+    }
+  }
+
+  /** The connection's nonce: the rest of the body. */
+  record Challenge(ByteBuffer nonce) implements Message {
+    public int kind() {
+      return KIND_CHALLENGE;
+    }
+
+    public void encode(Writer w) {
+      w.bytes(nonce);
+    }
+
+    public static Challenge decode(Reader r) {
+      return new Challenge(r.rest());
+    }
+  }
+
+  /** A proof of {@code appId}'s token (of the cluster secret when empty); see {@link Auth}. */
+  record Authenticate(String appId, ByteBuffer proof) implements Message {
+    public int kind() {
+      return KIND_AUTHENTICATE;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.bytes(proof);
+    }
+
+    public static Authenticate decode(Reader r) throws ProtocolException {
+      return new Authenticate(r.str("app_id"), r.rest());
+    }
+  }
+
+  /** The answer to RegisterApp: the app's token (empty when authentication is off). */
+  record AppRegistered(ByteBuffer token) implements Message {
+    public int kind() {
+      return KIND_APP_REGISTERED;
+    }
+
+    public void encode(Writer w) {
+      w.bytes(token);
+    }
+
+    public static AppRegistered decode(Reader r) {
+      return new AppRegistered(r.rest());
     }
   }
 

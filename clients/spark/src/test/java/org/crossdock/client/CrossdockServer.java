@@ -42,6 +42,15 @@ public final class CrossdockServer implements AutoCloseable {
     throw new IllegalStateException("repository root not found above " + Path.of("").toAbsolutePath());
   }
 
+  /** The cluster secret of every test server. */
+  public static final byte[] SECRET =
+      "the Java tests' cluster secret, 32 bytes or more".getBytes(StandardCharsets.UTF_8);
+
+  /** The token of {@code app}, as the coordinator hands it to the app's driver. */
+  public static byte[] token(String app) {
+    return org.crossdock.protocol.Auth.appToken(SECRET, app);
+  }
+
   public static Path binary() {
     Path bin = repoRoot().resolve("target/release/crossdock");
     if (!Files.isExecutable(bin)) {
@@ -54,9 +63,12 @@ public final class CrossdockServer implements AutoCloseable {
   public static CrossdockServer start(String... extraArgs) throws Exception {
     Path bin = binary();
     Path dir = Files.createTempDirectory("crossdock-java-test");
+    // A cluster secret the tests know, so they can act for any app as its executors would.
+    Path secretFile = dir.resolve("secret");
+    Files.write(secretFile, SECRET);
     List<String> cmd = new ArrayList<>(List.of(bin.toString(), "standalone", "--listen",
         "127.0.0.1:0", "--workers", "2", "--memory", "256MiB", "--data-dir", dir.toString(),
-        "--metrics-listen", "off"));
+        "--metrics-listen", "off", "--secret-file", secretFile.toString()));
     cmd.addAll(List.of(extraArgs));
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.redirectError(dir.resolve("stderr.log").toFile());

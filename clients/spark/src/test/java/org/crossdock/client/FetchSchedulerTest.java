@@ -81,7 +81,7 @@ class FetchSchedulerTest {
   }
 
   static FetchScheduler.Settings settings(Policy policy, long hard, long inc) {
-    return new FetchScheduler.Settings(APP, 1, policy, hard, inc, 3000, RealServerTest.TIMEOUT,
+    return new FetchScheduler.Settings(APP, CrossdockServer.token(APP), 1, policy, hard, inc, 3000, RealServerTest.TIMEOUT,
         3, 200);
   }
 

@@ -94,7 +94,9 @@ class RealServerTest {
   /** Registers {@code app} and one shuffle of it. */
   static Placement registerShuffle(String app, int shuffle, int maps, int partitions)
       throws Exception {
-    coord.registerApp(app, 60_000);
+    byte[] token = coord.registerApp(app, 60_000);
+    assertArrayEquals(CrossdockServer.token(app), token, "the Java and Rust tokens agree");
+    pool.authenticateAs(app, token);
     return coord.registerShuffle(app, shuffle, maps, partitions);
   }
 
@@ -121,7 +123,8 @@ class RealServerTest {
 
   /** The reduce tasks' reader, reading maps [start, end) of one partition from {@code addr}. */
   static FetchScheduler fetcher(String addr, String app, int shuffle, int part, int start, int end) {
-    FetchScheduler.Settings settings = new FetchScheduler.Settings(app, shuffle,
+    FetchScheduler.Settings settings = new FetchScheduler.Settings(app, CrossdockServer.token(app),
+        shuffle,
         FetchScheduler.Policy.ADAPTIVE, 48 << 20, 2 << 20, 3000, TIMEOUT, 3, 200);
     return new FetchScheduler(settings, List.of(new Segment(part, start, end, 1, List.of(addr))),
         new FetchMonitor(), new FetchSchedulerTest.Counting(), a -> false);
@@ -269,17 +272,38 @@ class RealServerTest {
 
   @Test
   void unknownAppIsRefused() throws Exception {
+    String never = "java-never-registered";
+    try (CoordinatorClient owner = new CoordinatorClient(coord.addr(), 3000, TIMEOUT, never,
+        CrossdockServer.token(never))) {
+      CrossdockException e = assertThrows(CrossdockException.class,
+          () -> owner.registerShuffle(never, 1, 1, 1));
+      assertEquals(ErrorCode.UNKNOWN_APP, e.code());
+      assertEquals(CrossdockException.Kind.REMOTE, e.kind());
+    }
+    // Without the app's token: unauthorized, whatever the app.
     CrossdockException e = assertThrows(CrossdockException.class,
-        () -> coord.registerShuffle("java-never-registered", 1, 1, 1));
-    assertEquals(ErrorCode.UNKNOWN_APP, e.code());
-    assertEquals(CrossdockException.Kind.REMOTE, e.kind());
-    // And on a worker: a push for an app it does not know.
+        () -> coord.registerShuffle(never, 1, 1, 1));
+    assertEquals(ErrorCode.UNAUTHORIZED, e.code());
+    // And on a worker: a push for an app it does not know, then for one whose token the
+    // connection did not prove.
     String app = "java-known";
     Placement pl = registerShuffle(app, 1, 1, 1);
+    pool.authenticateAs("java-unknown", CrossdockServer.token("java-unknown"));
     try (MapPusher p = new MapPusher(pool, "java-unknown", 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
       p.push(0, pl.addrOf(0), new byte[10], 10);
       CrossdockException pe = assertThrows(CrossdockException.class, p::awaitAll);
       assertEquals(ErrorCode.UNKNOWN_APP, pe.code());
+    }
+    try (MapPusher p = new MapPusher(pool, app, 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
+      p.push(0, pl.addrOf(0), new byte[10], 10);
+      CrossdockException pe = assertThrows(CrossdockException.class, p::awaitAll);
+      assertEquals(ErrorCode.UNAUTHORIZED, pe.code());
+    }
+    try (FetchScheduler f = new FetchScheduler(new FetchScheduler.Settings(app, new byte[32], 1,
+        FetchScheduler.Policy.ADAPTIVE, 48 << 20, 2 << 20, 3000, TIMEOUT, 3, 200),
+        List.of(new Segment(0, 0, 1, 1, List.of(pl.addrOf(0)))), new FetchMonitor(),
+        new FetchSchedulerTest.Counting(), a -> false)) {
+      assertEquals(ErrorCode.UNAUTHORIZED, failure(f).code(), "a fetch with a forged token");
     }
     coord.unregisterApp(app);
   }

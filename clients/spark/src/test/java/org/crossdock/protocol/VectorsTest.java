@@ -69,8 +69,21 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 30, "expected every kind, got " + n + " frames");
-    assertEquals(30, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 34, "expected every kind, got " + n + " frames");
+    assertEquals(34, kinds.size(), "every message kind is covered: " + kinds);
+  }
+
+  /** testdata/protocol/auth.json: tokens and proofs as the Rust implementation computes them. */
+  @Test
+  void authenticationVectorsHold() throws Exception {
+    JsonNode v = M.readTree(repoRoot().resolve("testdata/protocol/auth.json").toFile());
+    byte[] secret = HEX.parseHex(v.get("secret").asText());
+    String app = v.get("app_id").asText();
+    byte[] token = HEX.parseHex(v.get("token").asText());
+    byte[] nonce = HEX.parseHex(v.get("nonce").asText());
+    assertArrayEquals(token, Auth.appToken(secret, app));
+    assertArrayEquals(HEX.parseHex(v.get("app_proof").asText()), Auth.proof(token, nonce, app));
+    assertArrayEquals(HEX.parseHex(v.get("cluster_proof").asText()), Auth.proof(secret, nonce, ""));
   }
 
   @Test
@@ -91,7 +104,8 @@ class VectorsTest {
 
   @Test
   void errorCodesMatchTheSpec() {
-    assertEquals(24, ErrorCode.values().length);
+    assertEquals(25, ErrorCode.values().length);
+    assertEquals(ErrorCode.UNAUTHORIZED, ErrorCode.fromCode(55));
     assertEquals(ErrorCode.BAD_CHECKSUM, ErrorCode.fromCode(32));
     assertEquals(ErrorCode.SHUTTING_DOWN, ErrorCode.fromName("shutting_down"));
     assertNull(ErrorCode.fromCode(0));
@@ -142,6 +156,12 @@ class VectorsTest {
     o.put("type", m.getClass().getSimpleName());
     if (m instanceof Message.Error e) {
       o.put("code", e.code()).put("message", e.message());
+    } else if (m instanceof Challenge c) {
+      o.put("nonce", hex(c.nonce()));
+    } else if (m instanceof Authenticate a) {
+      o.put("app_id", a.appId()).put("proof", hex(a.proof()));
+    } else if (m instanceof AppRegistered a) {
+      o.put("token", hex(a.token()));
     } else if (m instanceof RegisterApp r) {
       o.put("app_id", r.appId()).put("lease_ms", u(r.leaseMs()));
     } else if (m instanceof RenewLease r) {
@@ -310,6 +330,10 @@ class VectorsTest {
     String t = n.get("type").asText();
     switch (t) {
       case "Ok": return new Ok();
+      case "Hello": return new Hello();
+      case "Challenge": return new Challenge(bytes(n.get("nonce")));
+      case "Authenticate": return new Authenticate(s(n, "app_id"), bytes(n.get("proof")));
+      case "AppRegistered": return new AppRegistered(bytes(n.get("token")));
       case "Error": return new Message.Error(i(n, "code"), s(n, "message"));
       case "RegisterApp": return new RegisterApp(s(n, "app_id"), i(n, "lease_ms"));
       case "RenewLease": return new RenewLease(s(n, "app_id"));

@@ -47,8 +47,10 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
   }
 
   /** Fixed settings of a read. */
+  /** {@code appToken}: the app's token (empty without authentication). */
   public record Settings(
       String appId,
+      byte[] appToken,
       int shuffleId,
       Policy policy,
       long hardLimit,
@@ -358,7 +360,8 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     monitor.requested(source, s.monitorInFlight);
     SourceStream st = streams.get(source);
     if (st == null || st.isClosed()) {
-      st = new SourceStream(source, settings.appId(), settings.shuffleId(), lock, this,
+      st = new SourceStream(source, settings.appId(), settings.appToken(), settings.shuffleId(), lock,
+          this,
           settings.connectTimeoutMs(), settings.readTimeoutMs());
       streams.put(source, st);
     }

@@ -11,6 +11,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import org.crossdock.client.CrossdockException;
+import org.crossdock.client.Handshake;
 import org.crossdock.client.Net;
 import org.crossdock.protocol.Codec;
 import org.crossdock.protocol.Message;
@@ -47,6 +48,7 @@ final class SourceStream implements Closeable {
 
   final String addr;
   private final String appId;
+  private final byte[] appToken;
   private final int shuffleId;
   private final Object lock;
   private final Events events;
@@ -64,10 +66,11 @@ final class SourceStream implements Closeable {
   private boolean connected;
   private boolean everConnected;
 
-  SourceStream(String addr, String appId, int shuffleId, Object lock, Events events,
-      int connectTimeoutMs, int readTimeoutMs) {
+  SourceStream(String addr, String appId, byte[] appToken, int shuffleId, Object lock,
+      Events events, int connectTimeoutMs, int readTimeoutMs) {
     this.addr = addr;
     this.appId = appId;
+    this.appToken = appToken;
     this.shuffleId = shuffleId;
     this.lock = lock;
     this.events = events;
@@ -110,6 +113,12 @@ final class SourceStream implements Closeable {
     DataInputStream in;
     try {
       Socket s = Net.connect("Crossdock worker", addr, connectTimeoutMs);
+      try {
+        Handshake.prove(s, addr, appId, appToken, readTimeoutMs);
+      } catch (IOException e) {
+        s.close();
+        throw e;
+      }
       s.setSoTimeout(readTimeoutMs);
       s.setReceiveBufferSize(1 << 20);
       synchronized (lock) {

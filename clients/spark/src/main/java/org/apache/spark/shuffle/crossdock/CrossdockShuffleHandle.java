@@ -19,6 +19,13 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
 
   public final String coordinator;
   public final String appId;
+  /**
+   * The app's token, which executors prove to the coordinator and the workers (empty when the
+   * cluster runs without authentication). It travels with the tasks, as Spark ships its own
+   * {@code spark.authenticate} secret to executors; keep {@code spark.network.crypto.enabled} on
+   * where task payloads cross an untrusted network.
+   */
+  public final byte[] appToken;
   public final int numMaps;
   public final Placement placement;
   public final boolean framedBatches;
@@ -26,11 +33,12 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
   public final FetchPeak fetchPeak;
 
   public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
-      String coordinator, String appId, int numMaps, Placement placement, boolean framedBatches,
-      FetchPeak fetchPeak) {
+      String coordinator, String appId, byte[] appToken, int numMaps, Placement placement,
+      boolean framedBatches, FetchPeak fetchPeak) {
     super(shuffleId, dependency);
     this.coordinator = coordinator;
     this.appId = appId;
+    this.appToken = appToken;
     this.numMaps = numMaps;
     this.placement = placement;
     this.framedBatches = framedBatches;

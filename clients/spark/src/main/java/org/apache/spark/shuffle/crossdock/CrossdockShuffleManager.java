@@ -63,6 +63,10 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private final Map<Integer, Placement> refreshed = new ConcurrentHashMap<>();
   private volatile CoordinatorClient coordinator;
   private volatile String appId;
+  /** The app's token from the coordinator (the driver) or from a handle (executors). */
+  private volatile byte[] appToken;
+  /** The app {@link #appToken} belongs to. */
+  private volatile String tokenApp;
   private ScheduledExecutorService renewer;
   private volatile boolean stopped;
   /** Spark's own shuffle, for the routed shuffles; created on first use. */
@@ -92,7 +96,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   private CoordinatorClient connect() throws CrossdockException {
     return new CoordinatorClient(conf.coordinator, CrossdockConf.CONNECT_TIMEOUT_MS,
-        conf.networkTimeoutMs);
+        conf.networkTimeoutMs, tokenApp, appToken);
   }
 
   private IllegalStateException unreachable(Exception e) {
@@ -105,8 +109,28 @@ public class CrossdockShuffleManager implements ShuffleManager {
     return conf;
   }
 
-  ConnectionPool pool() {
+  /** The push connections, proving the app's token of {@code h}. */
+  ConnectionPool pool(CrossdockShuffleHandle<?, ?, ?> h) {
+    learnToken(h);
     return pool;
+  }
+
+  /**
+   * On an executor, takes the app's token from the first handle seen: new connections to the
+   * coordinator and the workers prove it from then on.
+   */
+  private void learnToken(CrossdockShuffleHandle<?, ?, ?> h) {
+    if (isDriver || (appToken != null && java.util.Arrays.equals(appToken, h.appToken))) {
+      return;
+    }
+    synchronized (this) {
+      appToken = h.appToken;
+      tokenApp = h.appId;
+      pool.authenticateAs(h.appId, h.appToken);
+      if (coordinator != null) {
+        coordinator.authenticateAs(h.appId, h.appToken);
+      }
+    }
   }
 
   /**
@@ -126,7 +150,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   /** The shuffle's status from the coordinator; its placement is used from now on. */
   Message.ShuffleStatus refreshStatus(CrossdockShuffleHandle<?, ?, ?> h) throws IOException {
-    Message.ShuffleStatus s = coordinator().shuffleStatus(h.appId, h.shuffleId());
+    Message.ShuffleStatus s = coordinator(h).shuffleStatus(h.appId, h.shuffleId());
     refreshed.put(h.shuffleId(),
         Placement.of(s.workers(), s.partitionWorkers(), s.partitionReplicas()));
     return s;
@@ -141,7 +165,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
       CrossdockShuffleHandle<?, ?, ?> h, Collection<String> unreachable) throws IOException {
     for (String addr : unreachable) {
       LOG.warn("Crossdock worker {} is unreachable; reporting it to the coordinator", addr);
-      coordinator().reportWorkerFailure(addr);
+      coordinator(h).reportWorkerFailure(addr);
     }
     return refreshStatus(h);
   }
@@ -153,6 +177,12 @@ public class CrossdockShuffleManager implements ShuffleManager {
     } catch (IOException | RuntimeException e) {
       LOG.warn("could not report a Crossdock worker failure: {}", e.toString());
     }
+  }
+
+  /** The coordinator client for the app of {@code h}, proving its token. */
+  CoordinatorClient coordinator(CrossdockShuffleHandle<?, ?, ?> h) throws IOException {
+    learnToken(h);
+    return coordinator();
   }
 
   /** The coordinator client, connected on first use on executors. */
@@ -190,7 +220,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
       // app-<timestamp>-0000, and users may fix the id). A random suffix per driver keeps
       // two applications from ever sharing, or reading, each other's shuffles.
       id = id + "-" + Long.toHexString(new java.security.SecureRandom().nextLong());
-      coordinator().registerApp(id, CrossdockConf.LEASE_MS);
+      appToken = coordinator().registerApp(id, CrossdockConf.LEASE_MS);
+      pool.authenticateAs(id, appToken);
       appId = id;
       renewer = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "crossdock-lease-renewer");
@@ -242,8 +273,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
         placement = coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions);
         registered.add(shuffleId);
       }
-      return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, numMaps, placement,
-          CrossdockDirectWriter.canUse(dep), fetchPeak());
+      return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, appToken, numMaps,
+          placement, CrossdockDirectWriter.canUse(dep), fetchPeak());
     } catch (CrossdockException e) {
       if (e.isTransport()) {
         throw unreachable(e);

@@ -252,7 +252,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
             : FetchPlanner.plan(handle.shuffleId(), startMap, endMap, startPartition,
                 endPartition, manager.placement(handle, context), conf, context.taskAttemptId());
         memory = new FetchMemoryConsumer(context.taskMemoryManager());
-        FetchScheduler.Settings settings = new FetchScheduler.Settings(handle.appId,
+        FetchScheduler.Settings settings = new FetchScheduler.Settings(handle.appId, handle.appToken,
             handle.shuffleId(), conf.fetchPolicy, conf.fetchMaxInFlight, conf.fetchIncrement(),
             CrossdockConf.CONNECT_TIMEOUT_MS, (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs),
             CrossdockConf.FETCH_MAX_RESUMES, CrossdockConf.FETCH_MOVE_AWAY_MS);

@@ -95,7 +95,7 @@ final class MapAttempt {
   /** Looks up where the partitions go and opens the attempt's pusher. */
   MapPusher startPushing() throws IOException {
     placement = manager.placement(handle, context);
-    pusher = new MapPusher(manager.pool(), handle.appId, handle.shuffleId(), mapIndex, attemptId,
+    pusher = new MapPusher(manager.pool(handle), handle.appId, handle.shuffleId(), mapIndex, attemptId,
         numPartitions, conf.maxInFlight, conf.networkTimeoutMs);
     return pusher;
   }
@@ -150,7 +150,7 @@ final class MapAttempt {
       }
     }
     Message.CommitResult r =
-        manager.coordinator().commitMap(handle.appId, shuffleId, mapIndex, attemptId, stats);
+        manager.coordinator(handle).commitMap(handle.appId, shuffleId, mapIndex, attemptId, stats);
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
           shuffleId, mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));

@@ -420,7 +420,8 @@ class SparkLocalTest {
     assertEquals(100, shuffled.count()); // maps committed; a later job reuses them
     int shuffleId = shuffleDep(shuffled).shuffleId();
     String appId = ((CrossdockShuffleHandle<?, ?, ?>) shuffleDep(shuffled).shuffleHandle()).appId;
-    try (CoordinatorClient c = new CoordinatorClient(server.addr(), 3000, 10_000)) {
+    try (CoordinatorClient c = new CoordinatorClient(server.addr(), 3000, 10_000, appId,
+        CrossdockServer.token(appId))) {
       c.unregisterShuffle(appId, shuffleId); // the workers drop the data
     }
     List<SparkListenerTaskEnd> ends =
