@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crossdock_proto::io::{read_exact_bytes, read_header, write_message, write_push_flagged};
 use crossdock_proto::{Message, PushHeader, MAX_CONTROL_FRAME};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -160,6 +160,40 @@ impl Drop for RpcConnection {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// Reads one whole frame from a stream of answers (a fetch stream, a handshake) and
+/// returns its request id and message; `what` names the stream in errors. The end of
+/// the stream and transport failures are [`ClientError::Io`], so callers may resume.
+pub(crate) async fn read_answer<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    addr: &str,
+    what: &str,
+) -> Result<(u64, Message)> {
+    let io = |source| ClientError::Io {
+        addr: addr.to_string(),
+        source,
+    };
+    let header = read_header(stream).await.map_err(io)?.ok_or_else(|| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{what} closed before its end"),
+        ))
+    })?;
+    if header.body_len > MAX_CONTROL_FRAME {
+        return Err(ClientError::Corrupt(format!(
+            "{what} frame of {} bytes from {addr} exceeds the limit",
+            header.body_len
+        )));
+    }
+    let body = read_exact_bytes(stream, header.body_len as usize)
+        .await
+        .map_err(io)?;
+    let msg = Message::decode(header.kind, body).map_err(|source| ClientError::Decode {
+        addr: addr.to_string(),
+        source,
+    })?;
+    Ok((header.request_id, msg))
 }
 
 /// Opens a TCP connection with a timeout and `TCP_NODELAY`.

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use crossdock_proto::auth::{proof, ClusterSecret};
-use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
-use crossdock_proto::{Message, MAX_CONTROL_FRAME};
+use crossdock_proto::io::write_message;
+use crossdock_proto::Message;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use crate::connection::read_answer;
 use crate::error::{ClientError, Result};
 
 /// The keys a client holds: the cluster secret (the coordinator's and workers' own
@@ -132,35 +133,11 @@ where
 
 /// The next frame of a handshake, which must answer request `id`.
 async fn reply<S: AsyncRead + Unpin>(stream: &mut S, addr: &str, id: u64) -> Result<Message> {
-    let io = |source| ClientError::Io {
-        addr: addr.to_string(),
-        source,
-    };
-    let h = read_header(stream).await.map_err(io)?.ok_or_else(|| {
-        io(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "connection closed during the authentication handshake",
-        ))
-    })?;
-    if h.body_len > MAX_CONTROL_FRAME {
-        return Err(ClientError::Corrupt(format!(
-            "handshake reply of {} bytes from {addr}",
-            h.body_len
-        )));
-    }
-    let body = read_exact_bytes(stream, h.body_len as usize)
-        .await
-        .map_err(io)?;
-    let msg = Message::decode(h.kind, body).map_err(|source| ClientError::Decode {
-        addr: addr.to_string(),
-        source,
-    })?;
-    match msg {
-        Message::Error { code, message } => Err(ClientError::remote(addr, code, message)),
-        _ if h.request_id != id => Err(ClientError::Corrupt(format!(
-            "{addr} answered request {} during the handshake, expected {id}",
-            h.request_id
+    match read_answer(stream, addr, "authentication handshake").await? {
+        (_, Message::Error { code, message }) => Err(ClientError::remote(addr, code, message)),
+        (got, _) if got != id => Err(ClientError::Corrupt(format!(
+            "{addr} answered request {got} during the handshake, expected {id}"
         ))),
-        m => Ok(m),
+        (_, m) => Ok(m),
     }
 }

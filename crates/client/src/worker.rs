@@ -2,15 +2,13 @@
 
 use std::collections::VecDeque;
 
-use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
-use crossdock_proto::{
-    checksum, FetchedBatch, Message, PushHeader, ResumePoint, MAX_CONTROL_FRAME,
-};
+use crossdock_proto::io::write_message;
+use crossdock_proto::{checksum, FetchedBatch, Message, PushHeader, ResumePoint};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use crate::connection::{connect_stream, RpcConnection};
+use crate::connection::{connect_stream, read_answer, RpcConnection};
 use crate::error::{ClientError, Result};
 use crate::keyring::{handshake, Keyring};
 
@@ -166,30 +164,8 @@ impl PartitionReader {
     /// as [`ClientError::Io`] so the caller can resume.
     async fn read_frame(&mut self) -> Result<()> {
         let addr = self.addr.clone();
-        let io = |source| ClientError::Io {
-            addr: addr.clone(),
-            source,
-        };
         let stream = self.stream.as_mut().expect("stream is open");
-        let header = read_header(stream).await.map_err(io)?.ok_or_else(|| {
-            io(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "fetch stream closed before its end",
-            ))
-        })?;
-        if header.body_len > MAX_CONTROL_FRAME {
-            return Err(ClientError::Corrupt(format!(
-                "fetch frame of {} bytes from {addr} exceeds the limit",
-                header.body_len
-            )));
-        }
-        let body = read_exact_bytes(stream, header.body_len as usize)
-            .await
-            .map_err(io)?;
-        let msg = Message::decode(header.kind, body).map_err(|source| ClientError::Decode {
-            addr: addr.clone(),
-            source,
-        })?;
+        let (_, msg) = read_answer(stream, &addr, "fetch stream").await?;
         match msg {
             Message::FetchChunk { batches } => {
                 for b in batches {

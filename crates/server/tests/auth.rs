@@ -8,7 +8,7 @@ mod common;
 use bytes::Bytes;
 use crossdock_client::{ClientError, CoordinatorClient, Keyring, RpcConnection, WorkerClient};
 use crossdock_proto::auth::{proof, ClusterSecret};
-use crossdock_proto::{AttemptId, Durability, ErrorCode, Message, PartitionBytes};
+use crossdock_proto::{AttemptId, Durability, ErrorCode, Message, PartitionBytes, FLAG_REPLICA};
 
 use crossdock_server::worker::{Worker, WorkerConfig};
 
@@ -221,6 +221,20 @@ async fn no_credential_or_another_apps_token_reaches_nothing() {
             .map(drop),
         "a wrong cluster secret",
     );
+
+    // Even the owner may not pose as a worker forwarding a batch to a replica (a replica's
+    // copy skips forwarding and counts as the other copy).
+    let addr = &placement.workers[0].addr;
+    let own = RpcConnection::connect(addr, &app_keys("victim"))
+        .await
+        .unwrap();
+    let data = b"forged".to_vec();
+    let h = header("victim", 0, 0, 1, 0, &data);
+    let rx = own
+        .start_push_flagged(&h, &data, FLAG_REPLICA)
+        .await
+        .unwrap();
+    unauthorized(own.wait(rx).await, "a push posing as a replica's copy");
 
     assert_intact(&c, &placement, "victim").await;
     // The owner still does everything, on connections of its own.
