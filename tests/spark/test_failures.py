@@ -78,7 +78,7 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
                    fault: str = "kill-worker", durability: str = "memory",
                    object_store: str | None = None) -> dict:
     """Runs the job; once `commits_before_kill` maps committed, injects the fault on the
-    worker holding the most partitions (kill it, restart it, corrupt its files) or
+    worker holding the most partitions (kill it, restart it, corrupt or delete its files) or
     restarts the coordinator, then lets the blocked tasks go on."""
     with ProcessCluster(workers=3, replication=replication, durability=durability,
                         object_store=object_store) as cluster:
@@ -92,6 +92,12 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
                 cluster.workers[busiest].kill()
             elif fault == "restart-worker":
                 cluster.restart_worker(busiest)
+            elif fault == "delete-files":
+                # Delete every partition file of one worker under it (it keeps running).
+                files = sorted(pathlib.Path(cluster.dir.name, f"worker-{busiest}").rglob("*.data"))
+                assert files, "durability disk: the committed data is on disk"
+                for f in files:
+                    f.unlink()
             elif fault == "corrupt-file":
                 # Flip a payload byte of every partition file of one worker.
                 files = sorted(pathlib.Path(cluster.dir.name, f"worker-{busiest}").rglob("*.data"))
@@ -213,6 +219,16 @@ def test_corrupt_partition_files_without_a_replica_are_recomputed():
     show("partition files corrupted on one worker, replication 1", r)
     assert r["equal"], r
     assert r["map_tasks_recomputed"] >= 1, r
+
+
+def test_deleted_partition_files_are_reported_and_their_maps_recomputed():
+    r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS,
+                       fault="delete-files", durability="disk")
+    show("partition files deleted under a running worker, replication 1", r)
+    assert r["equal"], r
+    # The worker reported its copies as lost, so the coordinator revoked the maps that
+    # wrote into them and Spark reran those maps (not a stage retried on the same files).
+    assert r["revoked_maps"] >= 1 and r["map_tasks_recomputed"] >= 1, r
 
 
 def run_on_a_small_disk(size: str, durability: str,

@@ -61,11 +61,17 @@ pub enum ErrorCode {
     /// for an app's requests, the cluster secret for the coordinator's and workers' own
     /// messages. Nothing was read or changed.
     Unauthorized = 55,
+    /// Committed data of the fetched partition is missing or unreadable on this worker
+    /// (a partition file deleted or cut short, an unreadable disk, an uploaded segment
+    /// gone). The worker reported its copy to the coordinator before answering, which
+    /// handles it as a lost copy: another copy takes over, the object store restores it,
+    /// or the maps that wrote into it are revoked. Ask the coordinator again.
+    DataLost = 56,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::MalformedFrame,
         ErrorCode::TruncatedFrame,
         ErrorCode::FrameTooLarge,
@@ -91,6 +97,7 @@ impl ErrorCode {
         ErrorCode::ShuttingDown,
         ErrorCode::LimitExceeded,
         ErrorCode::Unauthorized,
+        ErrorCode::DataLost,
     ];
 
     /// The code's wire value.
@@ -131,6 +138,7 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::DataLost => "data_lost",
         }
     }
 }

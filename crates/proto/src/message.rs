@@ -268,9 +268,10 @@ crate::wire_enum! {
         ReportWorkerFailure = 0x1A {
             addr: String,
         },
-        /// A worker found a committed batch of `partition` corrupt in its files: its copy
-        /// of the partition no longer counts (`worker_addr` is the worker's own address).
-        ReportCorruption = 0x1B {
+        /// A worker could not read committed data of `partition` (a batch corrupt, or its
+        /// file, bytes or uploaded segment missing): its copy of the partition no longer
+        /// counts (`worker_addr` is the worker's own address).
+        ReportLostCopy = 0x1B {
             app_id: String,
             shuffle_id: u32,
             partition: u32,

@@ -207,9 +207,9 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             },
         ),
         (
-            "report_corruption",
+            "report_lost_copy",
             33,
-            Message::ReportCorruption {
+            Message::ReportLostCopy {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
                 partition: 3,

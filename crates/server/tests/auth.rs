@@ -127,7 +127,7 @@ fn coordinator_attacks(app: &str) -> Vec<(&'static str, Message)> {
         ),
         (
             "report its data corrupt",
-            Message::ReportCorruption {
+            Message::ReportLostCopy {
                 app_id: app.into(),
                 shuffle_id: 0,
                 partition: 0,

@@ -1,4 +1,4 @@
-//! Losing copies: a worker lost, restarted or holding a corrupt copy. The state
+//! Losing copies: a worker lost or restarted, or one copy found corrupt or missing. The state
 //! decides where partitions go ([`State::relocate`](super::state::State::relocate)); this module tells the workers,
 //! has partitions that lost every copy adopted from the object store where it can, and
 //! revokes the maps whose output is gone everywhere else.
@@ -25,10 +25,11 @@ pub async fn handle_loss(coord: &Arc<Coordinator>, lost: u32) {
     relocate_all(coord, lost, None).await
 }
 
-/// A worker found its copy of one partition corrupt: that copy is handled as lost (the
+/// A worker found its copy of one partition corrupt or missing (a read of committed data
+/// failed: `ReportLostCopy`): that copy is handled as lost (the
 /// replica takes over, or the partition moves and the maps that wrote into it are
 /// revoked), the rest of the worker is fine.
-pub async fn handle_corruption(
+pub async fn handle_lost_copy(
     coord: &Arc<Coordinator>,
     app_id: &str,
     shuffle_id: u32,
@@ -53,7 +54,7 @@ pub async fn handle_corruption(
         .lock()
         .relocate_one(app_id, shuffle_id, &s, worker, partition);
     let revoked = apply_relocation(coord, app_id, shuffle_id, &s, r).await;
-    tracing::warn!(app = %app_id, shuffle_id, partition, worker, revoked_maps = revoked, "a corrupt copy no longer counts");
+    tracing::warn!(app = %app_id, shuffle_id, partition, worker, revoked_maps = revoked, "a copy its worker could not read no longer counts");
     Ok(())
 }
 

@@ -145,14 +145,13 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             coord.metrics.commit_latency.observe(started.elapsed());
             Ok(answer?)
         }
-        Message::ReportCorruption {
+        Message::ReportLostCopy {
             app_id,
             shuffle_id,
             partition,
             worker_addr,
         } => {
-            recovery::handle_corruption(coord, &app_id, shuffle_id, partition, &worker_addr)
-                .await?;
+            recovery::handle_lost_copy(coord, &app_id, shuffle_id, partition, &worker_addr).await?;
             Ok(Message::Ok)
         }
         Message::ReportWorkerFailure { addr } => {

@@ -141,10 +141,26 @@ async fn dispatch<R: AsyncRead + Unpin>(
         }
         Ok(msg) => match access.check(&msg) {
             Err(err) => answer(tx, h.request_id, Err(err)).await?,
-            Ok(()) if matches!(msg, Message::Fetch { .. }) => {
-                send(tx, Reply::Fetch(h.request_id, msg)).await?
-            }
-            Ok(()) => control::handle(tx, worker, h.request_id, msg).await?,
+            Ok(()) => match msg {
+                Message::Fetch {
+                    app_id,
+                    shuffle_id,
+                    partition,
+                    start_map,
+                    end_map,
+                    resume_after,
+                } => {
+                    let req = fetch::FetchRequest {
+                        app_id,
+                        shuffle_id,
+                        partition,
+                        maps: (start_map, end_map),
+                        resume_after,
+                    };
+                    send(tx, Reply::Fetch(h.request_id, req)).await?
+                }
+                msg => control::handle(tx, worker, h.request_id, msg).await?,
+            },
         },
     }
     Ok(Next::Continue)

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::BufMut;
 use crossdock_proto::io::write_message;
-use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind};
+use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind, ResumePoint};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::config::{FETCH_CHUNK, FIRST_CHUNK};
@@ -22,38 +22,42 @@ use super::storage::read::{stored_len, Loaded};
 use super::storage::StorageError;
 use crate::memory::MemoryBudget;
 
-/// Streams the fetch `msg` asks for. The outer error is a broken connection; the inner
-/// one a refusal to report to the reducer.
+/// What a `Fetch` asks for, taken out of its message when the request is read (the
+/// writer streams it when its turn comes).
+pub struct FetchRequest {
+    pub app_id: String,
+    pub shuffle_id: u32,
+    pub partition: u32,
+    /// `[start_map, end_map)`.
+    pub maps: (u32, u32),
+    pub resume_after: Option<ResumePoint>,
+}
+
+/// Streams the fetch `req`. The outer error is a broken connection; the inner one a
+/// refusal to report to the reducer.
 pub async fn stream<W: AsyncWrite + Unpin>(
     w: &mut W,
     worker: &Worker,
     request_id: u64,
-    msg: Message,
+    req: FetchRequest,
 ) -> io::Result<Result<(), StorageError>> {
-    let Message::Fetch {
+    let FetchRequest {
         app_id,
         shuffle_id,
         partition,
-        start_map,
-        end_map,
+        maps,
         resume_after,
-    } = msg
-    else {
-        unreachable!("only Fetch messages are streamed")
-    };
+    } = req;
     let store = &worker.store;
+    // A failure that loses this copy is reported before the reducer hears of it, so that
+    // when it asks the coordinator, this copy no longer counts.
+    let lost = |e: StorageError| report_if_lost(worker, &app_id, shuffle_id, partition, e);
     let view = match store
-        .open_read(
-            &app_id,
-            shuffle_id,
-            partition,
-            (start_map, end_map),
-            resume_after,
-        )
+        .open_read(&app_id, shuffle_id, partition, maps, resume_after)
         .await
     {
         Ok(v) => v,
-        Err(e) => return Ok(Err(e)),
+        Err(e) => return Ok(Err(lost(e).await)),
     };
     let (mut batches, mut bytes) = (0u64, 0u64);
     // One read buffer for the whole stream, sized by its largest chunk.
@@ -84,17 +88,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         buf = returned;
         match loaded {
             Ok(out) => write_chunk(w, request_id, &out, &buf).await?,
-            Err(e) => {
-                if let StorageError::Corrupt { .. } = e {
-                    // Before the reducer hears of it, so that when it asks the
-                    // coordinator, this copy no longer counts.
-                    worker
-                        .links
-                        .report_corruption(&worker.advertised, &app_id, shuffle_id, partition)
-                        .await;
-                }
-                return Ok(Err(e));
-            }
+            Err(e) => return Ok(Err(lost(e).await)),
         }
         batches += chunk.len() as u64;
         bytes += size;
@@ -105,6 +99,24 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     write_message(w, request_id, &Message::FetchEnd { batches, bytes }).await?;
     w.flush().await?;
     Ok(Ok(()))
+}
+
+/// Reports this worker's copy of the partition as lost if `e` says it is (corrupt or
+/// missing committed data; see [`StorageError::loses_copy`]). Returns `e`.
+async fn report_if_lost(
+    worker: &Worker,
+    app_id: &str,
+    shuffle_id: u32,
+    partition: u32,
+    e: StorageError,
+) -> StorageError {
+    if e.loses_copy() {
+        worker
+            .links
+            .report_lost_copy(&worker.advertised, app_id, shuffle_id, partition, &e)
+            .await;
+    }
+    e
 }
 
 /// Credit held from a memory budget, returned when dropped.

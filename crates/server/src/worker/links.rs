@@ -1,5 +1,5 @@
 //! The worker's calls to others: pushes forwarded to a partition's replica, and reports
-//! to the coordinator (an unreachable peer, a corrupt copy).
+//! to the coordinator (an unreachable peer, a copy it lost: corrupt or missing data).
 
 use std::time::Duration;
 
@@ -110,17 +110,19 @@ impl Links {
         );
     }
 
-    /// Tells the coordinator that this worker's (`own_addr`) copy of a partition holds
-    /// a corrupt committed batch; waits up to 3 s for it to take note.
-    pub async fn report_corruption(
+    /// Tells the coordinator that this worker's (`own_addr`) copy of a partition is lost:
+    /// a read of its committed data failed with `why` (corrupt or missing bytes). Waits up
+    /// to 3 s for the coordinator to take note.
+    pub async fn report_lost_copy(
         &self,
         own_addr: &str,
         app_id: &str,
         shuffle_id: u32,
         partition: u32,
+        why: &(dyn std::fmt::Display + Sync),
     ) {
-        tracing::error!(app = %app_id, shuffle_id, partition, "corrupt data in a partition file; reporting the copy as lost");
-        let msg = Message::ReportCorruption {
+        tracing::error!(app = %app_id, shuffle_id, partition, error = %why, "committed data of a partition cannot be read here; reporting the copy as lost");
+        let msg = Message::ReportLostCopy {
             app_id: app_id.to_string(),
             shuffle_id,
             partition,
@@ -132,9 +134,9 @@ impl Links {
         };
         match tokio::time::timeout(Duration::from_secs(3), report).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not report corrupt data"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not report a lost copy"),
             Err(_) => {
-                tracing::warn!("the coordinator did not take the corruption report within 3 s")
+                tracing::warn!("the coordinator did not take the lost-copy report within 3 s")
             }
         }
     }

@@ -19,8 +19,8 @@ pub enum Reply {
     Now(u64, Result<Message, ServerError>),
     /// Known once `Pending` resolves.
     Later(u64, Pending),
-    /// A `Fetch` message, streamed by the writer when its turn comes.
-    Fetch(u64, Message),
+    /// A `Fetch`, streamed by the writer when its turn comes.
+    Fetch(u64, super::fetch::FetchRequest),
 }
 
 /// Replies queued beyond this many make the reader wait (bounds the memory a slow

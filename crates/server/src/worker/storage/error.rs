@@ -107,8 +107,12 @@ pub enum StorageError {
         offset: u64,
         from_object: bool,
     },
-    #[error("no uploaded segment holds offset {offset} of an evicted partition file")]
+    #[error("no uploaded segment holds offset {offset} of an evicted partition file; the copy is reported as lost")]
     MissingSegment { offset: u64 },
+    /// Committed bytes this worker should hold and cannot read: the partition file
+    /// deleted or cut short, a disk read error, an uploaded segment gone from the store.
+    #[error("committed data is missing here: {what}; the copy is reported as lost")]
+    Lost { what: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -128,6 +132,54 @@ impl StorageError {
     pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StorageError {
         let context = context.into();
         move |source| StorageError::Io { context, source }
+    }
+
+    /// An I/O failure while reading committed data (`context`): [`StorageError::Lost`]
+    /// when it means the bytes are gone or unreadable for good (the file does not exist,
+    /// ends early, or the disk fails the read), else a plain [`StorageError::Io`] (out of
+    /// file descriptors, interrupted: worth asking again, no reason to move the copy).
+    pub fn reading(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StorageError {
+        let context = context.into();
+        move |source| {
+            use std::io::ErrorKind as K;
+            let gone = matches!(source.kind(), K::NotFound | K::UnexpectedEof)
+                || source.raw_os_error() == Some(libc::EIO);
+            if gone {
+                StorageError::Lost {
+                    what: format!("{context}: {source}"),
+                }
+            } else {
+                StorageError::Io { context, source }
+            }
+        }
+    }
+
+    /// An object-store failure while reading committed data: [`StorageError::Lost`] when
+    /// the object is not there or shorter than its index says, else as it is.
+    pub fn reading_object(e: ObjectError) -> StorageError {
+        let gone = match &e {
+            ObjectError::ShortRead { .. } => true,
+            ObjectError::Op { source, .. } => source.kind() == opendal::ErrorKind::NotFound,
+            _ => false,
+        };
+        if gone {
+            StorageError::Lost {
+                what: e.to_string(),
+            }
+        } else {
+            StorageError::Object(e)
+        }
+    }
+
+    /// Whether this failure of a read of committed data means this worker's copy of the
+    /// partition is lost (corrupt or missing), to be reported to the coordinator.
+    pub fn loses_copy(&self) -> bool {
+        matches!(
+            self,
+            StorageError::Corrupt { .. }
+                | StorageError::Lost { .. }
+                | StorageError::MissingSegment { .. }
+        )
     }
 }
 
@@ -157,7 +209,62 @@ impl Coded for StorageError {
             E::DiskFull { .. } | E::NotDurable { .. } | E::Io { .. } | E::Object(_) => {
                 ErrorCode::Io
             }
-            E::MissingSegment { .. } | E::Task { .. } => ErrorCode::Internal,
+            E::MissingSegment { .. } | E::Lost { .. } => ErrorCode::DataLost,
+            E::Task { .. } => ErrorCode::Internal,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error, ErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn a_read_that_finds_bytes_gone_loses_the_copy_and_a_transient_one_does_not() {
+        let gone = [
+            Error::from(ErrorKind::NotFound),
+            Error::from(ErrorKind::UnexpectedEof),
+            Error::from_raw_os_error(libc::EIO),
+        ];
+        for e in gone {
+            let err = StorageError::reading("reading x")(e);
+            assert!(err.loses_copy(), "{err}");
+            assert_eq!(err.code(), ErrorCode::DataLost, "{err}");
+            assert!(err
+                .to_string()
+                .starts_with("committed data is missing here: reading x"));
+        }
+        for e in [
+            Error::from_raw_os_error(libc::EMFILE),
+            Error::from(ErrorKind::Interrupted),
+        ] {
+            let err = StorageError::reading("reading x")(e);
+            assert!(!err.loses_copy(), "{err}");
+            assert_eq!(err.code(), ErrorCode::Io, "{err}");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_short_object_loses_the_copy() {
+        let op = |kind| ObjectError::Op {
+            op: "reading",
+            key: "k".into(),
+            url: "s3://b".into(),
+            source: Box::new(opendal::Error::new(kind, "test")),
+        };
+        let short = ObjectError::ShortRead {
+            key: "k".into(),
+            url: "s3://b".into(),
+            got: 1,
+            want: 2,
+        };
+        for e in [op(opendal::ErrorKind::NotFound), short] {
+            assert!(StorageError::reading_object(e).loses_copy());
+        }
+        let timeout = StorageError::reading_object(op(opendal::ErrorKind::Unexpected));
+        assert!(!timeout.loses_copy());
+        assert_eq!(timeout.code(), ErrorCode::Io);
     }
 }

@@ -433,7 +433,10 @@ impl ShuffleStore {
             });
         }
         part.read_view(start, end, |m| shuffle.committed(m), resume)
-            .map_err(StorageError::io(format!("opening {}", part.path.display())))
+            .map_err(StorageError::reading(format!(
+                "opening {}",
+                part.path.display()
+            )))
     }
 
     /// Loads one chunk of an open read into `buf` (see [`read::ChunkReader::load`]).

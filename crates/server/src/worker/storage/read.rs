@@ -153,7 +153,10 @@ impl ChunkReader<'_> {
                 Ok((returned, res)) => {
                     buf = returned;
                     if let Err(e) = res {
-                        return (buf, Err(StorageError::io("reading partition file")(e)));
+                        return (
+                            buf,
+                            Err(StorageError::reading("reading the partition file")(e)),
+                        );
                     }
                 }
                 Err(source) => {
@@ -186,7 +189,8 @@ impl ChunkReader<'_> {
             let upto = end.min(seg.end);
             let bytes = object
                 .read_range(&seg.key, at - seg.start..upto - seg.start)
-                .await?;
+                .await
+                .map_err(StorageError::reading_object)?;
             let from = (at - start) as usize;
             dst[from..from + bytes.len()].copy_from_slice(&bytes);
             StorageMetrics::add(&self.metrics.object_read_bytes, bytes.len() as u64);

@@ -47,7 +47,7 @@ public final class Codec {
     decoder(KIND_GET_SHUFFLE_STATUS, GetShuffleStatus::decode);
     decoder(KIND_SHUFFLE_STATUS, ShuffleStatus::decode);
     decoder(KIND_REPORT_WORKER_FAILURE, ReportWorkerFailure::decode);
-    decoder(KIND_REPORT_CORRUPTION, ReportCorruption::decode);
+    decoder(KIND_REPORT_LOST_COPY, ReportLostCopy::decode);
     decoder(KIND_REGISTER_WORKER, RegisterWorker::decode);
     decoder(KIND_WORKER_REGISTERED, WorkerRegistered::decode);
     decoder(KIND_HEARTBEAT, Heartbeat::decode);

@@ -26,7 +26,8 @@ public enum ErrorCode {
   INTERNAL(52, "internal"),
   SHUTTING_DOWN(53, "shutting_down"),
   LIMIT_EXCEEDED(54, "limit_exceeded"),
-  UNAUTHORIZED(55, "unauthorized");
+  UNAUTHORIZED(55, "unauthorized"),
+  DATA_LOST(56, "data_lost");
 
   private final int code;
   private final String wireName;

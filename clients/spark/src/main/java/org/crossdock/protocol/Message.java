@@ -42,7 +42,7 @@ public sealed interface Message extends Encodable {
   int KIND_GET_SHUFFLE_STATUS = 0x18;
   int KIND_SHUFFLE_STATUS = 0x19;
   int KIND_REPORT_WORKER_FAILURE = 0x1A;
-  int KIND_REPORT_CORRUPTION = 0x1B;
+  int KIND_REPORT_LOST_COPY = 0x1B;
   int KIND_REGISTER_WORKER = 0x20;
   int KIND_WORKER_REGISTERED = 0x21;
   int KIND_HEARTBEAT = 0x22;
@@ -496,10 +496,10 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  record ReportCorruption(String appId, int shuffleId, int partition, String workerAddr)
+  record ReportLostCopy(String appId, int shuffleId, int partition, String workerAddr)
       implements Message {
     public int kind() {
-      return KIND_REPORT_CORRUPTION;
+      return KIND_REPORT_LOST_COPY;
     }
 
     public void encode(Writer w) {
@@ -509,8 +509,8 @@ public sealed interface Message extends Encodable {
       w.str(workerAddr);
     }
 
-    public static ReportCorruption decode(Reader r) throws ProtocolException {
-      return new ReportCorruption(
+    public static ReportLostCopy decode(Reader r) throws ProtocolException {
+      return new ReportLostCopy(
           r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"), r.str("worker_addr"));
     }
   }

@@ -104,8 +104,10 @@ class VectorsTest {
 
   @Test
   void errorCodesMatchTheSpec() {
-    assertEquals(25, ErrorCode.values().length);
+    assertEquals(26, ErrorCode.values().length);
     assertEquals(ErrorCode.UNAUTHORIZED, ErrorCode.fromCode(55));
+    assertEquals(ErrorCode.DATA_LOST, ErrorCode.fromName("data_lost"));
+    assertEquals(ErrorCode.DATA_LOST, ErrorCode.fromCode(56));
     assertEquals(ErrorCode.BAD_CHECKSUM, ErrorCode.fromCode(32));
     assertEquals(ErrorCode.SHUTTING_DOWN, ErrorCode.fromName("shutting_down"));
     assertNull(ErrorCode.fromCode(0));
@@ -200,7 +202,7 @@ class VectorsTest {
       o.set("partition_replicas", u32s(s.partitionReplicas()));
     } else if (m instanceof ReportWorkerFailure r) {
       o.put("addr", r.addr());
-    } else if (m instanceof ReportCorruption r) {
+    } else if (m instanceof ReportLostCopy r) {
       o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()))
           .put("partition", u(r.partition())).put("worker_addr", r.workerAddr());
     } else if (m instanceof CheckCopies c) {
@@ -369,8 +371,8 @@ class VectorsTest {
             longs(n.get("partition_bytes")), longs(n.get("partition_records")),
             ints(n.get("partition_replicas")));
       case "ReportWorkerFailure": return new ReportWorkerFailure(s(n, "addr"));
-      case "ReportCorruption":
-        return new ReportCorruption(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"),
+      case "ReportLostCopy":
+        return new ReportLostCopy(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"),
             s(n, "worker_addr"));
       case "CheckCopies":
         return new CheckCopies(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")),

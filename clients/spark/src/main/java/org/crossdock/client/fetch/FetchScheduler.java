@@ -450,7 +450,7 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
       return true; // unreachable, broken stream, corrupt batch
     }
     ErrorCode c = e.code();
-    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.UNKNOWN_APP
+    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.DATA_LOST || c == ErrorCode.UNKNOWN_APP
         || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
         || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN
         || c == ErrorCode.LIMIT_EXCEEDED;
