@@ -54,9 +54,10 @@ bench-sql: build
 bench-cluster: build
 	.venv/bin/python bench/cluster.py $(BENCH_ARGS)
 
-## bench-native: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run (no Spark)
+## bench-native: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run (no Spark),
+## over plain TCP and over TLS, alternating run by run
 bench-native: build
-	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --json
+	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --compare-tls --json
 
 ## bench-durability: what each commit rule costs (memory, disk, object store: directory and S3)
 bench-durability: build

@@ -291,7 +291,9 @@ class EmulatedCluster:
                      "spark.driver.bindAddress": CTL_IP, "spark.executor.cores": "1", "spark.cores.max": str(self.n)})
         return conf
 
-    def start_crossdock(self, build: sb.Build, run_dir: pathlib.Path) -> sb.CrossdockService:
+    def start_crossdock(self, build: sb.Build, run_dir: pathlib.Path, tls: bool = False) -> sb.CrossdockService:
+        if tls:
+            raise SystemExit("the TLS mode runs on one host only (bench/spark_bench.py)")
         procs: list[sb.Proc] = []
         # The cluster secret the coordinator and the workers share (docs/security.md).
         secret_file = run_dir / "crossdock-secret"

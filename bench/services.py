@@ -114,6 +114,8 @@ class CrossdockService:
     """Crossdock for one run: processes, the coordinator's address, and their peak RSS."""
 
     def __init__(self, address: str, workers: list[Proc], others: list[Proc] = (), metrics_url: str | None = None):
+        # The authorities a client checks the servers against, when they run with TLS.
+        self.tls_ca: pathlib.Path | None = None
         self.address = address
         self.workers = workers
         self.procs = list(others) + list(workers)

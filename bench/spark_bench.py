@@ -207,10 +207,14 @@ WORKLOAD_CONF = {
 
 # ---- modes: vanilla, crossdock, and peers ----
 
-BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced")
+BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced", "crossdock-tls")
 # Crossdock modes other than "crossdock" itself: Crossdock with these properties on top.
 CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"},
-                      "crossdock-forced": {"spark.crossdock.route": "crossdock"}}
+                      "crossdock-forced": {"spark.crossdock.route": "crossdock"},
+                      "crossdock-tls": {"spark.crossdock.route": "crossdock"}}
+# Modes whose Crossdock service runs with TLS (its certificates made per run): compared
+# with crossdock-forced, what TLS costs.
+TLS_MODES = ("crossdock-tls",)
 
 
 def is_crossdock(mode) -> bool:
@@ -336,14 +340,23 @@ class LocalBackend:
     def spark_conf(self) -> dict[str, str]:
         return base_conf(executors=self.executors, executor_memory_mb=2048)
 
-    def start_crossdock(self, build: Build, run_dir: pathlib.Path) -> CrossdockService:
+    def start_crossdock(self, build: Build, run_dir: pathlib.Path, tls: bool = False) -> CrossdockService:
+        tls_args, ca = [], None
+        if tls:
+            certs = run_dir / "tls"
+            subprocess.run([str(build.binary), "tls-certs", "--out", str(certs), "--hosts", "127.0.0.1"],
+                           check=True, stdout=subprocess.DEVNULL)
+            ca = certs / "ca.pem"
+            tls_args = ["--tls-cert", str(certs / "cert.pem"), "--tls-key", str(certs / "key.pem"), "--tls-ca", str(ca)]
         p = Proc("crossdock standalone",
                  [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2", "--memory", "1GiB",
                   "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "127.0.0.1:0",
-                  "--replication", str(self.replication)],
+                  "--replication", str(self.replication), *tls_args],
                  r"metrics on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
         address = next(m.group(1) for m in (re.search(r"crossdock standalone listening on (\S+)", ln) for ln in p.output) if m)
-        return CrossdockService(address, [p], metrics_url=p.match.group(1))
+        service = CrossdockService(address, [p], metrics_url=p.match.group(1))
+        service.tls_ca = ca
+        return service
 
     def child_prefix(self) -> list[str]:
         return []
@@ -454,9 +467,12 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
         if mode.start:
             _shell(mode.start, env, f"peer {mode.name} start")
         if is_crossdock(mode):
-            service = backend.start_crossdock(build, run_dir)
+            service = backend.start_crossdock(build, run_dir, tls=mode.name in TLS_MODES)
+        conf = app_conf(backend, workload, mode, service.address if service else None, build)
+        if service is not None and service.tls_ca is not None:
+            conf["spark.crossdock.tls.ca"] = str(service.tls_ca)
         conf_path = run_dir / "conf.json"
-        conf_path.write_text(json.dumps(app_conf(backend, workload, mode, service.address if service else None, build)))
+        conf_path.write_text(json.dumps(conf))
         cmd = backend.child_prefix() + [sys.executable, str(build.script), "--conf-file", str(conf_path)] + (
             child_args if child_args is not None else ["--child", workload, "--scale", str(scale)])
         c0 = backend.counters()
@@ -727,7 +743,8 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
     ap.add_argument("--modes", default="vanilla,crossdock",
                     help="built-in modes: vanilla, crossdock, crossdock-static (its reader planned as Spark's own: "
                          "fixed 48 MiB in flight, requests in random order to the primary), crossdock-forced (every shuffle "
-                         "through Crossdock, none routed to Spark's own) [vanilla,crossdock]")
+                         "through Crossdock, none routed to Spark's own), crossdock-tls (as crossdock-forced, over TLS "
+                         "with certificates made per run) [vanilla,crossdock]")
     ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "

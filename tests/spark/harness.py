@@ -29,13 +29,25 @@ SHUFFLE_MANAGER = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager"
 class Standalone:
     """A `crossdock standalone` child process."""
 
-    def __init__(self, workers: int = 2, memory: str = "512MiB"):
+    def __init__(self, workers: int = 2, memory: str = "512MiB", tls: bool = False):
+        """With `tls`, the cluster runs with TLS on certificates `crossdock tls-certs` makes
+        for 127.0.0.1; `tls_ca` is then the authority clients must trust."""
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-test-")
+        self.tls_ca = None
+        tls_args = []
+        if tls:
+            certs = pathlib.Path(self.dir.name, "tls")
+            subprocess.run([str(BINARY), "tls-certs", "--out", str(certs), "--hosts", "127.0.0.1"],
+                           check=True, capture_output=True)
+            self.tls_ca = str(certs / "ca.pem")
+            tls_args = ["--tls-cert", str(certs / "cert.pem"), "--tls-key", str(certs / "key.pem"),
+                        "--tls-ca", self.tls_ca]
         self.proc = subprocess.Popen(
             [str(BINARY), "standalone", "--listen", "127.0.0.1:0", "--workers", str(workers),
-             "--memory", memory, "--data-dir", self.dir.name, "--metrics-listen", "127.0.0.1:0"],
+             "--memory", memory, "--data-dir", self.dir.name, "--metrics-listen", "127.0.0.1:0",
+             *tls_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             env={**os.environ, "CROSSDOCK_LOG": "warn"},
         )
@@ -80,9 +92,10 @@ class Standalone:
         self.stop()
 
 
-def crossdock_conf(coordinator: str) -> dict[str, str]:
+def crossdock_conf(coordinator: str, tls_ca: str | None = None) -> dict[str, str]:
     """The properties `crossdock spark-conf` prints, read from the binary itself."""
-    out = subprocess.run([str(BINARY), "spark-conf", "--coordinator", coordinator, "--jar", str(CLIENT_JAR)],
+    tls = ["--tls-ca", tls_ca] if tls_ca else []
+    out = subprocess.run([str(BINARY), "spark-conf", "--coordinator", coordinator, "--jar", str(CLIENT_JAR), *tls],
                          check=True, capture_output=True, text=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 

@@ -2,8 +2,8 @@
 
 Every workload of `workloads.py` runs once in a vanilla local-cluster application and
 once in one whose shuffles go through a real `crossdock standalone`; the results must be
-identical. Further tests: two applications at once against one Crossdock, and a
-coordinator that cannot be reached.
+identical. Further tests: two applications at once against one Crossdock, a job against
+a cluster that runs with TLS, and a coordinator that cannot be reached.
 """
 
 from __future__ import annotations
@@ -101,6 +101,35 @@ def test_two_apps_at_once(crossdock_cluster, tmp_path):
             expected[(i * seed) % 101] = expected.get((i * seed) % 101, 0) + i
         line = next(l for l in out.splitlines() if l.startswith("RESULT "))
         assert line == "RESULT " + str(sorted(expected.items()))
+
+
+TLS_JOB = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {harness!r})
+    from harness import base_conf, crossdock_conf, spark_session
+    conf = {{**base_conf(executors=2), **crossdock_conf({coordinator!r}, {tls_ca!r}),
+             "spark.crossdock.route": "crossdock"}}
+    with spark_session("over-tls", conf) as spark:
+        r = spark.sparkContext.parallelize(range(200000), 4).map(lambda i: (i % 997, i)).reduceByKey(lambda a, b: a + b, 6)
+        print("RESULT", sorted(r.collect()))
+""")
+
+
+def test_a_job_over_tls_gives_the_exact_result(tmp_path):
+    """Driver and executors reach a cluster that runs with TLS through `spark.crossdock.tls.ca`
+    (printed by `crossdock spark-conf --tls-ca`); every shuffle goes through it."""
+    with Standalone(workers=2, memory="256MiB", tls=True) as sa:
+        script = tmp_path / "tls_job.py"
+        script.write_text(TLS_JOB.format(harness=os.path.dirname(__file__), coordinator=sa.address,
+                                         tls_ca=sa.tls_ca))
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+        expected = {}
+        for i in range(200000):
+            expected[i % 997] = expected.get(i % 997, 0) + i
+        line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
+        assert line == "RESULT " + str(sorted(expected.items()))
+        assert sa.metric("crossdock_worker_fetched_bytes_total") > 10_000
 
 
 UNREACHABLE_JOB = textwrap.dedent("""

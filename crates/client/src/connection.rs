@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use crossdock_proto::io::{read_exact_bytes, read_header, write_message, write_push_flagged};
 use crossdock_proto::{Message, PushHeader, MAX_CONTROL_FRAME};
-use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, BufWriter, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::error::{ClientError, Result};
 use crate::keyring::{handshake, Keyring};
+use crate::tls::Stream;
 
 type Pending = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Result<Message>>>>>>;
 
@@ -28,7 +28,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// closed; callers open a new one.
 pub struct RpcConnection {
     addr: String,
-    writer: tokio::sync::Mutex<BufWriter<OwnedWriteHalf>>,
+    writer: tokio::sync::Mutex<BufWriter<WriteHalf<Stream>>>,
     pending: Pending,
     next_id: AtomicU64,
     closed: Arc<AtomicBool>,
@@ -38,9 +38,9 @@ impl RpcConnection {
     /// Connects to `addr` (`host:port`) and proves the keys of `keyring` on the new
     /// connection (none: no handshake).
     pub async fn connect(addr: &str, keyring: &Keyring) -> Result<RpcConnection> {
-        let mut stream = connect_stream(addr).await?;
+        let mut stream = connect_stream(addr, keyring).await?;
         let next_id = handshake(&mut stream, addr, keyring).await?;
-        let (read, write) = stream.into_split();
+        let (read, write) = tokio::io::split(stream);
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let closed = Arc::new(AtomicBool::new(false));
         tokio::spawn(read_responses(
@@ -196,13 +196,23 @@ pub(crate) async fn read_answer<S: AsyncRead + Unpin>(
     Ok((header.request_id, msg))
 }
 
-/// Opens a TCP connection with a timeout and `TCP_NODELAY`.
-pub(crate) async fn connect_stream(addr: &str) -> Result<TcpStream> {
+/// Opens a connection with a timeout and `TCP_NODELAY`, with TLS when `keyring` says so
+/// (the TLS handshake within the same timeout).
+pub(crate) async fn connect_stream(addr: &str, keyring: &Keyring) -> Result<Stream> {
     let io = |source| ClientError::Io {
         addr: addr.to_string(),
         source,
     };
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+    let tls = keyring.tls();
+    let open = async {
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        match &tls {
+            None => Ok(Stream::Plain(tcp)),
+            Some(tls) => tls.connect(addr, tcp).await,
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, open)
         .await
         .map_err(|_| {
             io(std::io::Error::new(
@@ -210,14 +220,12 @@ pub(crate) async fn connect_stream(addr: &str) -> Result<TcpStream> {
                 format!("no connection within {CONNECT_TIMEOUT:?}"),
             ))
         })?
-        .map_err(io)?;
-    stream.set_nodelay(true).map_err(io)?;
-    Ok(stream)
+        .map_err(io)
 }
 
 async fn read_responses(
     addr: String,
-    read: OwnedReadHalf,
+    read: ReadHalf<Stream>,
     pending: Pending,
     closed: Arc<AtomicBool>,
 ) {

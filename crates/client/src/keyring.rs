@@ -1,5 +1,5 @@
-//! The credentials a client proves on every connection it opens, and the handshake
-//! that proves them (`docs/security.md`).
+//! The credentials a client proves on every connection it opens, the authorities it
+//! checks servers against (TLS), and the handshake that proves them (`docs/security.md`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::connection::read_answer;
 use crate::error::{ClientError, Result};
+use crate::tls::TlsClient;
 
 /// The keys a client holds: the cluster secret (the coordinator's and workers' own
 /// connections) and app tokens (an app's driver and executors). Clones share one set,
@@ -27,6 +28,8 @@ pub struct Keyring {
 struct Keys {
     cluster: Option<Arc<ClusterSecret>>,
     apps: BTreeMap<String, Bytes>,
+    /// The authorities TLS connections are checked against; `None`: plain TCP.
+    tls: Option<TlsClient>,
 }
 
 impl Keyring {
@@ -57,6 +60,18 @@ impl Keyring {
         }
     }
 
+    /// Opens every later connection with TLS, checking servers against `tls` (`None`:
+    /// plain TCP). Shared by the keyring's clones.
+    pub fn with_tls(self, tls: Option<TlsClient>) -> Keyring {
+        self.inner.lock().expect("keyring lock").tls = tls;
+        self
+    }
+
+    /// The TLS configuration connections are opened with, if any.
+    pub fn tls(&self) -> Option<TlsClient> {
+        self.inner.lock().expect("keyring lock").tls.clone()
+    }
+
     /// The token of `app_id`, if this keyring holds it.
     pub fn token(&self, app_id: &str) -> Option<Bytes> {
         self.inner
@@ -85,6 +100,7 @@ impl std::fmt::Debug for Keyring {
         f.debug_struct("Keyring")
             .field("cluster", &keys.cluster.is_some())
             .field("apps", &keys.apps.keys().collect::<Vec<_>>())
+            .field("tls", &keys.tls.is_some())
             .finish()
     }
 }

@@ -5,12 +5,14 @@
 //! - [`CoordinatorClient`]: apps, shuffles, commits and shuffle status.
 //! - [`WorkerClient`]: pipelined pushes, and [`PartitionReader`], a fetch that resumes
 //!   where it stopped when its connection breaks.
-//! - [`Keyring`]: the cluster secret or app tokens each new connection proves.
+//! - [`Keyring`]: the cluster secret or app tokens each new connection proves, and the
+//!   authorities a TLS connection checks the server against ([`tls`]).
 
 mod connection;
 mod coordinator;
 mod error;
 mod keyring;
+pub mod tls;
 mod worker;
 
 pub use connection::RpcConnection;

@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 use crossdock_proto::io::write_message;
 use crossdock_proto::{checksum, FetchedBatch, Message, PushHeader, ResumePoint};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::connection::{connect_stream, read_answer, RpcConnection};
 use crate::error::{ClientError, Result};
 use crate::keyring::{handshake, Keyring};
+use crate::tls::Stream;
 
 /// A client of one worker's data endpoint.
 pub struct WorkerClient {
@@ -86,7 +86,7 @@ pub struct PartitionReader {
     addr: String,
     keyring: Keyring,
     range: FetchRange,
-    stream: Option<BufReader<TcpStream>>,
+    stream: Option<BufReader<Stream>>,
     ready: VecDeque<FetchedBatch>,
     last: Option<ResumePoint>,
     done: bool,
@@ -139,7 +139,7 @@ impl PartitionReader {
             self.resumes += 1;
         }
         self.opened = true;
-        let mut stream = connect_stream(&self.addr).await?;
+        let mut stream = connect_stream(&self.addr, &self.keyring).await?;
         let id = handshake(&mut stream, &self.addr, &self.keyring).await?;
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),

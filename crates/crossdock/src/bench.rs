@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use crossdock_client::tls::TlsClient;
 use crossdock_client::{
     CoordinatorClient, FetchRange, Keyring, PartitionReader, Placement, WorkerClient,
 };
@@ -86,6 +87,24 @@ pub struct PushFetchArgs {
     /// End with one line of JSON holding the results.
     #[arg(long)]
     pub json: bool,
+    /// Run the embedded cluster with TLS (a certificate made for 127.0.0.1).
+    #[arg(long, conflicts_with = "coordinator")]
+    pub tls: bool,
+    /// Measure the embedded cluster with plain TCP and with TLS in the same run, the two
+    /// alternating run by run, and report both and their ratio.
+    #[arg(long, conflicts_with_all = ["coordinator", "tls"])]
+    pub compare_tls: bool,
+    /// The authorities to check --coordinator's servers against (a cluster with TLS).
+    #[arg(long, requires = "coordinator")]
+    pub tls_ca: Option<std::path::PathBuf>,
+}
+
+/// One cluster measured: its coordinator and how connections to it are opened.
+struct Target {
+    label: &'static str,
+    coordinator: String,
+    tls: Option<TlsClient>,
+    _embedded: Option<Embedded>,
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
@@ -166,18 +185,38 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
             a.partitions
         );
     }
-    let mut embedded = None;
-    let coordinator = match &a.coordinator {
-        Some(c) => c.clone(),
+    let mut targets = Vec::new();
+    match &a.coordinator {
+        Some(c) => targets.push(Target {
+            label: "",
+            coordinator: c.clone(),
+            tls: a.tls_ca.as_deref().map(crate::tls::client).transpose()?,
+            _embedded: None,
+        }),
         None => {
-            let e = Embedded::start(&a)?;
-            let addr = e.addr.clone();
-            embedded = Some(e);
-            addr
+            if !a.tls {
+                let e = Embedded::start(&a, None)?;
+                targets.push(Target {
+                    label: if a.compare_tls { "plain TCP" } else { "" },
+                    coordinator: e.addr.clone(),
+                    tls: None,
+                    _embedded: Some(e),
+                });
+            }
+            if a.tls || a.compare_tls {
+                let (e, client) = Embedded::start_tls(&a)?;
+                targets.push(Target {
+                    label: "TLS",
+                    coordinator: e.addr.clone(),
+                    tls: Some(client),
+                    _embedded: Some(e),
+                });
+            }
         }
-    };
+    }
     let pool = Arc::new(Pool::new(batch as usize));
     let bytes = per_cell * a.maps as u64 * a.partitions as u64;
+    let names: Vec<&str> = targets.iter().map(|t| t.label).collect();
     println!(
         "push-fetch: {} in {} maps × {} partitions, batches of {}, {} runs, coordinator {}",
         human_bytes(bytes),
@@ -185,25 +224,75 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
         a.partitions,
         human_bytes(batch),
         a.runs,
-        coordinator
+        targets
+            .iter()
+            .zip(&names)
+            .map(|(t, n)| if n.is_empty() {
+                t.coordinator.clone()
+            } else {
+                format!("{} ({n})", t.coordinator)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    let mut results = Vec::new();
+    let mut results: Vec<Vec<RunResult>> = targets.iter().map(|_| Vec::new()).collect();
     for run in 0..a.runs {
-        let r = one_run(&a, &coordinator, &pool, per_cell, batch, run).await?;
-        println!(
-            "run {}: push {:.2} GB/s, fetch {:.2} GB/s, verified {}{}",
-            run + 1,
-            bytes as f64 / r.push_secs / 1e9,
-            bytes as f64 / r.fetch_secs / 1e9,
-            r.verified,
-            r.tcp_gbps
-                .map(|t| format!(", loopback TCP {t:.2} GB/s"))
-                .unwrap_or_default()
-        );
-        results.push(r);
+        for (t, (target, name)) in targets.iter().zip(&names).enumerate() {
+            let r = one_run(&a, target, &pool, per_cell, batch, run).await?;
+            println!(
+                "run {}{}: push {:.2} GB/s, fetch {:.2} GB/s, verified {}{}",
+                run + 1,
+                if name.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({name})")
+                },
+                bytes as f64 / r.push_secs / 1e9,
+                bytes as f64 / r.fetch_secs / 1e9,
+                r.verified,
+                r.tcp_gbps
+                    .map(|t| format!(", loopback TCP {t:.2} GB/s"))
+                    .unwrap_or_default()
+            );
+            results[t].push(r);
+        }
     }
-    drop(embedded);
-    report(&a, bytes, &results)
+    let mut reports = Vec::new();
+    for (rs, name) in results.iter().zip(&names) {
+        if !name.is_empty() {
+            println!("\n== {name}");
+        }
+        reports.push(report(&a, bytes, rs)?);
+    }
+    let verified = results.iter().flatten().all(|r| r.verified);
+    if a.json {
+        let j = if a.compare_tls {
+            let e2e = |j: &serde_json::Value| j["end_to_end_gbps"].as_f64().unwrap_or(f64::NAN);
+            serde_json::json!({
+                "plain": reports[0],
+                "tls": reports[1],
+                "tls_to_plain_end_to_end": e2e(&reports[1]) / e2e(&reports[0]),
+            })
+        } else {
+            reports.pop().expect("one target")
+        };
+        println!("{j}");
+    }
+    if a.compare_tls {
+        let ratio = |k: &str| {
+            reports[1][k].as_f64().unwrap_or(f64::NAN) / reports[0][k].as_f64().unwrap_or(f64::NAN)
+        };
+        println!(
+            "\nTLS / plain TCP (medians): push {:.2}, fetch {:.2}, end to end {:.2}",
+            ratio("push_gbps"),
+            ratio("fetch_gbps"),
+            ratio("end_to_end_gbps")
+        );
+    }
+    if !verified {
+        bail!("verification failed: the data read back differs from what was pushed");
+    }
+    Ok(())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -224,7 +313,8 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[i]
 }
 
-fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
+/// Prints the medians of one target's runs; returns them as JSON.
+fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<serde_json::Value> {
     let gb = bytes as f64 / 1e9;
     let push = median(results.iter().map(|r| gb / r.push_secs).collect());
     let fetch = median(results.iter().map(|r| gb / r.fetch_secs).collect());
@@ -281,8 +371,7 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
         100.0 * disk as f64 / bytes as f64
     );
     println!("  every byte verified    {verified}");
-    if a.json {
-        let j = serde_json::json!({
+    Ok(serde_json::json!({
             "bytes": bytes,
             "runs": results.len(),
             "maps": a.maps,
@@ -305,18 +394,13 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<()> {
             "worker_budget_bytes": worker_budget,
             "rss_within_budget": peak_rss <= budget + (64 << 20),
             "worker_disk_bytes": disk,
-        });
-        println!("{j}");
-    }
-    if !verified {
-        bail!("verification failed: the data read back differs from what was pushed");
-    }
-    Ok(())
+            "tls": a.tls || a.tls_ca.is_some(),
+    }))
 }
 
 async fn one_run(
     a: &PushFetchArgs,
-    coordinator: &str,
+    target: &Target,
     pool: &Arc<Pool>,
     per_cell: u64,
     batch: u64,
@@ -330,8 +414,9 @@ async fn one_run(
     } else {
         (None, None)
     };
+    let coordinator = &target.coordinator;
     let coord = Arc::new(
-        CoordinatorClient::connect(coordinator, &Keyring::new())
+        CoordinatorClient::connect(coordinator, &Keyring::new().with_tls(target.tls.clone()))
             .await
             .with_context(|| format!("connecting to the coordinator at {coordinator}"))?,
     );
@@ -622,10 +707,25 @@ struct Embedded {
     child: Child,
     addr: String,
     _dir: tempfile::TempDir,
+    /// The certificates of a cluster with TLS.
+    _certs: Option<tempfile::TempDir>,
 }
 
 impl Embedded {
-    fn start(a: &PushFetchArgs) -> Result<Embedded> {
+    /// An embedded cluster with TLS, on a certificate authority and certificate made
+    /// for it.
+    fn start_tls(a: &PushFetchArgs) -> Result<(Embedded, TlsClient)> {
+        let certs = tempfile::Builder::new()
+            .prefix("crossdock-bench-tls-")
+            .tempdir()?;
+        let files = crate::tls::generate(certs.path(), &["127.0.0.1".to_string()])?;
+        let client = crate::tls::client(&files.ca)?;
+        let mut e = Embedded::start(a, Some(&files))?;
+        e._certs = Some(certs);
+        Ok((e, client))
+    }
+
+    fn start(a: &PushFetchArgs, tls: Option<&crate::tls::CertFiles>) -> Result<Embedded> {
         let dir = tempfile::Builder::new()
             .prefix("crossdock-bench-")
             .tempdir()?;
@@ -653,6 +753,15 @@ impl Embedded {
             )
             .arg("--data-dir")
             .arg(dir.path())
+            .args(tls.iter().flat_map(|f| {
+                [
+                    ("--tls-cert", &f.cert),
+                    ("--tls-key", &f.key),
+                    ("--tls-ca", &f.ca),
+                ]
+                .into_iter()
+                .flat_map(|(flag, path)| [std::ffi::OsStr::new(flag), path.as_os_str()])
+            }))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .env("CROSSDOCK_LOG", "warn")
@@ -674,6 +783,7 @@ impl Embedded {
             child,
             addr,
             _dir: dir,
+            _certs: None,
         })
     }
 }

@@ -46,6 +46,9 @@ pub struct FileConfig {
     pub secret_file: Option<PathBuf>,
     /// `false` turns authentication off (as `--no-auth`).
     pub auth: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl FileConfig {

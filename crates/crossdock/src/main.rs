@@ -5,6 +5,7 @@ mod auth;
 mod bench;
 mod config;
 mod limits;
+mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -62,6 +63,8 @@ enum Command {
     Sim(crossdock_sim::SimArgs),
     /// Print the Spark properties that send a Spark application's shuffles through Crossdock.
     SparkConf(SparkConfArgs),
+    /// Make a certificate authority and a server certificate for a cluster's TLS.
+    TlsCerts(tls::TlsCertsArgs),
 }
 
 #[derive(Args)]
@@ -73,6 +76,10 @@ struct SparkConfArgs {
     /// checkout, or crossdock-spark.jar beside the binary].
     #[arg(long, env = "CROSSDOCK_SPARK_JAR")]
     jar: Option<PathBuf>,
+    /// For a cluster with TLS: the PEM authorities Spark checks the servers against (the
+    /// path must exist on the driver's and every executor's host).
+    #[arg(long, env = "CROSSDOCK_TLS_CA")]
+    tls_ca: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -87,6 +94,8 @@ struct Common {
     limits: LimitArgs,
     #[command(flatten)]
     auth: AuthArgs,
+    #[command(flatten)]
+    tls: tls::TlsArgs,
 }
 
 #[derive(Args)]
@@ -218,6 +227,7 @@ fn main() -> Result<()> {
             Command::Bench(a) => bench::run(a).await,
             Command::Sim(a) => crossdock_sim::run(a),
             Command::SparkConf(a) => spark_conf(a),
+            Command::TlsCerts(a) => tls::tls_certs(a),
         }
     })
 }
@@ -284,6 +294,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
     let limits = a.common.limits.resolve(&file)?;
     let quotas = a.quotas.resolve(&file)?;
     let secret = a.common.auth.resolve(&file, Missing::Generate)?;
+    let tls = a.common.tls.resolve(&file)?;
     let cfg = StandaloneConfig {
         listen: pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         workers: pick(a.workers, file.workers, || 2),
@@ -299,6 +310,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         limits,
         quotas,
         secret,
+        tls,
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
@@ -350,6 +362,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
         .common
         .auth
         .resolve(&file, Missing::Required("a coordinator"))?;
+    let tls = a.common.tls.resolve(&file)?;
     let mut cfg = CoordinatorConfig::new(
         pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         pick(a.data_dir, file.data_dir, || {
@@ -365,6 +378,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.limits = limits;
     cfg.quotas = quotas;
     cfg.secret = secret;
+    cfg.tls = tls;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let coord = Coordinator::start(cfg.clone(), shutdown.clone())
         .await
@@ -391,6 +405,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         .common
         .auth
         .resolve(&file, Missing::Required("a worker"))?;
+    let tls = a.common.tls.resolve(&file)?;
     let dirs: Vec<PathBuf> = match a.data_dir {
         Some(list) => list
             .split(',')
@@ -416,6 +431,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
         limits,
         secret,
+        tls,
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");
@@ -481,6 +497,12 @@ fn spark_conf(a: SparkConfArgs) -> Result<()> {
     println!("spark.shuffle.sort.io.plugin.class={SPARK_SHUFFLE_IO}");
     println!("spark.crossdock.coordinator={}", a.coordinator);
     println!("spark.jars={}", jar.display());
+    if let Some(ca) = a.tls_ca {
+        let ca = ca
+            .canonicalize()
+            .with_context(|| format!("--tls-ca {}", ca.display()))?;
+        println!("spark.crossdock.tls.ca={}", ca.display());
+    }
     Ok(())
 }
 

@@ -38,6 +38,9 @@ pub struct StandaloneConfig {
     /// The secret the coordinator and workers share (see
     /// [`CoordinatorConfig::secret`]); `None`: authentication is off.
     pub secret: Option<std::sync::Arc<crossdock_proto::auth::ClusterSecret>>,
+    /// TLS on every connection this server accepts and opens to its peers
+    /// (`docs/security.md`, "TLS"); `None`: plain TCP.
+    pub tls: Option<crossdock_client::tls::ServerTls>,
 }
 
 /// A running standalone cluster.
@@ -72,6 +75,7 @@ impl Standalone {
         ccfg.limits = cfg.limits.clone();
         ccfg.quotas = cfg.quotas.clone();
         ccfg.secret = cfg.secret.clone();
+        ccfg.tls = cfg.tls.clone();
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;
         let host = worker_host(coordinator.addr);
         let mut workers = Vec::new();
@@ -87,6 +91,7 @@ impl Standalone {
                 disk_quota: cfg.disk_quota,
                 limits: cfg.limits.clone(),
                 secret: cfg.secret.clone(),
+                tls: cfg.tls.clone(),
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

@@ -318,6 +318,7 @@ async fn a_worker_with_the_wrong_secret_is_never_given_data() {
         disk_quota: None,
         limits: Default::default(),
         secret: Some(std::sync::Arc::new(wrong)),
+        tls: None,
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let w = Worker::start(cfg, shutdown).await.unwrap();

@@ -209,6 +209,7 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         disk_quota: None,
         limits: Default::default(),
         secret: Some(common::secret()),
+        tls: None,
     };
     let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
         .await

@@ -440,6 +440,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             disk_quota: None,
             limits: Default::default(),
             secret: Some(common::secret()),
+            tls: None,
         },
         worker_shutdown,
     )

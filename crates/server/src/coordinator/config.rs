@@ -35,6 +35,9 @@ pub struct CoordinatorConfig {
     /// The cluster secret that authenticates the coordinator and the workers to each
     /// other and from which app tokens are derived; `None`: authentication is off.
     pub secret: Option<Arc<ClusterSecret>>,
+    /// TLS on every connection this server accepts and opens to its peers
+    /// (`docs/security.md`, "TLS"); `None`: plain TCP.
+    pub tls: Option<crossdock_client::tls::ServerTls>,
     /// How much one client may register.
     pub quotas: Quotas,
 }
@@ -114,6 +117,7 @@ impl CoordinatorConfig {
             limits: ConnLimits::default(),
             quotas: Quotas::default(),
             secret: None,
+            tls: None,
         }
     }
 }

@@ -9,10 +9,10 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
+use crossdock_client::tls::Stream;
 use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
 use crossdock_proto::{DecodeError, Message, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::node::Coordinator;
@@ -28,9 +28,8 @@ pub const IN_FLIGHT: usize = 64;
 type Reply = (u64, Message, bool);
 
 /// Requests on one connection are handled concurrently; responses are matched by id.
-pub async fn serve(stream: TcpStream, coord: Arc<Coordinator>) -> io::Result<()> {
-    stream.set_nodelay(true)?;
-    let (r, w) = stream.into_split();
+pub async fn serve(stream: Stream, coord: Arc<Coordinator>) -> io::Result<()> {
+    let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(Timed::new(r, coord.gate.limits()));
     let (tx, mut rx) = mpsc::channel::<Reply>(IN_FLIGHT);
     let writer = tokio::spawn(async move {

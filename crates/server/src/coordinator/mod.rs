@@ -82,6 +82,7 @@ impl Coordinator {
             "coordinator",
             listener,
             coord.gate.clone(),
+            coord.cfg.tls.as_ref().map(|t| t.identity.clone()),
             shutdown.clone(),
             move |stream| conn::serve(stream, c.clone()),
         ));

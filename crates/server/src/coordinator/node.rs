@@ -38,7 +38,10 @@ impl Coordinator {
     pub fn new(addr: SocketAddr, cfg: CoordinatorConfig, state: State, journal: Journal) -> Self {
         Coordinator {
             gate: Gate::new(cfg.limits.clone()),
-            worker_conns: Peers::new(Keyring::cluster(cfg.secret.clone())),
+            worker_conns: Peers::new(
+                Keyring::cluster(cfg.secret.clone())
+                    .with_tls(cfg.tls.as_ref().map(|t| t.peers.clone())),
+            ),
             addr,
             cfg,
             state: Mutex::new(state),

@@ -41,6 +41,9 @@ pub struct WorkerConfig {
     /// The cluster secret that authenticates the coordinator and the workers to each
     /// other and from which app tokens are derived; `None`: authentication is off.
     pub secret: Option<Arc<ClusterSecret>>,
+    /// TLS on every connection this server accepts and opens to its peers
+    /// (`docs/security.md`, "TLS"); `None`: plain TCP.
+    pub tls: Option<crossdock_client::tls::ServerTls>,
 }
 
 impl WorkerConfig {

@@ -5,12 +5,12 @@
 use std::io;
 use std::sync::Arc;
 
+use crossdock_client::tls::Stream;
 use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
 use crossdock_proto::{
     DecodeError, FrameHeader, Message, MessageKind, MAX_CONTROL_FRAME, PROTOCOL_VERSION,
 };
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::TcpStream;
 
 use super::fetch;
 use super::node::Worker;
@@ -21,9 +21,8 @@ use crate::error::ServerError;
 use crate::limits::Timed;
 
 /// Serves one connection until the peer closes it.
-pub async fn serve(stream: TcpStream, worker: Arc<Worker>) -> io::Result<()> {
-    stream.set_nodelay(true)?;
-    let (r, w) = stream.into_split();
+pub async fn serve(stream: Stream, worker: Arc<Worker>) -> io::Result<()> {
+    let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::with_capacity(64 << 10, Timed::new(r, worker.gate.limits()));
     let w = BufWriter::with_capacity(64 << 10, w);
     // The reader parses requests and queues their replies in order; the writer sends

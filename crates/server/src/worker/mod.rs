@@ -127,7 +127,8 @@ impl Worker {
             incarnation,
             links: Links::new(
                 cfg.coordinator.clone(),
-                Keyring::cluster(cfg.secret.clone()),
+                Keyring::cluster(cfg.secret.clone())
+                    .with_tls(cfg.tls.as_ref().map(|t| t.peers.clone())),
             ),
             gate: Gate::new(cfg.limits.clone()),
             secret: cfg.secret.clone(),
@@ -138,6 +139,7 @@ impl Worker {
             "worker",
             listener,
             worker.gate.clone(),
+            cfg.tls.as_ref().map(|t| t.identity.clone()),
             shutdown.clone(),
             move |stream| conn::serve(stream, w.clone()),
         ));

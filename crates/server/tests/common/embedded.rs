@@ -41,6 +41,7 @@ impl Cluster {
                 limits: Default::default(),
                 quotas: Default::default(),
                 secret: Some(super::secret()),
+                tls: None,
             },
             shutdown,
         )

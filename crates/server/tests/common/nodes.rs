@@ -60,6 +60,7 @@ pub async fn start_worker_on(
             disk_quota: tier.and_then(|t| t.disk_quota),
             limits: Default::default(),
             secret: Some(super::secret()),
+            tls: None,
         },
         shutdown,
     )

@@ -17,6 +17,8 @@ public final class CrossdockConf {
   public static final String FETCH_POLICY = "spark.crossdock.fetch.policy";
   public static final String ROUTE = "spark.crossdock.route";
   public static final String ROUTE_MAX_SPARK_SIZE = "spark.crossdock.route.maxSparkShuffleSize";
+  /** PEM file of the authorities the Crossdock servers' certificates are checked against. */
+  public static final String TLS_CA = "spark.crossdock.tls.ca";
 
   public static final String DEFAULT_BATCH_SIZE = "1m";
   public static final String DEFAULT_MAX_IN_FLIGHT = "32m";
@@ -44,6 +46,8 @@ public final class CrossdockConf {
   public final FetchScheduler.Policy fetchPolicy;
   /** Which shuffles go through Crossdock and which through Spark's own sort shuffle. */
   public final RoutePolicy route;
+  /** TLS to the servers, or null for plain TCP (when {@link #TLS_CA} is not set). */
+  public final org.crossdock.client.Tls tls;
 
   public CrossdockConf(SparkConf conf) {
     String c = conf.get(COORDINATOR, "").trim();
@@ -72,6 +76,8 @@ public final class CrossdockConf {
       default -> throw new IllegalArgumentException(
           FETCH_POLICY + " must be adaptive or static, got '" + policy + "'");
     }
+    String ca = conf.get(TLS_CA, "").trim();
+    this.tls = ca.isEmpty() ? null : org.crossdock.client.Tls.trusting(java.nio.file.Path.of(ca));
     RoutePolicy.Mode mode = RoutePolicy.Mode.parse(ROUTE, conf.get(ROUTE, "auto"));
     long maxSpark = conf.getSizeAsBytes(ROUTE_MAX_SPARK_SIZE, DEFAULT_ROUTE_MAX_SPARK_SIZE);
     if (maxSpark < 0) {

@@ -79,6 +79,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
     this.sparkConf = sparkConf;
     this.conf = new CrossdockConf(sparkConf);
     this.isDriver = isDriver;
+    org.crossdock.client.Net.useTls(conf.tls);
     this.pool = new ConnectionPool(CrossdockConf.CONNECT_TIMEOUT_MS);
     if (isDriver) {
       try {
