@@ -24,7 +24,8 @@ pub struct LimitArgs {
     #[arg(long, env = "CROSSDOCK_IDLE_TIMEOUT")]
     idle_timeout: Option<String>,
     /// Once a frame has begun, a peer silent for this long is cut off and what its
-    /// frame held is given back [default: 60s].
+    /// frame held is given back; so is a peer that takes none of a reply for this long
+    /// [default: 60s].
     #[arg(long, env = "CROSSDOCK_READ_TIMEOUT")]
     read_timeout: Option<String>,
     /// Memory for request frames over 64 KiB being received at once, over all

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
@@ -38,7 +38,9 @@ pub struct ConnLimits {
     /// A connection that starts no frame for this long is closed (none: never).
     pub idle_timeout: Option<Duration>,
     /// Once a frame has begun, its next bytes must arrive within this long, or the
-    /// connection is closed (a stalled sender gives back what it held).
+    /// connection is closed (a stalled sender gives back what it held). Writes have the
+    /// same bound: a peer that takes none of a reply for this long is cut off, so that a
+    /// client that stops reading a fetch gives back its connection and fetch memory.
     pub read_timeout: Duration,
     /// Bytes of frame bodies larger than [`SMALL_FRAME`] being received at once, over
     /// all connections. A frame waits for room up to `read_timeout`, then is refused.
@@ -184,7 +186,9 @@ impl Drop for Ticket {
 /// A reader that fails with `TimedOut` when its source keeps it waiting too long: up to
 /// the idle timeout for the first byte after [`Timed::expect_frame`], then up to the
 /// read timeout for every later byte. Only time spent waiting on the peer counts: a
-/// server that stops reading (back-pressure) runs no clock.
+/// server that stops reading (back-pressure) runs no clock. As a writer
+/// ([`Timed::writer`]), it fails a write or flush the peer takes nothing of for the
+/// read timeout; a server with nothing to send runs no clock.
 pub struct Timed<R> {
     inner: R,
     idle: Option<Duration>,
@@ -207,6 +211,58 @@ impl<R> Timed<R> {
             between_frames: true,
             clock: Box::pin(tokio::time::sleep(Duration::ZERO)),
             waiting: false,
+        }
+    }
+
+    /// Wraps the writing half `inner` of a connection: every wait for the peer to take
+    /// bytes is bounded by the read timeout of `limits`.
+    pub fn writer(inner: R, limits: &ConnLimits) -> Self {
+        Timed {
+            idle: None,
+            between_frames: false,
+            ..Timed::new(inner, limits)
+        }
+    }
+
+    /// Starts the clock of a wait on the peer if none runs; `Err` once it ran out.
+    fn wait(&mut self, cx: &mut Context<'_>, limit: Duration) -> Poll<()> {
+        if !self.waiting {
+            self.waiting = true;
+            self.clock
+                .as_mut()
+                .reset(tokio::time::Instant::now() + limit);
+        }
+        if self.clock.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.waiting = false;
+        Poll::Ready(())
+    }
+
+    /// Polls one write-side operation of the inner writer under the clock.
+    fn timed_write<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(Pin<&mut R>, &mut Context<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>>
+    where
+        R: Unpin,
+    {
+        match op(Pin::new(&mut self.inner), cx) {
+            Poll::Ready(res) => {
+                self.waiting = false;
+                Poll::Ready(res)
+            }
+            Poll::Pending => {
+                let limit = self.read;
+                match self.wait(cx, limit) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("peer took nothing of a reply for {limit:?}"),
+                    ))),
+                }
+            }
         }
     }
 
@@ -248,16 +304,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Timed<R> {
                 } else {
                     this.read
                 };
-                if !this.waiting {
-                    this.waiting = true;
-                    this.clock
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + limit);
-                }
-                if this.clock.as_mut().poll(cx).is_pending() {
+                if this.wait(cx, limit).is_pending() {
                     return Poll::Pending;
                 }
-                this.waiting = false;
                 let what = if this.between_frames {
                     "idle"
                 } else {
@@ -269,6 +318,36 @@ impl<R: AsyncRead + Unpin> AsyncRead for Timed<R> {
                 )))
             }
         }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Timed<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.timed_write(cx, |w, cx| w.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.timed_write(cx, |w, cx| w.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.timed_write(cx, |w, cx| w.poll_flush(cx))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.timed_write(cx, |w, cx| w.poll_shutdown(cx))
     }
 }
 
@@ -328,6 +407,38 @@ mod tests {
         // Larger than the whole budget: refused without waiting.
         let err = gate.frame_room((1 << 20) + 1).await.unwrap_err();
         assert!(err.message.contains("larger than"), "{}", err.message);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_stops_reading_times_out_and_a_slow_one_does_not() {
+        // 64 bytes of room between us and the peer.
+        let (ours, mut peer) = tokio::io::duplex(64);
+        let mut w = Timed::writer(ours, &limits(10, 10));
+        let started = Instant::now();
+        let err = w.write_all(&[7u8; 1000]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(2),
+            "the read timeout"
+        );
+        // A peer that takes a little every second keeps the write alive far longer.
+        let (ours, mut slow) = tokio::io::duplex(64);
+        let mut w = Timed::writer(ours, &limits(10, 10));
+        let reader = tokio::spawn(async move {
+            let mut got = 0;
+            let mut buf = [0u8; 16];
+            while got < 1000 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                got += slow.read(&mut buf).await.unwrap();
+            }
+        });
+        let started = Instant::now();
+        w.write_all(&[7u8; 1000]).await.unwrap();
+        w.flush().await.unwrap();
+        assert!(started.elapsed() > Duration::from_secs(10));
+        reader.await.unwrap();
+        drop(peer.read(&mut [0u8; 1]).await);
     }
 
     #[tokio::test(start_paused = true)]

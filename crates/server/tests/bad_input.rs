@@ -276,3 +276,48 @@ async fn fetch_before_the_maps_committed_is_refused() {
         ErrorCode::InvalidArgument,
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_reading_is_cut_after_the_read_timeout() {
+    let limits = crossdock_server::limits::ConnLimits {
+        read_timeout: std::time::Duration::from_secs(1),
+        ..Default::default()
+    };
+    let c = Cluster::start_with_limits(1, 256 << 20, limits).await;
+    let app = "stops-reading";
+    let placement = c.shuffle(app, 1, 1).await;
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    // 32 MiB: far more than the socket buffers and the reader's own buffer hold.
+    let data = payload(0, 0, 0, 1 << 20);
+    for seq in 0..32 {
+        push(&placement, app, 0, 0, 0, seq, &data).await.unwrap();
+    }
+    c.coord
+        .commit_map(app, 0, 0, AttemptId(0), vec![stat(0, 32 << 20)])
+        .await
+        .unwrap();
+    let worker = c.worker_for(&placement, 0);
+    let mut r = common::reader(&addr, app, 0, 0, 1).with_max_resumes(0);
+    assert!(
+        r.next_batch().await.unwrap().is_some(),
+        "the stream started"
+    );
+    let timeouts = worker.gate.counts().2;
+    // The reader stops taking bytes: the worker's writes stall, and after the read
+    // timeout it drops the stream and closes the connection (counted as a timeout).
+    common::eventually("the worker cut the stalled stream", || async {
+        worker.gate.counts().2 > timeouts
+    })
+    .await;
+    // What the reader gets now is what was already on its way, then a broken stream.
+    let mut batches = 1;
+    let err = loop {
+        match r.next_batch().await {
+            Ok(Some(_)) => batches += 1,
+            Ok(None) => panic!("the whole partition arrived ({batches} batches)"),
+            Err(e) => break e,
+        }
+    };
+    assert!(batches < 32, "{batches} batches, then {err}");
+    healthy_round_trip(&c, "stops-reading-neighbour").await;
+}

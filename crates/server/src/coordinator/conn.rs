@@ -31,8 +31,9 @@ type Reply = (u64, Message, bool);
 pub async fn serve(stream: Stream, coord: Arc<Coordinator>) -> io::Result<()> {
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(Timed::new(r, coord.gate.limits()));
+    let w = Timed::writer(w, coord.gate.limits());
     let (tx, mut rx) = mpsc::channel::<Reply>(IN_FLIGHT);
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         while let Some((id, msg, close)) = rx.recv().await {
             write_message(&mut w, id, &msg).await?;
@@ -51,7 +52,7 @@ pub async fn serve(stream: Stream, coord: Arc<Coordinator>) -> io::Result<()> {
         err.to_message()
     };
     let access = Arc::new(Mutex::new(Access::new(coord.cfg.secret.clone())));
-    let read: io::Result<()> = async {
+    let read = async {
         loop {
             // A place for the reply first: with none, the next request stays unread.
             let Ok(place) = tx.clone().reserve_owned().await else {
@@ -133,8 +134,13 @@ pub async fn serve(stream: Stream, coord: Arc<Coordinator>) -> io::Result<()> {
                 place.send((h.request_id, reply, false));
             });
         }
-    }
-    .await;
+    };
+    let read: io::Result<()> = tokio::select! {
+        read = read => read,
+        // The writer ends before the reader only when the connection broke (a write
+        // failed or the peer took nothing for the read timeout): stop reading at once.
+        written = &mut writer => return written.map_err(io::Error::other)?,
+    };
     drop(tx);
     let written = writer.await.map_err(io::Error::other)?;
     read.and(written)

@@ -24,13 +24,18 @@ use crate::limits::Timed;
 pub async fn serve(stream: Stream, worker: Arc<Worker>) -> io::Result<()> {
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::with_capacity(64 << 10, Timed::new(r, worker.gate.limits()));
-    let w = BufWriter::with_capacity(64 << 10, w);
+    let w = BufWriter::with_capacity(64 << 10, Timed::writer(w, worker.gate.limits()));
     // The reader parses requests and queues their replies in order; the writer sends
     // them. A forwarded push's reply waits for the replica while the reader goes on
     // reading the next pushes, so replication does not serialize a connection.
     let (tx, rx) = tokio::sync::mpsc::channel(REPLY_QUEUE);
-    let writer = tokio::spawn(write_replies(w, rx, worker.clone()));
-    let read = read_requests(&mut r, &tx, &worker).await;
+    let mut writer = tokio::spawn(write_replies(w, rx, worker.clone()));
+    let read = tokio::select! {
+        read = read_requests(&mut r, &tx, &worker) => read,
+        // The writer ends before the reader only when the connection broke (a write
+        // failed or the peer took nothing for the read timeout): stop reading at once.
+        written = &mut writer => return written.map_err(io::Error::other)?,
+    };
     drop(tx);
     let written = writer.await.map_err(io::Error::other)?;
     read.and(written)

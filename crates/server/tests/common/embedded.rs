@@ -25,6 +25,15 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start(workers: u32, memory: u64) -> Cluster {
+        Cluster::start_with_limits(workers, memory, Default::default()).await
+    }
+
+    /// As [`Cluster::start`], every server with the connection limits `limits`.
+    pub async fn start_with_limits(
+        workers: u32,
+        memory: u64,
+        limits: crossdock_server::limits::ConnLimits,
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let sa = Standalone::start(
@@ -38,7 +47,7 @@ impl Cluster {
                 durability: crossdock_proto::Durability::Memory,
                 object_store: None,
                 disk_quota: None,
-                limits: Default::default(),
+                limits,
                 quotas: Default::default(),
                 secret: Some(super::secret()),
                 tls: None,
