@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test demo demo-native bench bench-spark bench-sql bench-cluster bench-native bench-durability clean
+.PHONY: all setup build test fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-native bench-durability clean
 
 all: build
 
@@ -24,6 +24,12 @@ build: setup
 ## test: formatting, lints (warnings are errors) and every test; ends with a total line
 test: setup
 	@scripts/test.sh
+
+## fuzz: the long fuzzing run (docs/security.md#fuzzing): every decoder under AFL++ to 10 million
+## executions (FUZZ_EXECS), two at a time (FUZZ_JOBS), then the Java decoder under Jazzer
+## (FUZZ_JAVA_SECONDS); figures in target/fuzz/summary.md, the kept corpus in crates/fuzz/corpus/
+fuzz: setup
+	@scripts/fuzz.sh
 
 ## demo: a shuffle-heavy Spark job (over 1 GB shuffled) with Spark's own shuffle and through Crossdock
 demo: build

@@ -68,9 +68,15 @@ pub fn app_id_of(name: &str) -> Option<String> {
     while i < raw.len() {
         match raw[i] {
             b'%' => {
-                let hex = std::str::from_utf8(raw.get(i + 1..i + 3)?).ok()?;
-                let b = u8::from_str_radix(hex, 16).ok()?;
-                if kept(b) || hex.bytes().any(|c| c.is_ascii_lowercase()) {
+                let hex = raw.get(i + 1..i + 3)?;
+                // Two upper-case hex digits, as app_name writes them: `from_str_radix`
+                // alone would also take "+F" (a sign) and lower case, two more names
+                // of one id.
+                if !hex.iter().all(|c| matches!(c, b'0'..=b'9' | b'A'..=b'F')) {
+                    return None;
+                }
+                let b = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                if kept(b) {
                     return None; // not how app_name writes it: one id, one name
                 }
                 out.push(b);
@@ -136,7 +142,11 @@ mod tests {
     fn foreign_names_decode_to_nothing() {
         for name in [
             "", ".", "..", "a.b", "a/b", "%2", "%zz", "%2e", "%41", "%FF",
+            // Found by the fuzzer (crates/fuzz, shuffle-meta): a sign taken as a digit
+            // made "%+E" a second name of "\u{e}".
+            "%+E", "%+0E",
         ] {
+            assert_eq!(app_id_of(name), None, "{name:?}");
             assert!(!is_app_name(name), "{name:?}");
         }
     }

@@ -114,8 +114,9 @@ pub async fn handle<R: AsyncRead + Unpin>(
 
 /// Reads the routing header of a push frame whose body is `body_len` bytes: its first
 /// two bytes give its length. Outer error: the connection broke; inner: the header is
-/// cut or malformed (the rest of the frame was skipped).
-async fn read_header<R: AsyncRead + Unpin>(
+/// cut or malformed (the rest of the frame was skipped). Public for the fuzzer
+/// (`crates/fuzz`), which feeds it hostile push frames.
+pub async fn read_header<R: AsyncRead + Unpin>(
     r: &mut R,
     body_len: u64,
 ) -> io::Result<Result<PushHeader, DecodeError>> {

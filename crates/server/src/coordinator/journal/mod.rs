@@ -41,6 +41,17 @@ fn read_records(path: &Path) -> io::Result<(Vec<Record>, u64)> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(e) => return Err(e),
     }
+    let (out, pos) = decode_records(&raw);
+    if pos < raw.len() {
+        tracing::warn!(path = %path.display(), good = pos, total = raw.len(), "state file ends in a torn or corrupt record; ignoring the rest");
+    }
+    Ok((out, pos as u64))
+}
+
+/// Decodes the records at the start of `raw` (a whole state file), up to the first torn
+/// or corrupt one. Returns them and the length of the good prefix. The byte-level half of
+/// [`read_records`], apart so that the fuzzer (`crates/fuzz`) reaches it without a file.
+pub fn decode_records(raw: &[u8]) -> (Vec<Record>, usize) {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos + 8 <= raw.len() {
@@ -58,10 +69,7 @@ fn read_records(path: &Path) -> io::Result<(Vec<Record>, u64)> {
         }
         pos += 8 + len;
     }
-    if pos < raw.len() {
-        tracing::warn!(path = %path.display(), good = pos, total = raw.len(), "state file ends in a torn or corrupt record; ignoring the rest");
-    }
-    Ok((out, pos as u64))
+    (out, pos)
 }
 
 /// The snapshot and write-ahead log of one coordinator.

@@ -68,15 +68,17 @@ impl ShuffleMeta {
         if path.exists() {
             return Ok(());
         }
-        std::fs::write(
-            &path,
-            format!(
-                "{}\n{}\n{}\n{}\n",
-                app_name(&self.app_id),
-                self.shuffle_id,
-                self.num_maps,
-                self.num_partitions
-            ),
+        std::fs::write(&path, self.to_text())
+    }
+
+    /// The contents of `shuffle.meta`: one field a line, the app id as its name.
+    pub fn to_text(&self) -> String {
+        format!(
+            "{}\n{}\n{}\n{}\n",
+            app_name(&self.app_id),
+            self.shuffle_id,
+            self.num_maps,
+            self.num_partitions
         )
     }
 
@@ -84,9 +86,16 @@ impl ShuffleMeta {
     /// there but unreadable.
     pub fn read(dir: &Path) -> Option<Result<ShuffleMeta, &'static str>> {
         let text = std::fs::read_to_string(dir.join(META_FILE)).ok()?;
-        let fields: Vec<&str> = text.lines().collect();
+        Some(Self::parse(&text))
+    }
+
+    /// Parses the contents of a `shuffle.meta` ([`ShuffleMeta::to_text`]). Apart from
+    /// [`ShuffleMeta::read`] so that the fuzzer (`crates/fuzz`) reaches it without a file.
+    pub fn parse(text: &str) -> Result<ShuffleMeta, &'static str> {
+        // Five at most: a fifth line is already an error, however many follow.
+        let fields: Vec<&str> = text.lines().take(5).collect();
         let [app_id, shuffle_id, num_maps, num_partitions] = fields[..] else {
-            return Some(Err("unreadable shuffle.meta"));
+            return Err("unreadable shuffle.meta");
         };
         let parsed = (|| {
             Some(ShuffleMeta {
@@ -97,7 +106,7 @@ impl ShuffleMeta {
                 num_partitions: num_partitions.parse().ok()?,
             })
         })();
-        Some(parsed.ok_or("unreadable shuffle.meta"))
+        parsed.ok_or("unreadable shuffle.meta")
     }
 }
 
