@@ -28,16 +28,6 @@ pub enum Stream {
     Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
 }
 
-impl Stream {
-    /// The TCP connection underneath.
-    pub fn tcp(&self) -> &TcpStream {
-        match self {
-            Stream::Plain(s) => s,
-            Stream::Tls(s) => s.get_ref().0,
-        }
-    }
-}
-
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,
