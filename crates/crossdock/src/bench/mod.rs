@@ -4,12 +4,12 @@
 //! partition and check every byte. Without `--coordinator` it starts its own
 //! `crossdock standalone` as a child process, so the workers' RSS is measured apart
 //! from the load generator's. `--baseline` measures raw loopback TCP and memcpy in the
-//! same run: the physical limits the service is compared against.
+//! same run: the physical limits the service is compared against ([`baseline`]).
+//! `--compare-tls` measures two embedded clusters, over plain TCP and over TLS, run by
+//! run alternately ([`embedded`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -21,6 +21,12 @@ use crossdock_proto::{checksum, AttemptId, CommitStatus, Message, PartitionStat,
 use tokio::sync::Semaphore;
 
 use crate::config::{human_bytes, parse_size};
+
+mod baseline;
+mod embedded;
+
+use baseline::{loopback_tcp_gbps, memcpy_gbps};
+use embedded::Embedded;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -651,157 +657,4 @@ async fn fetch_partition(
         );
     }
     Ok(())
-}
-
-/// Raw loopback TCP: one sender thread, one receiver thread, 1 MiB writes.
-fn loopback_tcp_gbps(bytes: u64) -> Result<f64> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let receiver = std::thread::spawn(move || -> std::io::Result<u64> {
-        let (mut s, _) = listener.accept()?;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut got = 0u64;
-        loop {
-            let n = s.read(&mut buf)?;
-            if n == 0 {
-                return Ok(got);
-            }
-            got += n as u64;
-        }
-    });
-    let buf = vec![7u8; 1 << 20];
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_nodelay(true)?;
-    let start = Instant::now();
-    let mut sent = 0u64;
-    while sent < bytes {
-        let n = (bytes - sent).min(buf.len() as u64) as usize;
-        s.write_all(&buf[..n])?;
-        sent += n as u64;
-    }
-    drop(s);
-    let got = receiver.join().expect("receiver thread")?;
-    let secs = start.elapsed().as_secs_f64();
-    if got != bytes {
-        bail!("loopback baseline received {got} of {bytes} bytes");
-    }
-    Ok(bytes as f64 / secs / 1e9)
-}
-
-/// Single-thread memcpy of 64 MiB buffers.
-fn memcpy_gbps() -> f64 {
-    let src = vec![1u8; 64 << 20];
-    let mut dst = vec![0u8; 64 << 20];
-    let reps = 16;
-    let start = Instant::now();
-    for i in 0..reps {
-        dst.copy_from_slice(&src);
-        dst[i] = dst[i].wrapping_add(1);
-        std::hint::black_box(&dst);
-    }
-    (reps * src.len()) as f64 / start.elapsed().as_secs_f64() / 1e9
-}
-
-/// A `crossdock standalone` child process, stopped with SIGTERM when dropped.
-struct Embedded {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-    /// The certificates of a cluster with TLS.
-    _certs: Option<tempfile::TempDir>,
-}
-
-impl Embedded {
-    /// An embedded cluster with TLS, on a certificate authority and certificate made
-    /// for it.
-    fn start_tls(a: &PushFetchArgs) -> Result<(Embedded, TlsClient)> {
-        let certs = tempfile::Builder::new()
-            .prefix("crossdock-bench-tls-")
-            .tempdir()?;
-        let files = crate::tls::generate(certs.path(), &["127.0.0.1".to_string()])?;
-        let client = crate::tls::client(&files.ca)?;
-        let mut e = Embedded::start(a, Some(&files))?;
-        e._certs = Some(certs);
-        Ok((e, client))
-    }
-
-    fn start(a: &PushFetchArgs, tls: Option<&crate::tls::CertFiles>) -> Result<Embedded> {
-        let dir = tempfile::Builder::new()
-            .prefix("crossdock-bench-")
-            .tempdir()?;
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .args([
-                "standalone",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-            ])
-            .args(["--workers", &a.workers.to_string(), "--memory", &a.memory])
-            .args(["--replication", &a.replication.to_string()])
-            .args(["--durability", &a.durability])
-            .args(
-                a.object_store
-                    .iter()
-                    .flat_map(|u| ["--object-store", u.as_str()]),
-            )
-            .args(
-                a.disk_quota
-                    .iter()
-                    .flat_map(|q| ["--disk-quota", q.as_str()]),
-            )
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(tls.iter().flat_map(|f| {
-                [
-                    ("--tls-cert", &f.cert),
-                    ("--tls-key", &f.key),
-                    ("--tls-ca", &f.ca),
-                ]
-                .into_iter()
-                .flat_map(|(flag, path)| [std::ffi::OsStr::new(flag), path.as_os_str()])
-            }))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .env("CROSSDOCK_LOG", "warn")
-            .spawn()
-            .context("starting the embedded crossdock standalone")?;
-        let stdout = child.stdout.take().expect("piped");
-        let mut lines = BufReader::new(stdout).lines();
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                let _ = child.kill();
-                bail!("the embedded standalone exited before printing its address");
-            };
-            if let Some(a) = line?.strip_prefix("crossdock standalone listening on ") {
-                break a.trim().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Ok(Embedded {
-            child,
-            addr,
-            _dir: dir,
-            _certs: None,
-        })
-    }
-}
-
-impl Drop for Embedded {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
