@@ -29,7 +29,8 @@ pub struct LimitArgs {
     #[arg(long, env = "CROSSDOCK_READ_TIMEOUT")]
     read_timeout: Option<String>,
     /// Memory for request frames over 64 KiB being received at once, over all
-    /// connections (pushed batches count against --memory instead) [default: 256MiB].
+    /// connections, one peer host holding at most half (pushed batches count against
+    /// --memory instead) [default: 256MiB].
     #[arg(long, env = "CROSSDOCK_FRAME_MEMORY")]
     frame_memory: Option<String>,
 }

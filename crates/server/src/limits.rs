@@ -43,7 +43,9 @@ pub struct ConnLimits {
     /// client that stops reading a fetch gives back its connection and fetch memory.
     pub read_timeout: Duration,
     /// Bytes of frame bodies larger than [`SMALL_FRAME`] being received at once, over
-    /// all connections. A frame waits for room up to `read_timeout`, then is refused.
+    /// all connections; one peer host may hold at most half of it (a frame larger than
+    /// half is received only while its host holds no other). A frame waits for room up
+    /// to `read_timeout`, then is refused.
     pub frame_memory: u64,
 }
 
@@ -66,6 +68,10 @@ pub struct Gate {
     by_peer: Mutex<HashMap<IpAddr, usize>>,
     /// `frame_memory` in KiB, the unit of `frames`' permits.
     frame_kib: u64,
+    /// One peer host's share of `frame_memory`, in KiB: half of it.
+    peer_kib: u64,
+    /// Each peer host's share, while it has connections open.
+    peer_frames: Mutex<HashMap<IpAddr, Arc<Semaphore>>>,
     refused: AtomicU64,
     timed_out: AtomicU64,
     frames: Arc<Semaphore>,
@@ -77,8 +83,9 @@ pub struct Ticket {
     peer: IpAddr,
 }
 
-/// Room for one large frame's body; dropping it gives the room back.
-pub type FrameRoom = Option<OwnedSemaphorePermit>;
+/// Room for one large frame's body (from its host's share, and from the whole);
+/// dropping it gives the room back.
+pub type FrameRoom = Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>;
 
 impl Gate {
     /// A gate enforcing `limits`.
@@ -88,6 +95,8 @@ impl Gate {
         Arc::new(Gate {
             frames: Arc::new(Semaphore::new(kib as usize)),
             frame_kib: kib,
+            peer_kib: (kib / 2).max(1),
+            peer_frames: Mutex::new(HashMap::new()),
             limits,
             by_peer: Mutex::new(HashMap::new()),
             refused: AtomicU64::new(0),
@@ -130,9 +139,11 @@ impl Gate {
         })
     }
 
-    /// Room to receive a frame body of `len` bytes: nothing to wait for when it is
-    /// small; otherwise waits up to the read timeout for room, then refuses.
-    pub async fn frame_room(&self, len: u32) -> Result<FrameRoom, ServerError> {
+    /// Room to receive a frame body of `len` bytes from a connection of `peer`: nothing
+    /// to wait for when it is small; otherwise room in the peer host's share and in the
+    /// whole, waited for up to the read timeout, then refused. The share keeps one host
+    /// from holding the whole room while it stalls its frames.
+    pub async fn frame_room(&self, peer: IpAddr, len: u32) -> Result<FrameRoom, ServerError> {
         if len <= SMALL_FRAME {
             return Ok(None);
         }
@@ -144,14 +155,41 @@ impl Gate {
                 self.limits.frame_memory
             )));
         }
-        let wait = self.frames.clone().acquire_many_owned(kib);
+        let share = self
+            .peer_frames
+            .lock()
+            .expect("gate lock")
+            .entry(peer)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.peer_kib as usize)))
+            .clone();
+        // A frame larger than the share takes all of it.
+        let mine = (kib as u64).min(self.peer_kib) as u32;
+        let wait = async {
+            let p = share.clone().acquire_many_owned(mine).await;
+            let all = self.frames.clone().acquire_many_owned(kib).await;
+            let closed = "the frame semaphores are never closed";
+            (p.expect(closed), all.expect(closed))
+        };
         match tokio::time::timeout(self.limits.read_timeout, wait).await {
-            Ok(permit) => Ok(Some(permit.expect("the frame semaphore is never closed"))),
-            Err(_) => Err(ServerError::limit(format!(
-                "no room within {:?} to receive a frame of {len} bytes: {} bytes of \
-                 frames are being received (frame_memory)",
-                self.limits.read_timeout, self.limits.frame_memory
-            ))),
+            Ok(room) => Ok(Some(room)),
+            Err(_) => {
+                let whose = if share.available_permits() < mine as usize {
+                    format!(
+                        "{peer}'s frames being received already hold its share, half of {} bytes",
+                        self.limits.frame_memory
+                    )
+                } else {
+                    format!(
+                        "{} bytes of frames are being received",
+                        self.limits.frame_memory
+                    )
+                };
+                Err(ServerError::limit(format!(
+                    "no room within {:?} to receive a frame of {len} bytes: {whose} \
+                     (frame_memory)",
+                    self.limits.read_timeout
+                )))
+            }
         }
     }
 
@@ -178,6 +216,9 @@ impl Drop for Ticket {
             *n -= 1;
             if *n == 0 {
                 by_peer.remove(&self.peer);
+                // Its last connection is gone, and with it any frame it was receiving.
+                let mut shares = self.gate.peer_frames.lock().expect("gate lock");
+                shares.remove(&self.peer);
             }
         }
     }
@@ -371,8 +412,7 @@ mod tests {
     #[test]
     fn connections_are_capped_per_peer_and_in_total_and_freed_on_drop() {
         let gate = Gate::new(limits(3, 2));
-        let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
-        let b = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let (a, b) = (A, B);
         let a1 = gate.admit(a).unwrap();
         let _a2 = gate.admit(a).unwrap();
         let err = gate.admit(a).err().unwrap();
@@ -390,23 +430,49 @@ mod tests {
         assert_eq!(gate.counts(), (3, 2, 0));
     }
 
+    const A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+    const B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    const C: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
+
     #[tokio::test(start_paused = true)]
     async fn large_frames_wait_for_room_and_are_refused_after_the_read_timeout() {
         let gate = Gate::new(limits(10, 10));
-        assert!(gate.frame_room(SMALL_FRAME).await.unwrap().is_none());
-        let held = gate.frame_room(768 << 10).await.unwrap();
+        assert!(gate.frame_room(A, SMALL_FRAME).await.unwrap().is_none());
+        // Larger than a host's half: taken while the host holds nothing else.
+        let held = gate.frame_room(A, 768 << 10).await.unwrap();
         assert!(held.is_some());
-        // 768 KiB of 1 MiB held: a 512 KiB frame waits, and is refused after 2 s.
+        // 768 KiB of 1 MiB held: another host's 512 KiB frame waits, refused after 2 s.
         let started = Instant::now();
-        let err = gate.frame_room(512 << 10).await.unwrap_err();
+        let err = gate.frame_room(B, 512 << 10).await.unwrap_err();
         assert_eq!(started.elapsed(), Duration::from_secs(2));
         assert!(err.message.contains("frame_memory"), "{}", err.message);
         // Given back, the room serves the next frame at once.
         drop(held);
-        assert!(gate.frame_room(1 << 20).await.unwrap().is_some());
+        assert!(gate.frame_room(B, 1 << 20).await.unwrap().is_some());
         // Larger than the whole budget: refused without waiting.
-        let err = gate.frame_room((1 << 20) + 1).await.unwrap_err();
+        let err = gate.frame_room(B, (1 << 20) + 1).await.unwrap_err();
         assert!(err.message.contains("larger than"), "{}", err.message);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_host_holds_at_most_half_of_the_frame_room() {
+        let gate = Gate::new(limits(10, 10));
+        // Host A stalls two 256 KiB frames: its whole half of 1 MiB.
+        let a1 = gate.frame_room(A, 256 << 10).await.unwrap();
+        let a2 = gate.frame_room(A, 256 << 10).await.unwrap();
+        // Its third waits for its own share and is refused, naming the share...
+        let err = gate.frame_room(A, 256 << 10).await.unwrap_err();
+        assert!(
+            err.message.contains("127.0.0.1's frames"),
+            "{}",
+            err.message
+        );
+        // ...while other hosts still find the room A could otherwise have taken.
+        let b = gate.frame_room(B, 256 << 10).await.unwrap();
+        let c = gate.frame_room(C, 256 << 10).await.unwrap();
+        assert!(b.is_some() && c.is_some());
+        drop((a1, a2));
+        assert!(gate.frame_room(A, 256 << 10).await.unwrap().is_some());
     }
 
     #[tokio::test(start_paused = true)]

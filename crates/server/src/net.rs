@@ -21,7 +21,7 @@ pub async fn accept_loop<F, Fut>(
     mut shutdown: ShutdownSignal,
     serve: F,
 ) where
-    F: Fn(Stream) -> Fut + Clone + Send + 'static,
+    F: Fn(Stream, std::net::IpAddr) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
 {
     loop {
@@ -54,7 +54,7 @@ pub async fn accept_loop<F, Fut>(
                                     )
                                 })??,
                         };
-                        serve(stream).await
+                        serve(stream, peer.ip()).await
                     };
                     let mut stop = shutdown.clone();
                     let gate = gate.clone();

@@ -7,6 +7,7 @@
 //! never reads the replies therefore pins a bounded amount of memory.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use crossdock_client::tls::Stream;
@@ -27,8 +28,9 @@ pub const IN_FLIGHT: usize = 64;
 /// A reply: request id, message, and whether the connection closes after it.
 type Reply = (u64, Message, bool);
 
-/// Requests on one connection are handled concurrently; responses are matched by id.
-pub async fn serve(stream: Stream, coord: Arc<Coordinator>) -> io::Result<()> {
+/// Serves one connection from the host `peer`. Requests on one connection are handled
+/// concurrently; responses are matched by id.
+pub async fn serve(stream: Stream, peer: IpAddr, coord: Arc<Coordinator>) -> io::Result<()> {
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::new(Timed::new(r, coord.gate.limits()));
     let w = Timed::writer(w, coord.gate.limits());
@@ -83,7 +85,7 @@ pub async fn serve(stream: Stream, coord: Arc<Coordinator>) -> io::Result<()> {
                 place.send((h.request_id, reject(&coord, err.into()), true));
                 return Ok(());
             }
-            let room = match coord.gate.frame_room(h.body_len).await {
+            let room = match coord.gate.frame_room(peer, h.body_len).await {
                 Ok(room) => room,
                 Err(err) => {
                     // The body cannot be skipped without waiting for it: close.

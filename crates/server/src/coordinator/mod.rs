@@ -84,7 +84,7 @@ impl Coordinator {
             coord.gate.clone(),
             coord.cfg.tls.as_ref().map(|t| t.identity.clone()),
             shutdown.clone(),
-            move |stream| conn::serve(stream, c.clone()),
+            move |stream, peer| conn::serve(stream, peer, c.clone()),
         ));
         tokio::spawn(sweeper::run(coord.clone(), shutdown));
         Ok(coord)

@@ -3,6 +3,7 @@
 //! [`control`](super::control)); the writer sends the replies in request order.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crossdock_client::tls::Stream;
@@ -20,8 +21,8 @@ use crate::auth::Access;
 use crate::error::ServerError;
 use crate::limits::Timed;
 
-/// Serves one connection until the peer closes it.
-pub async fn serve(stream: Stream, worker: Arc<Worker>) -> io::Result<()> {
+/// Serves one connection from the host `peer` until it closes it.
+pub async fn serve(stream: Stream, peer: IpAddr, worker: Arc<Worker>) -> io::Result<()> {
     let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::with_capacity(64 << 10, Timed::new(r, worker.gate.limits()));
     let w = BufWriter::with_capacity(64 << 10, Timed::writer(w, worker.gate.limits()));
@@ -31,7 +32,7 @@ pub async fn serve(stream: Stream, worker: Arc<Worker>) -> io::Result<()> {
     let (tx, rx) = tokio::sync::mpsc::channel(REPLY_QUEUE);
     let mut writer = tokio::spawn(write_replies(w, rx, worker.clone()));
     let read = tokio::select! {
-        read = read_requests(&mut r, &tx, &worker) => read,
+        read = read_requests(&mut r, &tx, &worker, peer) => read,
         // The writer ends before the reader only when the connection broke (a write
         // failed or the peer took nothing for the read timeout): stop reading at once.
         written = &mut writer => return written.map_err(io::Error::other)?,
@@ -82,6 +83,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     r: &mut BufReader<Timed<R>>,
     tx: &Replies,
     worker: &Arc<Worker>,
+    peer: IpAddr,
 ) -> io::Result<()> {
     let mut access = Access::new(worker.secret.clone());
     loop {
@@ -96,7 +98,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             Err(e) => return Err(e),
         };
         r.get_mut().in_frame();
-        if let Next::Close = dispatch(r, tx, worker, &mut access, h).await? {
+        if let Next::Close = dispatch(r, tx, worker, &mut access, peer, h).await? {
             return Ok(());
         }
     }
@@ -108,6 +110,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
     tx: &Replies,
     worker: &Arc<Worker>,
     access: &mut Access,
+    peer: IpAddr,
     h: FrameHeader,
 ) -> io::Result<Next> {
     if h.version != PROTOCOL_VERSION {
@@ -126,7 +129,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
         answer(tx, h.request_id, Err(err.into())).await?;
         return Ok(Next::Close);
     }
-    let room = match worker.gate.frame_room(h.body_len).await {
+    let room = match worker.gate.frame_room(peer, h.body_len).await {
         Ok(room) => room,
         Err(err) => {
             // The body cannot be skipped without waiting for it: close.

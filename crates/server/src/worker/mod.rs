@@ -141,7 +141,7 @@ impl Worker {
             worker.gate.clone(),
             cfg.tls.as_ref().map(|t| t.identity.clone()),
             shutdown.clone(),
-            move |stream| conn::serve(stream, w.clone()),
+            move |stream, peer| conn::serve(stream, peer, w.clone()),
         ));
         tokio::spawn(flusher(worker.store.clone(), shutdown.clone()));
         tokio::spawn(membership::run(worker.clone(), shutdown));
