@@ -7,15 +7,16 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crossdock_client::tls::{generate, ServerTls, TlsClient};
-use crossdock_client::{ClientError, CoordinatorClient, Keyring, WorkerClient};
-use crossdock_proto::{checksum, AttemptId, CommitStatus, Durability, PartitionStat, PushHeader};
-use crossdock_server::standalone::{Standalone, StandaloneConfig};
+use crossdock_client::{
+    ClientError, CoordinatorClient, FetchRange, Keyring, PartitionReader, WorkerClient,
+};
+use crossdock_proto::{AttemptId, CommitStatus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{secret, stat};
+use common::embedded::Cluster;
+use common::{header, read_batches, secret, stat};
 
 /// A recognizable payload: if it crosses the wire in the clear, the relay sees it.
 fn marker_payload(n: usize) -> Vec<u8> {
@@ -28,39 +29,28 @@ fn marker_payload(n: usize) -> Vec<u8> {
 }
 
 struct TlsCluster {
-    cluster: Standalone,
-    _stop: tokio::sync::watch::Sender<bool>,
-    _dir: tempfile::TempDir,
+    cluster: Cluster,
+    _certs: tempfile::TempDir,
     /// Trusts the cluster's authority.
     trust: TlsClient,
 }
 
+/// Two workers, replication 2, with TLS on certificates made for 127.0.0.1 if `tls`.
 async fn start(tls: bool) -> TlsCluster {
-    let dir = tempfile::tempdir().unwrap();
-    let files = generate(&dir.path().join("certs"), &["127.0.0.1".to_string()]).unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let files = generate(certs.path(), &["127.0.0.1".to_string()]).unwrap();
     let server_tls = ServerTls::from_files(&files.cert, &files.key, &files.ca).unwrap();
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let cfg = StandaloneConfig {
-        listen: "127.0.0.1:0".into(),
-        workers: 2,
-        memory: 64 << 20,
-        data_dir: dir.path().join("data"),
-        worker_timeout: Duration::from_secs(10),
-        replication: 2,
-        durability: Durability::Memory,
-        object_store: None,
-        disk_quota: None,
-        limits: Default::default(),
-        quotas: Default::default(),
-        secret: Some(secret()),
-        tls: tls.then_some(server_tls),
-    };
-    let cluster = Standalone::start(cfg, shutdown).await.unwrap();
+    let trust = TlsClient::from_ca_file(&files.ca).unwrap();
+    let keys = Keyring::new().with_tls(tls.then(|| trust.clone()));
+    let cluster = Cluster::start_configured(2, 64 << 20, keys, |cfg| {
+        cfg.replication = 2;
+        cfg.tls = tls.then_some(server_tls);
+    })
+    .await;
     TlsCluster {
         cluster,
-        _stop: stop,
-        _dir: dir,
-        trust: TlsClient::from_ca_file(&files.ca).unwrap(),
+        _certs: certs,
+        trust,
     }
 }
 
@@ -115,42 +105,26 @@ async fn shuffle_through(
     data: &[u8],
 ) -> Result<Vec<u8>, ClientError> {
     let w = WorkerClient::connect(worker_addr, keys).await?;
-    let h = PushHeader {
+    let p = w.push(&header(app, 0, 0, 0, 0, data), data).await?;
+    w.finish_push(p).await?;
+    let stats = vec![stat(0, data.len())];
+    let (status, _) = coord.commit_map(app, 0, 0, AttemptId(0), stats).await?;
+    assert_eq!(status, CommitStatus::Committed);
+    let range = FetchRange {
         app_id: app.into(),
         shuffle_id: 0,
         partition: 0,
-        map_id: 0,
-        attempt_id: AttemptId(0),
-        batch_seq: 0,
-        crc32c: checksum(data),
+        start_map: 0,
+        end_map: 1,
     };
-    let p = w.push(&h, data).await?;
-    w.finish_push(p).await?;
-    let stats: Vec<PartitionStat> = vec![stat(0, data.len())];
-    let (status, _) = coord.commit_map(app, 0, 0, AttemptId(0), stats).await?;
-    assert_eq!(status, CommitStatus::Committed);
-    let mut r = crossdock_client::PartitionReader::new(
-        worker_addr,
-        crossdock_client::FetchRange {
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition: 0,
-            start_map: 0,
-            end_map: 1,
-        },
-        keys,
-    );
-    let mut out = Vec::new();
-    while let Some(b) = r.next_batch().await? {
-        out.extend_from_slice(&b.payload);
-    }
-    Ok(out)
+    let batches = read_batches(PartitionReader::new(worker_addr, range, keys)).await?;
+    Ok(batches.into_iter().flat_map(|(_, _, b)| b).collect())
 }
 
 /// Registers `app` through a client with `keys` and pushes, commits and reads a marked
 /// batch through a relay in front of partition 0's worker. Returns what the relay saw.
 async fn marked_shuffle(c: &TlsCluster, keys: Keyring, app: &str) -> Vec<u8> {
-    let addr = c.cluster.coordinator.addr.to_string();
+    let addr = c.cluster.sa.coordinator.addr.to_string();
     let coord = CoordinatorClient::connect(&addr, &keys).await.unwrap();
     coord.register_app(app, 60_000).await.unwrap();
     let placement = coord.register_shuffle(app, 0, 1, 1).await.unwrap();
@@ -181,7 +155,7 @@ async fn a_replicated_shuffle_runs_over_tls_and_its_bytes_are_not_on_the_wire() 
     // Replication 2: the replica got its copy over the worker-to-worker TLS link, and
     // the commit's check over the coordinator-to-worker one.
     let status = CoordinatorClient::connect(
-        &c.cluster.coordinator.addr.to_string(),
+        &c.cluster.sa.coordinator.addr.to_string(),
         &Keyring::cluster(Some(secret())).with_tls(Some(c.trust.clone())),
     )
     .await
@@ -204,7 +178,7 @@ async fn without_tls_the_same_bytes_are_on_the_wire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_clients_other_authorities_and_wrong_names_are_refused() {
     let c = start(true).await;
-    let port = c.cluster.coordinator.addr.port();
+    let port = c.cluster.sa.coordinator.addr.port();
     let addr = format!("127.0.0.1:{port}");
     // Plain TCP against a TLS server: the server's handshake fails; nothing is answered.
     let plain = async {

@@ -25,7 +25,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start(workers: u32, memory: u64) -> Cluster {
-        Cluster::start_with_limits(workers, memory, Default::default()).await
+        Cluster::start_configured(workers, memory, Keyring::new(), |_| {}).await
     }
 
     /// As [`Cluster::start`], every server with the connection limits `limits`.
@@ -34,29 +34,37 @@ impl Cluster {
         memory: u64,
         limits: crossdock_server::limits::ConnLimits,
     ) -> Cluster {
+        Cluster::start_configured(workers, memory, Keyring::new(), |cfg| cfg.limits = limits).await
+    }
+
+    /// As [`Cluster::start`], with `configure` applied to the cluster's settings and the
+    /// coordinator client opened with `keys` (e.g. the trust of a cluster with TLS).
+    pub async fn start_configured(
+        workers: u32,
+        memory: u64,
+        keys: Keyring,
+        configure: impl FnOnce(&mut StandaloneConfig),
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
-        let sa = Standalone::start(
-            StandaloneConfig {
-                listen: "127.0.0.1:0".into(),
-                workers,
-                memory,
-                data_dir: dir.path().to_path_buf(),
-                worker_timeout: Duration::from_secs(10),
-                replication: 1,
-                durability: crossdock_proto::Durability::Memory,
-                object_store: None,
-                disk_quota: None,
-                limits,
-                quotas: Default::default(),
-                secret: Some(super::secret()),
-                tls: None,
-            },
-            shutdown,
-        )
-        .await
-        .unwrap();
-        let coord = CoordinatorClient::connect(&sa.coordinator.addr.to_string(), &Keyring::new())
+        let mut cfg = StandaloneConfig {
+            listen: "127.0.0.1:0".into(),
+            workers,
+            memory,
+            data_dir: dir.path().to_path_buf(),
+            worker_timeout: Duration::from_secs(10),
+            replication: 1,
+            durability: crossdock_proto::Durability::Memory,
+            object_store: None,
+            disk_quota: None,
+            limits: Default::default(),
+            quotas: Default::default(),
+            secret: Some(super::secret()),
+            tls: None,
+        };
+        configure(&mut cfg);
+        let sa = Standalone::start(cfg, shutdown).await.unwrap();
+        let coord = CoordinatorClient::connect(&sa.coordinator.addr.to_string(), &keys)
             .await
             .unwrap();
         Cluster {
