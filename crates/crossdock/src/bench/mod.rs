@@ -222,7 +222,6 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
     }
     let pool = Arc::new(Pool::new(batch as usize));
     let bytes = per_cell * a.maps as u64 * a.partitions as u64;
-    let names: Vec<&str> = targets.iter().map(|t| t.label).collect();
     println!(
         "push-fetch: {} in {} maps × {} partitions, batches of {}, {} runs, coordinator {}",
         human_bytes(bytes),
@@ -232,18 +231,18 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
         a.runs,
         targets
             .iter()
-            .zip(&names)
-            .map(|(t, n)| if n.is_empty() {
+            .map(|t| if t.label.is_empty() {
                 t.coordinator.clone()
             } else {
-                format!("{} ({n})", t.coordinator)
+                format!("{} ({})", t.coordinator, t.label)
             })
             .collect::<Vec<_>>()
             .join(", ")
     );
     let mut results: Vec<Vec<RunResult>> = targets.iter().map(|_| Vec::new()).collect();
     for run in 0..a.runs {
-        for (t, (target, name)) in targets.iter().zip(&names).enumerate() {
+        for (t, target) in targets.iter().enumerate() {
+            let name = target.label;
             let r = one_run(&a, target, &pool, per_cell, batch, run).await?;
             println!(
                 "run {}{}: push {:.2} GB/s, fetch {:.2} GB/s, verified {}{}",
@@ -264,7 +263,8 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
         }
     }
     let mut reports = Vec::new();
-    for (rs, name) in results.iter().zip(&names) {
+    for (rs, target) in results.iter().zip(&targets) {
+        let name = target.label;
         if !name.is_empty() {
             println!("\n== {name}");
         }
