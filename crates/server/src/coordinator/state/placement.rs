@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crossdock_policy::load_aware::{place_partitions, WorkerLoad};
+use crossdock_policy::load_aware::{place_in_blocks, place_partitions, WorkerLoad};
 use crossdock_proto::{Message, NO_WORKER};
 
 use super::apps::Apps;
@@ -41,7 +41,10 @@ pub struct Placer<'a> {
 
 impl Placer<'_> {
     /// The layout of a new shuffle of `num_partitions`: (primary, replica) per
-    /// partition, on the least loaded live workers with room on their disks.
+    /// partition, on the least loaded live workers with room on their disks, in one
+    /// contiguous block of partitions per worker ([`place_in_blocks`]: a reduce task that
+    /// Spark's adaptive execution gives several neighbouring partitions then finds them on
+    /// one worker, and runs on its host).
     pub fn plan(&self, num_partitions: u32) -> Result<(Vec<u32>, Vec<u32>), StateError> {
         let loads = self.live_loads();
         if loads.is_empty() {
@@ -58,7 +61,7 @@ impl Placer<'_> {
         }
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
         let estimate = vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize];
-        let primary = place_partitions(&loads, &estimate);
+        let primary = place_in_blocks(&loads, &estimate);
         let replica = primary
             .iter()
             .map(|&w| self.replica_for(w, &live))
