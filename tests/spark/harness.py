@@ -15,6 +15,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -190,7 +191,11 @@ class ProcessCluster:
 
     def __init__(self, workers: int = 3, replication: int = 1, memory: str = "256MiB",
                  worker_timeout: str = "4s", durability: str = "memory",
-                 object_store: str | None = None, small_disk: tuple[int, str] | None = None):
+                 object_store: str | None = None, small_disk: tuple[int, str] | None = None,
+                 worker_hosts: list[str] | None = None):
+        """`worker_hosts`: the loopback address each worker listens on (127.0.0.2, …: every
+        127.x address is this machine, and each one a host of its own to Spark and to
+        Crossdock); all on 127.0.0.1 by default."""
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
@@ -211,7 +216,8 @@ class ProcessCluster:
             os.makedirs(path)
             _run("mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path)
             self._mounts.append(path)
-        self.workers = [self._start_worker(i, "127.0.0.1:0") for i in range(workers)]
+        hosts = worker_hosts or ["127.0.0.1"] * workers
+        self.workers = [self._start_worker(i, f"{hosts[i]}:0") for i in range(workers)]
         deadline = time.monotonic() + 20
         while self.coordinator.metric("crossdock_coordinator_workers_alive") < workers:
             if time.monotonic() > deadline:
@@ -349,3 +355,57 @@ class NamespacedCluster:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class SparkStandalone:
+    """A Spark standalone cluster from the pinned pyspark: a master on 127.0.0.1 and one
+    1-core worker on each of `hosts` (loopback addresses such as 127.0.0.2), so that its
+    executors run on distinct hosts as far as Spark's scheduler can tell, without root."""
+
+    def __init__(self, hosts: list[str], worker_memory: str = "1g"):
+        import pyspark
+
+        sys.path.insert(0, str(REPO / "bench"))
+        from services import Proc  # noqa: E402
+
+        self.dir = tempfile.TemporaryDirectory(prefix="crossdock-spark-")
+        home = pathlib.Path(pyspark.__file__).parent
+        spark_class = str(home / "bin" / "spark-class")
+
+        def env(ip: str, name: str) -> dict[str, str]:
+            d = pathlib.Path(self.dir.name) / name
+            (d / "local").mkdir(parents=True, exist_ok=True)
+            return {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": ip, "SPARK_LOCAL_DIRS": str(d / "local"),
+                    "SPARK_WORKER_DIR": str(d / "work"), "SPARK_LOG_DIR": str(d),
+                    "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable}
+
+        self.daemons = []
+        try:
+            master = Proc("Spark master", [spark_class, "org.apache.spark.deploy.master.Master",
+                                           "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"],
+                          r"Starting Spark master at (spark://\S+)", env=env("127.0.0.1", "master"),
+                          timeout=90)
+            self.daemons.append(master)
+            self.url = master.match.group(1)
+            for i, ip in enumerate(hosts):
+                self.daemons.append(Proc(
+                    f"Spark worker {ip}", [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", ip,
+                                           "--cores", "1", "--memory", worker_memory, "--webui-port", "0",
+                                           self.url],
+                    r"Successfully registered with master", env=env(ip, f"worker-{i}"), timeout=90))
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for d in reversed(self.daemons):
+            d.stop()
+        self.daemons = []
+        self.dir.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+

@@ -84,6 +84,23 @@ public final class Placement implements Serializable {
     return r == null ? List.of(addrOf(partition)) : List.of(addrOf(partition), r);
   }
 
+  /** The host of the worker that holds {@code partition}: its address without the port. */
+  public String hostOf(int partition) {
+    return hostPart(addrOf(partition));
+  }
+
+  /** The host of the worker with {@code partition}'s replica, or null. */
+  public String replicaHostOf(int partition) {
+    String r = replicaOf(partition);
+    return r == null ? null : hostPart(r);
+  }
+
+  private static String hostPart(String addr) {
+    int colon = addr.lastIndexOf(':');
+    String host = colon < 0 ? addr : addr.substring(0, colon);
+    return host.startsWith("[") && host.endsWith("]") ? host.substring(1, host.length() - 1) : host;
+  }
+
   /** The distinct worker addresses. */
   public List<String> workerAddrs() {
     return List.of(addrs);

@@ -17,6 +17,8 @@ public final class CrossdockConf {
   public static final String FETCH_POLICY = "spark.crossdock.fetch.policy";
   public static final String ROUTE = "spark.crossdock.route";
   public static final String ROUTE_MAX_SPARK_SIZE = "spark.crossdock.route.maxSparkShuffleSize";
+  /** Whether SQL reduce tasks prefer the hosts of their partitions' workers. */
+  public static final String LOCALITY = "spark.crossdock.locality";
   /** PEM file of the authorities the Crossdock servers' certificates are checked against. */
   public static final String TLS_CA = "spark.crossdock.tls.ca";
 
@@ -46,6 +48,8 @@ public final class CrossdockConf {
   public final FetchScheduler.Policy fetchPolicy;
   /** Which shuffles go through Crossdock and which through Spark's own sort shuffle. */
   public final RoutePolicy route;
+  /** SQL reduce tasks prefer their partitions' hosts ({@link #LOCALITY}, default on). */
+  public final boolean locality;
   /** TLS to the servers, or null for plain TCP (when {@link #TLS_CA} is not set). */
   public final org.crossdock.client.Tls tls;
 
@@ -76,6 +80,7 @@ public final class CrossdockConf {
       default -> throw new IllegalArgumentException(
           FETCH_POLICY + " must be adaptive or static, got '" + policy + "'");
     }
+    this.locality = conf.getBoolean(LOCALITY, true);
     String ca = conf.get(TLS_CA, "").trim();
     this.tls = ca.isEmpty() ? null : org.crossdock.client.Tls.trusting(java.nio.file.Path.of(ca));
     RoutePolicy.Mode mode = RoutePolicy.Mode.parse(ROUTE, conf.get(ROUTE, "auto"));

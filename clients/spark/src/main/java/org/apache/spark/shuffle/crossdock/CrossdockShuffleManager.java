@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.crossdock;
 
 import java.io.IOException;
 import java.util.Collection;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,6 +26,7 @@ import org.crossdock.client.ConnectionPool;
 import org.crossdock.client.CoordinatorClient;
 import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Placement;
+import org.crossdock.client.ReducerHosts;
 import org.crossdock.client.route.RoutePolicy;
 import org.crossdock.protocol.Message;
 import org.crossdock.protocol.ErrorCode;
@@ -74,6 +76,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private final Object sortLock = new Object();
   private final AtomicLong throughCrossdock = new AtomicLong();
   private final AtomicLong throughSpark = new AtomicLong();
+  private final AtomicLong placedTasks = new AtomicLong();
 
   public CrossdockShuffleManager(SparkConf sparkConf, boolean isDriver) {
     this.sparkConf = sparkConf;
@@ -286,6 +289,54 @@ public class CrossdockShuffleManager implements ShuffleManager {
       throw new IllegalStateException("Crossdock: registering shuffle " + shuffleId
           + " failed: " + e.getMessage(), e);
     }
+  }
+
+  /** Whether SQL reduce tasks are to prefer their partitions' hosts. */
+  public boolean localityEnabled() {
+    return conf.locality;
+  }
+
+  /**
+   * The hosts a reduce task reading partitions {@code [start, end)} of {@code dep} should run on
+   * ({@link ReducerHosts}), from the driver's latest placement of the shuffle; empty for a shuffle
+   * without maps. Null when the shuffle is not Crossdock's (Spark routed it through its own sort
+   * shuffle, or Crossdock is not the shuffle manager): Spark's own preference then applies.
+   *
+   * <p>Spark asks on its scheduler thread for every task of a reduce stage, so this never calls
+   * the coordinator: a placement changed by a worker's loss since this driver last refreshed it
+   * costs locality, never correctness (the reader asks the coordinator where data is).
+   */
+  public static List<String> preferredHosts(ShuffleDependency<?, ?, ?> dep, int start, int end) {
+    SparkEnv env = SparkEnv.get();
+    if (env == null || !(env.shuffleManager() instanceof CrossdockShuffleManager m)
+        || !(dep.shuffleHandle() instanceof CrossdockShuffleHandle<?, ?, ?> h)) {
+      return null;
+    }
+    Placement p = m.refreshed.getOrDefault(h.shuffleId(), h.placement);
+    if (p == null) {
+      return List.of();
+    }
+    m.placedTasks.incrementAndGet();
+    return ReducerHosts.of(p, start, end);
+  }
+
+  /**
+   * The coordinator's current placement of this driver's shuffle {@code shuffleId} (on the
+   * driver, after the shuffle was registered): for tools and tests that check where reduce
+   * tasks ran.
+   */
+  public Placement currentPlacement(int shuffleId) throws IOException {
+    String app = appId;
+    if (!isDriver || app == null) {
+      throw new IllegalStateException("only the driver of an app with shuffles knows placements");
+    }
+    Message.ShuffleStatus s = coordinator().shuffleStatus(app, shuffleId);
+    return Placement.of(s.workers(), s.partitionWorkers(), s.partitionReplicas());
+  }
+
+  /** Reduce tasks given their partitions' hosts as preferred locations so far (driver). */
+  public long placedTasks() {
+    return placedTasks.get();
   }
 
   /** Shuffles this driver registered through Crossdock so far. */

@@ -1,0 +1,89 @@
+package org.apache.spark.sql.crossdock
+
+import org.apache.spark.{Partition, ShuffleDependency}
+import org.apache.spark.rdd.RDD
+import org.apache.spark.shuffle.crossdock.CrossdockShuffleManager
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning
+import org.apache.spark.sql.execution.{CoalescedPartitionSpec, PartialMapperPartitionSpec, PartialReducerPartitionSpec, ShufflePartitionSpec, ShuffledRowRDD, SparkPlan}
+import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleOrigin}
+import org.apache.spark.sql.execution.metric.SQLMetric
+
+import scala.jdk.CollectionConverters._
+
+/**
+ * Spark's shuffle exchange, whose reduce side is a [[PlacedShuffledRowRDD]]: the same map side,
+ * statistics, metrics and adaptive behaviour (it is a `ShuffleExchangeExec`, so every rule of
+ * Spark that matches one still does), and reduce tasks that prefer their partitions' hosts.
+ *
+ * Written in Scala because javac cannot subclass a Spark plan node (the erased signatures that
+ * Scala's `UnaryLike` trait leaves on `Exchange` do not reconcile), and in Spark's `sql` package
+ * because the exchange's read metrics are `private[sql]`.
+ *
+ * A copy of the node by a rule (`withNewChildren`) or by Spark's reflective `makeCopy` stays a
+ * placed exchange; a `copy(...)` call would give back Spark's own, which is correct, only not
+ * placed (no rule of Spark copies an exchange once it is a query stage).
+ */
+class PlacedShuffleExchangeExec(
+    partitioning: Partitioning,
+    input: SparkPlan,
+    origin: ShuffleOrigin,
+    advisorySize: Option[Long])
+  extends ShuffleExchangeExec(partitioning, input, origin, advisorySize) {
+
+  /** The reduce RDD of a plain `execute()`, built once as Spark's own exchange does. */
+  @transient private var shuffleRdd: RDD[InternalRow] = _
+
+  override def nodeName: String = "Exchange (Crossdock placed)"
+
+  override def getShuffleRDD(partitionSpecs: Array[ShufflePartitionSpec]): RDD[InternalRow] =
+    new PlacedShuffledRowRDD(shuffleDependency, readMetrics, partitionSpecs)
+
+  override protected def doExecute(): RDD[InternalRow] = synchronized {
+    if (shuffleRdd == null) {
+      shuffleRdd = new PlacedShuffledRowRDD(shuffleDependency, readMetrics,
+        Array.tabulate[ShufflePartitionSpec](shuffleDependency.partitioner.numPartitions) { i =>
+          CoalescedPartitionSpec(i, i + 1)
+        })
+    }
+    shuffleRdd
+  }
+
+  override protected def withNewChildInternal(newChild: SparkPlan): ShuffleExchangeExec =
+    new PlacedShuffleExchangeExec(outputPartitioning, newChild, shuffleOrigin,
+      advisoryPartitionSize)
+}
+
+/**
+ * Spark SQL's reduce-side RDD, whose tasks prefer the hosts of the Crossdock workers holding
+ * their partitions (`CrossdockShuffleManager.preferredHosts`) instead of the hosts that ran the
+ * most maps: with a push shuffle the data is where it was pushed, not where it was made.
+ *
+ * What a task reads decides its hosts: a whole partition or a range of them (AQE's coalesced
+ * read), a slice of one partition's maps (AQE's skew split: the whole partition lives on one
+ * worker, so the slice does too), or one map's part of a range of partitions (the local shuffle
+ * read). A map range across all partitions reads from every worker and keeps Spark's own
+ * preference, as does a shuffle that went through Spark's sort shuffle.
+ */
+class PlacedShuffledRowRDD(
+    dependency: ShuffleDependency[Int, InternalRow, InternalRow],
+    metrics: Map[String, SQLMetric],
+    specs: Array[ShufflePartitionSpec])
+  extends ShuffledRowRDD(dependency, metrics, specs) {
+
+  override def getPreferredLocations(partition: Partition): Seq[String] = {
+    // Spark numbers the partitions by their spec's index.
+    val range = specs(partition.index) match {
+      case CoalescedPartitionSpec(start, end, _) => Some((start, end))
+      case PartialReducerPartitionSpec(reducer, _, _, _) => Some((reducer, reducer + 1))
+      case PartialMapperPartitionSpec(_, start, end) => Some((start, end))
+      case _ => None
+    }
+    range.flatMap { case (start, end) =>
+      Option(CrossdockShuffleManager.preferredHosts(this.dependency, start, end))
+    } match {
+      case Some(hosts) => hosts.asScala.toList
+      case None => super.getPreferredLocations(partition)
+    }
+  }
+}

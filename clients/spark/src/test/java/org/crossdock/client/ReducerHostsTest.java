@@ -1,0 +1,48 @@
+package org.crossdock.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class ReducerHostsTest {
+  /** Six partitions in blocks on three hosts; replicas on the next host. */
+  private static final Placement PLACEMENT = new Placement(
+      new String[] {"10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"},
+      new int[] {0, 0, 1, 1, 2, 2},
+      new int[] {1, 1, 2, 2, 0, -1});
+
+  @Test
+  void onePartitionPrefersItsPrimaryThenItsReplica() {
+    assertEquals(List.of("10.0.0.1", "10.0.0.2"), ReducerHosts.of(PLACEMENT, 0));
+    assertEquals(List.of("10.0.0.3", "10.0.0.1"), ReducerHosts.of(PLACEMENT, 4, 5));
+    assertEquals(List.of("10.0.0.3"), ReducerHosts.of(PLACEMENT, 5, 6));
+  }
+
+  @Test
+  void aReplicaOnTheSameHostIsNamedOnce() {
+    Placement p = new Placement(new String[] {"h:1", "h:2"}, new int[] {0}, new int[] {1});
+    assertEquals(List.of("h"), ReducerHosts.of(p, 0));
+  }
+
+  @Test
+  void aRangePrefersTheHostsHoldingMostOfIt() {
+    assertEquals(List.of("10.0.0.1"), ReducerHosts.of(PLACEMENT, 0, 2));
+    assertEquals(List.of("10.0.0.2"), ReducerHosts.of(PLACEMENT, 1, 4));
+    // Two partitions on each host: every host is as good.
+    assertEquals(List.of("10.0.0.1", "10.0.0.2", "10.0.0.3"), ReducerHosts.of(PLACEMENT, 0, 6));
+  }
+
+  @Test
+  void anEmptyOrOutsideRangeHasNoPreference() {
+    assertEquals(List.of(), ReducerHosts.of(PLACEMENT, 3, 3));
+    assertEquals(List.of(), ReducerHosts.of(PLACEMENT, 6, 9));
+    assertEquals(List.of("10.0.0.3"), ReducerHosts.of(PLACEMENT, 5, 100));
+  }
+
+  @Test
+  void hostsAreAddressesWithoutTheirPort() {
+    Placement p = new Placement(new String[] {"[::1]:7001"}, new int[] {0}, new int[] {-1});
+    assertEquals("::1", p.hostOf(0));
+  }
+}

@@ -1,0 +1,108 @@
+"""Reduce tasks run where their partitions live (issue 13, part 4), on a real Spark
+standalone cluster whose two workers are two hosts: 127.0.0.2 and 127.0.0.3, each with a
+Spark worker (one 1-core executor) and a Crossdock worker. Every 127.x address is this
+machine's loopback, so no root and no namespaces are needed, yet Spark's scheduler and
+Crossdock's placement see two hosts.
+
+Spark is free to run a reduce task anywhere; only the preferred locations that Crossdock's
+SQL exchange gives (the host of the partition's worker) make it run on that host. The test
+reads back, from Spark's own status store, the host every reduce task ran on and compares it
+with the coordinator's placement of the partition it read."""
+
+from __future__ import annotations
+
+import sys
+import time
+import pathlib
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from harness import ProcessCluster, SparkStandalone, crossdock_conf, spark_session  # noqa: E402
+
+HOSTS = ["127.0.0.2", "127.0.0.3"]
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    with ProcessCluster(workers=2, worker_hosts=HOSTS) as crossdock, SparkStandalone(HOSTS) as spark:
+        yield crossdock, spark
+
+
+def _conf(crossdock, spark, **extra) -> dict[str, str]:
+    return {
+        **crossdock_conf(crossdock.address),
+        "spark.master": spark.url,
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.memory": "1g",
+        "spark.executor.memory": "512m",
+        "spark.cores.max": "2",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.crossdock.route": "crossdock",
+        # Long enough that a task waits for its host's core on a loaded machine, so the
+        # test sees the preference and never a timing accident.
+        "spark.locality.wait": "30s",
+        **extra,
+    }
+
+
+def test_each_reduce_task_runs_on_its_partitions_host(hosts):
+    crossdock, spark = hosts
+    # Adaptive execution on, but no coalescing: task i reads exactly partition i.
+    conf = _conf(crossdock, spark, **{"spark.sql.adaptive.coalescePartitions.enabled": "false"})
+    with spark_session("locality", conf) as session:
+        from pyspark.sql import functions as F
+        df = session.range(0, 400_000, numPartitions=4).withColumn("k", F.col("id") % 997)
+        out = df.repartition(8, "k").select(F.spark_partition_id().alias("p"), "k").groupBy("p").agg(
+            F.count("*").alias("n"), F.sum("k").alias("s")).collect()
+        assert sum(r["n"] for r in out) == 400_000
+        manager = session._jvm.org.apache.spark.SparkEnv.get().shuffleManager()
+        assert manager.shufflesThroughCrossdock() >= 1
+        placement = manager.currentPlacement(0)
+        hosts_of = [placement.hostOf(p) for p in range(placement.numPartitions())]
+        assert sorted(set(hosts_of)) == HOSTS, hosts_of
+        # The stage that read shuffle 0: the job's second-to-last stage reads it and
+        # aggregates; find it as the stage whose 8 tasks ran, by index, where we expect.
+        tasks = _reduce_tasks(session.sparkContext, shuffle_partitions=8)
+        assert len(tasks) == 8, tasks
+        wrong = [(i, host, hosts_of[i]) for i, host, _ in tasks if host != hosts_of[i]]
+        assert not wrong, f"reduce tasks ran away from their partitions' hosts: {wrong}"
+        assert all(loc in ("NODE_LOCAL", "PROCESS_LOCAL") for _, _, loc in tasks), tasks
+        assert manager.placedTasks() >= 8
+
+
+def _reduce_tasks(sc, shuffle_partitions: int) -> list[tuple[int, str, str]]:
+    """(index, host, locality) of the successful tasks of the first stage of
+    `shuffle_partitions` tasks that read shuffled records, from Spark's status store
+    (filled by its listener bus, hence the wait)."""
+    tracker = sc.statusTracker()
+    store = sc._jsc.sc().statusStore()
+    deadline = time.monotonic() + 30
+    while True:
+        stages = sorted({s for j in tracker.getJobIdsForGroup() for s in tracker.getJobInfo(j).stageIds})
+        for stage in stages:
+            seq = store.taskList(stage, 0, 10_000)
+            tasks = [seq.apply(i) for i in range(seq.size())]
+            done = [t for t in tasks if t.status() == "SUCCESS"]
+            reads = [t for t in done if not t.taskMetrics().isEmpty()
+                     and t.taskMetrics().get().shuffleReadMetrics().recordsRead() > 0]
+            if len(reads) == shuffle_partitions == len(tasks):
+                return [(t.index(), t.host(), t.taskLocality()) for t in reads]
+        if time.monotonic() > deadline:
+            return []
+        time.sleep(0.2)
+
+
+def test_without_placement_spark_chooses_by_map_output(hosts):
+    """With `spark.crossdock.locality` off the exchange is Spark's own: nothing is placed."""
+    crossdock, spark = hosts
+    conf = _conf(crossdock, spark, **{"spark.crossdock.locality": "false",
+                                      "spark.sql.adaptive.coalescePartitions.enabled": "false"})
+    with spark_session("no-locality", conf) as session:
+        df = session.range(0, 100_000, numPartitions=4)
+        assert df.repartition(8, "id").count() == 100_000
+        manager = session._jvm.org.apache.spark.SparkEnv.get().shuffleManager()
+        assert manager.placedTasks() == 0
+        plan = df.repartition(8, "id")._jdf.queryExecution().executedPlan().toString()
+        assert "Crossdock placed" not in plan
