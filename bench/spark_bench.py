@@ -409,7 +409,18 @@ def child(workload: str, scale: float, conf_path: str) -> None:
                     "shuffle_read_bytes": s.get("shuffleReadBytes", 0), "shuffle_write_s": s.get("shuffleWriteTime", 0) / 1e9,
                     "fetch_wait_s": s.get("shuffleFetchWaitTime", 0) / 1e3,
                     "spill_disk_bytes": s.get("diskBytesSpilled", 0)}
+        # Reduce tasks (of stages that read a shuffle) that ran on a host Spark was told
+        # to prefer: with Crossdock's SQL exchange, the host of their partition's worker.
+        reduce_tasks = reduce_local = 0
+        for s in stages:
+            if s.get("shuffleReadBytes", 0) > 0:
+                for t in _rest(spark, f"stages/{s['stageId']}/{s['attemptId']}/taskList?length=1000000"):
+                    if t.get("status") == "SUCCESS":
+                        reduce_tasks += 1
+                        reduce_local += t.get("taskLocality") in ("PROCESS_LOCAL", "NODE_LOCAL")
         print("RESULT " + json.dumps({
+            "reduce_tasks": reduce_tasks,
+            "reduce_local_share": reduce_local / reduce_tasks if reduce_tasks else 0.0,
             "digest": [str(x) for x in digest],
             "wall_s": wall,
             "executors": executors,
@@ -524,7 +535,7 @@ METRICS = [("wall_s", "action wall s"), ("machine_cpu_s", "machine CPU s"), ("ex
            ("shuffle_write_s", "shuffle write s"), ("fetch_wait_s", "fetch wait s"), ("gc_s", "GC s"),
            ("shuffle_write_bytes", "shuffle bytes"), ("spill_disk_bytes", "spilled to disk"),
            ("net_bytes", "bytes on links"), ("peak_executor_heap", "peak exec heap"),
-           ("fetch_peak_bytes", "peak fetch buf"),
+           ("fetch_peak_bytes", "peak fetch buf"), ("reduce_local_share", "reduce local"),
            ("worker_peak_rss", "service RSS"), ("commits", "map commits"), ("commit_p50_ms", "commit p50 ms"),
            ("commit_p99_ms", "commit p99 ms")]
 
