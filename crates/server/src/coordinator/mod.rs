@@ -61,8 +61,12 @@ impl Coordinator {
         cfg.quotas
             .check()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        config::check_prediction_threshold(cfg.prediction_threshold)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut state = State::new(cfg.replication);
         state.set_quotas(cfg.quotas.clone());
+        // Before replay, so that replayed shuffles predict at the configured threshold.
+        state.set_prediction_threshold(cfg.prediction_threshold);
         let restored = replay.len();
         let now = std::time::Instant::now();
         for r in replay {

@@ -367,7 +367,8 @@ async fn commit_map(
         tracing::warn!(app = %app_id, shuffle_id, map_id, %attempt_id, error = %err, "commit failed");
         return Err(err);
     }
-    if let Some(old) = shuffle.record_commit(map_id, attempt_id, &stats) {
+    let recorded = shuffle.record_commit(map_id, attempt_id, &stats);
+    if let Some(old) = recorded.replaced {
         tracing::info!(app = %app_id, shuffle_id, map_id, %attempt_id, replaced = %old, "a rerun of the stage replaced the map's output");
     }
     // Durable before it is acknowledged. If the journal cannot be written the commit
