@@ -59,6 +59,8 @@ impl Cluster {
             disk_quota: None,
             limits: Default::default(),
             quotas: Default::default(),
+            prediction_threshold:
+                crossdock_server::coordinator::config::DEFAULT_PREDICTION_THRESHOLD,
             secret: Some(super::secret()),
             tls: None,
         };
