@@ -43,6 +43,7 @@ pub struct FileConfig {
     pub max_partitions: Option<u32>,
     pub max_maps: Option<u32>,
     pub max_lease: Option<String>,
+    pub prediction_threshold: Option<f64>,
     pub secret_file: Option<PathBuf>,
     /// `false` turns authentication off (as `--no-auth`).
     pub auth: Option<bool>,

@@ -14,6 +14,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use crossdock_proto::Durability;
+use crossdock_server::coordinator::config::{
+    check_prediction_threshold, DEFAULT_PREDICTION_THRESHOLD,
+};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 use crossdock_server::metrics::{self, Render};
 use crossdock_server::standalone::{Standalone, StandaloneConfig};
@@ -135,6 +138,10 @@ struct StandaloneArgs {
     /// With --object-store: each worker's disk quota (see `crossdock worker --help`).
     #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
     disk_quota: Option<String>,
+    /// Fraction of a shuffle's maps, 0 to 1, that must have committed before the
+    /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
+    #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
+    prediction_threshold: Option<f64>,
     #[command(flatten)]
     quotas: QuotaArgs,
     #[command(flatten)]
@@ -166,6 +173,10 @@ struct CoordinatorArgs {
     /// survives the loss of every worker that held it) [default: memory].
     #[arg(long, env = "CROSSDOCK_DURABILITY")]
     durability: Option<String>,
+    /// Fraction of a shuffle's maps, 0 to 1, that must have committed before the
+    /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
+    #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
+    prediction_threshold: Option<f64>,
     #[command(flatten)]
     quotas: QuotaArgs,
     #[command(flatten)]
@@ -282,6 +293,12 @@ async fn start_metrics(
     Ok(())
 }
 
+/// The prediction threshold: the flag, then the file, then the default; a fraction.
+fn prediction_threshold(flag: Option<f64>, file: Option<f64>) -> Result<f64> {
+    let t = pick(flag, file, || DEFAULT_PREDICTION_THRESHOLD);
+    check_prediction_threshold(t).map_err(anyhow::Error::msg)
+}
+
 fn check_replication(n: u32) -> Result<u32> {
     if !(1..=2).contains(&n) {
         anyhow::bail!("replication must be 1 or 2, not {n}");
@@ -307,6 +324,10 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         durability: parse_durability(&pick(a.durability, file.durability, || "memory".into()))?,
         object_store: a.object_store.or(file.object_store),
         disk_quota: parse_quota(a.disk_quota.or(file.disk_quota))?,
+        prediction_threshold: prediction_threshold(
+            a.prediction_threshold,
+            file.prediction_threshold,
+        )?,
         limits,
         quotas,
         secret,
@@ -375,6 +396,8 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.replication = check_replication(pick(a.replication, file.replication, || 1))?;
     cfg.fsync = pick(a.fsync, file.fsync, || true);
     cfg.durability = parse_durability(&pick(a.durability, file.durability, || "memory".into()))?;
+    cfg.prediction_threshold =
+        prediction_threshold(a.prediction_threshold, file.prediction_threshold)?;
     cfg.limits = limits;
     cfg.quotas = quotas;
     cfg.secret = secret;

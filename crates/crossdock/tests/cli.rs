@@ -189,6 +189,10 @@ fn bad_settings_fail_fast_with_a_clear_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a size"));
 
+    let out = run(&["standalone", "--prediction-threshold", "1.5"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("between 0 and 1"));
+
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, "memroy = \"1GiB\"\n").unwrap();

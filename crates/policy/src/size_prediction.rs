@@ -13,6 +13,12 @@
 //! Both report, per reduce partition, the predicted size, its dominant host and that
 //! host's share (`prob` in SCache's Algorithm 1).
 //!
+//! The coordinator predicts live with the same arithmetic: [`maps_to_observe`] is its
+//! observation threshold (the paper gives no value), [`extrapolate`] the linear
+//! extrapolation from per-partition totals it already keeps (so it needs no per-map
+//! vectors), and [`prediction_error`] scores a prediction against the final sizes, as
+//! `crossdock sim size-prediction` does.
+//!
 //! Corrections of Eq. (1) as printed (`reduceSize_i = sum_{j=0}^{m} partitionSize_j *
 //! sample_i / (s * p)`):
 //! - the sum runs over the `m` input partitions, `j = 0..m-1`, not `0..=m`;
@@ -117,36 +123,133 @@ fn add_host(acc: &mut Vec<(u32, f64)>, host: u32, v: f64) {
     }
 }
 
+/// How many committed maps a prediction from map outputs waits for: `fraction` of
+/// `total_maps`, rounded up, at least 1 and at most `total_maps` (0 for a shuffle of no
+/// maps, which never predicts). The paper only says the scheduler runs once the observed
+/// output "reaches an observation threshold"; the caller picks `fraction`.
+///
+/// A product such as `0.7 * 100` is `70.00000000000001` in floating point; the
+/// millionth of a map subtracted before rounding up keeps it at 70.
+pub fn maps_to_observe(total_maps: usize, fraction: f64) -> usize {
+    if total_maps == 0 {
+        return 0;
+    }
+    let wanted = (total_maps as f64 * fraction - 1e-6).ceil();
+    // `NaN as usize` is 0 and a negative product saturates to 0: both become 1.
+    (wanted as usize).clamp(1, total_maps)
+}
+
+/// Linear extrapolation (hash partitioners): each partition's bytes (or records)
+/// written by the `observed_maps` maps seen so far, scaled by `total_maps /
+/// observed_maps`. All zero when nothing was observed. [`predict_from_map_outputs`]
+/// sizes its partitions with it; the coordinator calls it on the per-partition totals it
+/// keeps anyway.
+pub fn extrapolate(observed_totals: &[u64], observed_maps: usize, total_maps: usize) -> Vec<f64> {
+    let scale = if observed_maps == 0 {
+        0.0
+    } else {
+        total_maps as f64 / observed_maps as f64
+    };
+    observed_totals.iter().map(|&t| t as f64 * scale).collect()
+}
+
 /// Linear extrapolation for hash partitioners: the observed per-reduce totals scaled by
-/// `total_maps / observed.len()`. Hosts and shares come from the observed outputs; ties
-/// between hosts go to the lower host id. With no observation every size is 0.
+/// `total_maps / observed.len()` (see [`extrapolate`]). Hosts and shares come from the
+/// observed outputs; ties between hosts go to the lower host id. With no observation
+/// every size is 0.
 pub fn predict_from_map_outputs(
     observed: &[MapOutput],
     total_maps: usize,
     reduces: usize,
 ) -> Vec<PartitionPrediction> {
-    let scale = if observed.is_empty() {
-        0.0
-    } else {
-        total_maps as f64 / observed.len() as f64
-    };
+    let totals: Vec<u64> = (0..reduces)
+        .map(|i| {
+            observed
+                .iter()
+                .map(|o| o.sizes.get(i).copied().unwrap_or(0))
+                .sum()
+        })
+        .collect();
+    let sizes = extrapolate(&totals, observed.len(), total_maps);
     (0..reduces)
         .map(|i| {
             let mut by_host = Vec::new();
-            let mut total = 0.0;
             for o in observed {
                 let v = o.sizes.get(i).copied().unwrap_or(0) as f64;
-                total += v;
                 add_host(&mut by_host, o.host, v);
             }
-            let (host, share) = dominant(&by_host, total);
+            let (host, share) = dominant(&by_host, totals[i] as f64);
             PartitionPrediction {
-                size: total * scale,
+                size: sizes[i],
                 host,
                 share,
             }
         })
         .collect()
+}
+
+/// How far a size prediction was from the final sizes, as the paper's Fig. 7 reports it
+/// and more. See [`prediction_error`] for the exact definitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PredictionError {
+    /// The standard deviation of the normalised error: the population standard
+    /// deviation over the partitions of `pred_i / sum(pred) - truth_i / sum(truth)`.
+    pub share_std: f64,
+    /// `|sum(pred) - sum(truth)| / sum(truth)`: how far off the shuffle's total was.
+    /// `None` when the final total is 0 (nothing to be relative to).
+    pub total_rel_err: Option<f64>,
+    /// Mean over partitions with final data of `|pred_i - truth_i| / truth_i`.
+    pub mean_rel_err: f64,
+    /// The largest of those per-partition relative errors.
+    pub max_rel_err: f64,
+}
+
+/// Scores predicted partition sizes `pred` against the final sizes `truth` (same
+/// length, same unit).
+///
+/// The normalised error. Fig. 7 normalises each series (observed map output,
+/// prediction, final reduce input) "to [0, 1]" without saying how, and reports the
+/// standard deviation of the normalised prediction's error. Here each series is divided
+/// by its own total: `p_i = pred_i / sum(pred)` and `t_i = truth_i / sum(truth)` (all 0
+/// when the total is 0), so both lie in [0, 1] and sum to 1, and `share_std` is the
+/// population standard deviation, over the partitions, of `e_i = p_i - t_i` (whose mean
+/// is 0 when both totals are positive). It measures the *shape* of the prediction only:
+/// a prediction off by a constant factor scores 0, and that factor shows in
+/// `total_rel_err` instead. Min-max normalisation was not used because it is undefined
+/// for a uniform series, the usual outcome of a hash partitioner. Shares average `1 / p`,
+/// so `share_std` shrinks as the partition count `p` grows; `share_std * p` is the error
+/// relative to the average partition.
+///
+/// Relative errors are taken over the partitions whose final size is positive; a
+/// partition predicted to hold data that ends up empty shows in `share_std` only. Both
+/// are 0 when no partition has final data.
+pub fn prediction_error(pred: &[f64], truth: &[f64]) -> PredictionError {
+    let ps: f64 = pred.iter().sum();
+    let ts: f64 = truth.iter().sum();
+    let diffs: Vec<f64> = pred
+        .iter()
+        .zip(truth)
+        .map(|(p, t)| {
+            let a = if ps > 0.0 { p / ps } else { 0.0 };
+            let b = if ts > 0.0 { t / ts } else { 0.0 };
+            a - b
+        })
+        .collect();
+    let n = diffs.len().max(1) as f64;
+    let mean = diffs.iter().sum::<f64>() / n;
+    let var = diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n;
+    let rel: Vec<f64> = pred
+        .iter()
+        .zip(truth)
+        .filter(|(_, &t)| t > 0.0)
+        .map(|(p, t)| (p - t).abs() / t)
+        .collect();
+    PredictionError {
+        share_std: var.sqrt(),
+        total_rel_err: (ts > 0.0).then(|| (ps - ts).abs() / ts),
+        mean_rel_err: rel.iter().sum::<f64>() / rel.len().max(1) as f64,
+        max_rel_err: rel.iter().copied().fold(0.0, f64::max),
+    }
 }
 
 /// SCache's Eq. (1), corrected: `size_i = sum_j records_j * per_reduce_{j,i} / sampled_j`.
@@ -212,6 +315,91 @@ mod tests {
         // Tie between hosts 0 and 1: lower id wins.
         assert_eq!(p[2].host, Some(0));
         assert_eq!(p[2].share, 0.5);
+    }
+
+    #[test]
+    fn observation_threshold_rounds_up_and_keeps_at_least_one_map() {
+        assert_eq!(maps_to_observe(200, 0.1), 20);
+        assert_eq!(
+            maps_to_observe(100, 0.7),
+            70,
+            "not 71 from 70.00000000000001"
+        );
+        assert_eq!(maps_to_observe(15, 0.1), 2, "1.5 rounds up");
+        assert_eq!(maps_to_observe(5, 0.1), 1, "at least one map");
+        assert_eq!(maps_to_observe(5, 0.0), 1);
+        assert_eq!(maps_to_observe(5, 1.0), 5);
+        assert_eq!(maps_to_observe(5, 3.0), 5, "at most every map");
+        assert_eq!(maps_to_observe(5, f64::NAN), 1);
+        assert_eq!(maps_to_observe(0, 0.1), 0);
+    }
+
+    #[test]
+    fn extrapolation_of_totals_matches_the_per_map_form() {
+        assert_eq!(extrapolate(&[40, 0, 8], 2, 10), vec![200.0, 0.0, 40.0]);
+        assert_eq!(extrapolate(&[5], 0, 10), vec![0.0]);
+        let obs = vec![
+            MapOutput {
+                host: 0,
+                sizes: vec![7, 1],
+            },
+            MapOutput {
+                host: 1,
+                sizes: vec![2, 9],
+            },
+            MapOutput {
+                host: 0,
+                sizes: vec![0, 4],
+            },
+        ];
+        let per_map: Vec<f64> = predict_from_map_outputs(&obs, 7, 2)
+            .iter()
+            .map(|x| x.size)
+            .collect();
+        assert_eq!(per_map, extrapolate(&[9, 14], 3, 7));
+    }
+
+    #[test]
+    fn a_prediction_of_the_right_shape_has_no_normalised_error() {
+        // Half the true sizes everywhere: the shape is exact, the total 50% off.
+        let e = prediction_error(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]);
+        assert!(e.share_std < 1e-12);
+        assert!((e.total_rel_err.unwrap() - 0.5).abs() < 1e-12);
+        assert!((e.mean_rel_err - 0.5).abs() < 1e-12);
+        assert!((e.max_rel_err - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn prediction_error_on_a_worked_example() {
+        // Predicted shares 0.5, 0.5, 0; true shares 0.25, 0.25, 0.5: errors 0.25, 0.25,
+        // -0.5, mean 0, variance (0.0625 + 0.0625 + 0.25) / 3 = 0.125.
+        let e = prediction_error(&[50.0, 50.0, 0.0], &[25.0, 25.0, 50.0]);
+        assert!((e.share_std - 0.125f64.sqrt()).abs() < 1e-12, "{e:?}");
+        assert_eq!(e.total_rel_err, Some(0.0));
+        // Relative errors 1, 1, 1.
+        assert!((e.mean_rel_err - 1.0).abs() < 1e-12);
+        assert!((e.max_rel_err - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn empty_partitions_and_empty_shuffles_score_without_dividing_by_zero() {
+        // Partition 1 ends up empty: left out of the relative errors.
+        let e = prediction_error(&[10.0, 5.0], &[10.0, 0.0]);
+        assert_eq!(e.mean_rel_err, 0.0);
+        assert_eq!(e.max_rel_err, 0.0);
+        assert!(e.share_std > 0.0);
+        assert!((e.total_rel_err.unwrap() - 0.5).abs() < 1e-12);
+        let none = prediction_error(&[0.0, 0.0], &[0.0, 0.0]);
+        assert_eq!(
+            none,
+            PredictionError {
+                share_std: 0.0,
+                total_rel_err: None,
+                mean_rel_err: 0.0,
+                max_rel_err: 0.0
+            }
+        );
+        assert_eq!(prediction_error(&[], &[]).share_std, 0.0);
     }
 
     #[test]

@@ -214,10 +214,82 @@ impl LatencyHistogram {
     }
 }
 
+/// Upper bounds of [`RatioHistogram`]'s buckets: 1-2-5 steps from 1e-6 to 10. A share
+/// std of a uniform hash shuffle of thousands of partitions is around 1e-6; a relative
+/// error of a total can exceed 1 (a prediction twice the truth is 1).
+const RATIO_BOUNDS: [f64; 22] = [
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
+    0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+/// A distribution of dimensionless figures (errors, ratios) with fixed buckets, rendered
+/// as a Prometheus histogram. For figures observed rarely (once per shuffle): the sum is
+/// kept as an `f64` updated by compare-and-swap.
+#[derive(Default)]
+pub struct RatioHistogram {
+    /// One per bound of [`RATIO_BOUNDS`], then the `+Inf` bucket.
+    buckets: [AtomicU64; RATIO_BOUNDS.len() + 1],
+    sum_bits: AtomicU64,
+}
+
+impl RatioHistogram {
+    /// Records one observation; a NaN is ignored.
+    pub fn observe(&self, v: f64) {
+        if v.is_nan() {
+            return;
+        }
+        let i = RATIO_BOUNDS.partition_point(|&b| b < v);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .sum_bits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + v).to_bits())
+            });
+    }
+
+    /// Writes the histogram's `_bucket`, `_sum` and `_count` samples, after its `# HELP`
+    /// and `# TYPE` lines.
+    pub fn render(&self, out: &mut String, name: &str, help: &str) {
+        describe(out, name, "histogram", help);
+        let mut cumulative = 0u64;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            cumulative += bucket.load(Ordering::Relaxed);
+            let le = RATIO_BOUNDS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let sum = f64::from_bits(self.sum_bits.load(Ordering::Relaxed));
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {cumulative}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn ratios_fall_in_their_buckets() {
+        let h = RatioHistogram::default();
+        h.observe(0.0); // the first bucket
+        h.observe(3e-4); // (2e-4, 5e-4]
+        h.observe(0.5); // a bound belongs to its own bucket
+        h.observe(40.0); // past the last finite bound
+        h.observe(f64::NAN); // ignored
+        let mut out = String::new();
+        h.render(&mut out, "x_error", "Test.");
+        assert!(out.contains("# TYPE x_error histogram"), "{out}");
+        assert!(out.contains("x_error_bucket{le=\"0.000001\"} 1\n"), "{out}");
+        assert!(out.contains("x_error_bucket{le=\"0.0002\"} 1\n"), "{out}");
+        assert!(out.contains("x_error_bucket{le=\"0.0005\"} 2\n"), "{out}");
+        assert!(out.contains("x_error_bucket{le=\"0.5\"} 3\n"), "{out}");
+        assert!(out.contains("x_error_bucket{le=\"10\"} 3\n"), "{out}");
+        assert!(out.contains("x_error_bucket{le=\"+Inf\"} 4\n"), "{out}");
+        assert!(out.contains("x_error_sum 40.5003\n"), "{out}");
+        assert!(out.contains("x_error_count 4\n"), "{out}");
+    }
 
     #[test]
     fn observations_fall_in_their_buckets() {

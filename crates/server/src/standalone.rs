@@ -35,6 +35,9 @@ pub struct StandaloneConfig {
     pub limits: ConnLimits,
     /// What clients may register.
     pub quotas: Quotas,
+    /// When the coordinator predicts a shuffle's partition sizes (see
+    /// [`CoordinatorConfig::prediction_threshold`]).
+    pub prediction_threshold: f64,
     /// The secret the coordinator and workers share (see
     /// [`CoordinatorConfig::secret`]); `None`: authentication is off.
     pub secret: Option<std::sync::Arc<crossdock_proto::auth::ClusterSecret>>,
@@ -74,6 +77,7 @@ impl Standalone {
         ccfg.durability = cfg.durability;
         ccfg.limits = cfg.limits.clone();
         ccfg.quotas = cfg.quotas.clone();
+        ccfg.prediction_threshold = cfg.prediction_threshold;
         ccfg.secret = cfg.secret.clone();
         ccfg.tls = cfg.tls.clone();
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;

@@ -554,3 +554,81 @@ async fn a_fetch_cut_by_the_network_resumes_after_its_last_batch() {
     assert_eq!(got, want, "every batch once, in order");
     assert_eq!(r.resumes, 1, "the cut stream was resumed once");
 }
+
+/// The value of the sample `name` (a full series name, with its labels) on a metrics page.
+fn sample(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {name} in\n{page}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_predicts_partition_sizes_and_scores_the_prediction() {
+    let c = Cluster::start(2, 64 << 20).await;
+    let app = "app-predict";
+    // 10 maps at the default threshold (10%): the first commit predicts. Map 0 writes
+    // 100 bytes to each partition, maps 1-9 write 50, 100, 150 and 200: the prediction
+    // (1000 everywhere) misses the shape of the final sizes.
+    let placement = c.shuffle(app, 10, 4).await;
+    let written = |map: u32, p: u32| if map == 0 { 100 } else { 50 * (p as usize + 1) };
+    for map in 0..10 {
+        let mut stats = Vec::new();
+        for p in 0..4 {
+            let d = payload(map, p, 0, written(map, p));
+            push(&placement, app, p, map, 0, 0, &d).await.unwrap();
+            stats.push(stat(p, d.len()));
+        }
+        c.coord
+            .commit_map(app, 0, map, AttemptId(0), stats)
+            .await
+            .unwrap();
+        if map == 0 {
+            let predicted = c.sa.coordinator.lock().predicted_sizes(app, 0);
+            assert_eq!(&*predicted.unwrap(), &[1000; 4], "extrapolated from map 0");
+            assert!(
+                c.sa.coordinator.lock().size_prior(app, 4).is_none(),
+                "not complete"
+            );
+        }
+    }
+    let final_sizes = [550u64, 1000, 1450, 1900];
+    let prior = c.sa.coordinator.lock().size_prior(app, 4).unwrap();
+    assert_eq!(
+        &*prior, &final_sizes,
+        "the completed shuffle is the app's prior"
+    );
+
+    // The figures, computed here from their definitions.
+    let total: u64 = final_sizes.iter().sum();
+    let errors: Vec<f64> = final_sizes
+        .iter()
+        .map(|&t| 0.25 - t as f64 / total as f64)
+        .collect();
+    let std = (errors.iter().map(|e| e * e).sum::<f64>() / 4.0).sqrt();
+    let total_error = (4000.0 - total as f64).abs() / total as f64;
+    let page = c.coordinator_metrics().await;
+    assert_eq!(
+        sample(&page, "crossdock_coordinator_predictions_total"),
+        1.0
+    );
+    assert_eq!(
+        sample(&page, "crossdock_coordinator_prediction_error_count"),
+        1.0
+    );
+    let got = sample(&page, "crossdock_coordinator_prediction_error_sum");
+    assert!((got - std).abs() < 1e-12, "std {got}, expected {std}");
+    // About 0.103 and 0.184: both in the (0.1, 0.2] bucket.
+    for name in ["prediction_error", "prediction_total_error"] {
+        let bucket = |le: &str| {
+            sample(
+                &page,
+                &format!("crossdock_coordinator_{name}_bucket{{le=\"{le}\"}}"),
+            )
+        };
+        assert_eq!((bucket("0.1"), bucket("0.2")), (0.0, 1.0), "{name}");
+    }
+    let got = sample(&page, "crossdock_coordinator_prediction_total_error_sum");
+    assert!((got - total_error).abs() < 1e-12, "{got} vs {total_error}");
+}

@@ -17,7 +17,8 @@
 
 use clap::Args;
 use crossdock_policy::size_prediction::{
-    predict_from_map_outputs, predict_from_samples, MapOutput, PartitionSample, Reservoir,
+    maps_to_observe, predict_from_map_outputs, predict_from_samples, prediction_error, MapOutput,
+    PartitionSample, Reservoir,
 };
 
 use crate::rng::{splitmix64, Discrete, Rng};
@@ -43,7 +44,8 @@ pub struct PredictArgs {
     /// Reservoir samples per reduce per input partition, s (the paper: 3).
     #[arg(long, default_value_t = 3)]
     pub s: usize,
-    /// Fraction of map tasks the linear extrapolation observes.
+    /// Fraction of map tasks the linear extrapolation observes (rounded up, at least one:
+    /// the coordinator's `--prediction-threshold`).
     #[arg(long, default_value_t = 0.1)]
     pub observed_fraction: f64,
     /// Seed.
@@ -71,29 +73,12 @@ pub struct Accuracy {
     pub rel_err: f64,
 }
 
+/// The figures of [`prediction_error`], the same the coordinator reports live.
 fn accuracy(pred: &[f64], truth: &[f64]) -> Accuracy {
-    let ps: f64 = pred.iter().sum();
-    let ts: f64 = truth.iter().sum();
-    let diffs: Vec<f64> = pred
-        .iter()
-        .zip(truth)
-        .map(|(p, t)| {
-            let a = if ps > 0.0 { p / ps } else { 0.0 };
-            let b = if ts > 0.0 { t / ts } else { 0.0 };
-            a - b
-        })
-        .collect();
-    let mean = diffs.iter().sum::<f64>() / diffs.len().max(1) as f64;
-    let var = diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / diffs.len().max(1) as f64;
-    let rel: Vec<f64> = pred
-        .iter()
-        .zip(truth)
-        .filter(|(_, &t)| t > 0.0)
-        .map(|(p, t)| (p - t).abs() / t)
-        .collect();
+    let e = prediction_error(pred, truth);
     Accuracy {
-        share_std: var.sqrt(),
-        rel_err: rel.iter().sum::<f64>() / rel.len().max(1) as f64,
+        share_std: e.share_std,
+        rel_err: e.mean_rel_err,
     }
 }
 
@@ -165,7 +150,8 @@ pub fn evaluate(a: &PredictArgs, case: Case) -> (Accuracy, Accuracy) {
         per_map.push(v);
     }
     // Linear extrapolation from a random subset of finished maps.
-    let want = ((m as f64 * a.observed_fraction).round() as usize).clamp(1, m);
+    // The coordinator's observation threshold.
+    let want = maps_to_observe(m, a.observed_fraction);
     let mut idx: Vec<usize> = (0..m).collect();
     for i in (1..m).rev() {
         let j = rng.below(i as u64 + 1) as usize;

@@ -2,7 +2,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::metrics::{describe, sample, ErrorCounts, LatencyHistogram};
+use crossdock_policy::size_prediction::PredictionError;
+
+use crate::metrics::{describe, sample, ErrorCounts, LatencyHistogram, RatioHistogram};
 
 /// Counters of the coordinator.
 #[derive(Default)]
@@ -18,6 +20,14 @@ pub struct CoordinatorMetrics {
     pub revoked_maps: AtomicU64,
     /// Time from a `CommitMap`'s arrival to its answer, whatever the answer.
     pub commit_latency: LatencyHistogram,
+    /// Shuffles whose partition sizes were predicted (their observation threshold was
+    /// reached; not counting predictions rebuilt by replay).
+    pub predictions: AtomicU64,
+    /// Per scored shuffle, the std of the normalised prediction error
+    /// ([`PredictionError::share_std`]).
+    pub prediction_error: RatioHistogram,
+    /// Per scored shuffle with data, the relative error of the predicted total.
+    pub prediction_total_error: RatioHistogram,
     pub errors: ErrorCounts,
 }
 
@@ -27,6 +37,16 @@ impl CoordinatorMetrics {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Records how far one shuffle's prediction was from its final sizes. Per shuffle
+    /// figures go into histograms, never into labels, so the page's size does not grow
+    /// with the shuffles.
+    pub fn observe_prediction(&self, e: &PredictionError) {
+        self.prediction_error.observe(e.share_std);
+        if let Some(t) = e.total_rel_err {
+            self.prediction_total_error.observe(t);
+        }
+    }
+
     /// Appends the coordinator's metrics in Prometheus text format, with the state's
     /// `counts` (apps, shuffles, live workers, lost workers) and the journal's appends and
     /// syncs.
@@ -34,7 +54,7 @@ impl CoordinatorMetrics {
         let (apps, shuffles, alive, lost) = counts;
         let (appends, syncs) = journal;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let rows: [(&str, &str, &str, u64); 13] = [
+        let rows: [(&str, &str, &str, u64); 14] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -102,6 +122,12 @@ impl CoordinatorMetrics {
                 get(&self.revoked_maps),
             ),
             (
+                "crossdock_coordinator_predictions_total",
+                "counter",
+                "Shuffles whose partition sizes were predicted from their first committed maps.",
+                get(&self.predictions),
+            ),
+            (
                 "crossdock_coordinator_journal_appends_total",
                 "counter",
                 "Changes appended to the journal before they were acknowledged.",
@@ -122,6 +148,16 @@ impl CoordinatorMetrics {
             out,
             "crossdock_coordinator_commit_seconds",
             "Time from a map's CommitMap arriving to its answer: waiting behind other commits of the map, the workers' confirmation, the journal sync.",
+        );
+        self.prediction_error.render(
+            out,
+            "crossdock_coordinator_prediction_error",
+            "Per shuffle, when its last map commits: the standard deviation over its partitions of the predicted minus the final share of the total bytes.",
+        );
+        self.prediction_total_error.render(
+            out,
+            "crossdock_coordinator_prediction_total_error",
+            "Per shuffle, when its last map commits: |predicted - final| / final total bytes.",
         );
         describe(
             out,

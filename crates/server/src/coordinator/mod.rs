@@ -14,6 +14,7 @@
 //! | [`state`] | what the coordinator knows, and its transitions (no I/O) |
 //! | [`error`], [`metrics`] | what the service reports |
 //! | [`node`] | [`Coordinator`]: state, journal, counters, calls to workers |
+//! | [`prediction`] | what a commit's size prediction or completion is reported as |
 //! | [`calls`] | what it tells several workers at once |
 //! | [`recovery`] | losing copies: lost, restarted, corrupt; adoption, revocation |
 //! | [`service`] | the requests, one function each |
@@ -29,6 +30,7 @@ pub mod error;
 pub mod journal;
 pub mod metrics;
 pub mod node;
+pub mod prediction;
 pub mod recovery;
 pub mod service;
 pub mod state;
@@ -61,8 +63,12 @@ impl Coordinator {
         cfg.quotas
             .check()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        config::check_prediction_threshold(cfg.prediction_threshold)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut state = State::new(cfg.replication);
         state.set_quotas(cfg.quotas.clone());
+        // Before replay, so that replayed shuffles predict at the configured threshold.
+        state.set_prediction_threshold(cfg.prediction_threshold);
         let restored = replay.len();
         let now = std::time::Instant::now();
         for r in replay {

@@ -14,8 +14,8 @@ use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
-use super::recovery;
 use super::state::{Rejoin, StateError};
+use super::{prediction, recovery};
 use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
 
@@ -367,9 +367,13 @@ async fn commit_map(
         tracing::warn!(app = %app_id, shuffle_id, map_id, %attempt_id, error = %err, "commit failed");
         return Err(err);
     }
-    if let Some(old) = shuffle.record_commit(map_id, attempt_id, &stats) {
+    let recorded = shuffle.record_commit(map_id, attempt_id, &stats);
+    if let Some(old) = recorded.replaced {
         tracing::info!(app = %app_id, shuffle_id, map_id, %attempt_id, replaced = %old, "a rerun of the stage replaced the map's output");
     }
+    // Before the journal append, which may fail: the commit holds in memory either way,
+    // and the forecast will not hand out this event again.
+    prediction::report(coord, app_id, shuffle_id, recorded.forecast);
     // Durable before it is acknowledged. If the journal cannot be written the commit
     // still holds in memory; the client sees an error and retries, and a restart of the
     // coordinator before that would make the map look uncommitted (recomputed, never

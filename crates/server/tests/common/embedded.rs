@@ -59,6 +59,8 @@ impl Cluster {
             disk_quota: None,
             limits: Default::default(),
             quotas: Default::default(),
+            prediction_threshold:
+                crossdock_server::coordinator::config::DEFAULT_PREDICTION_THRESHOLD,
             secret: Some(super::secret()),
             tls: None,
         };
@@ -81,6 +83,24 @@ impl Cluster {
             .register_shuffle(app, 0, maps, partitions)
             .await
             .unwrap()
+    }
+
+    /// The coordinator's `/metrics` page, as Prometheus scrapes it: served on a port of
+    /// its own until the cluster stops, and read with a plain HTTP GET.
+    pub async fn coordinator_metrics(&self) -> String {
+        use tokio::io::AsyncReadExt;
+        let sources: Vec<Arc<dyn crossdock_server::metrics::Render>> =
+            vec![self.sa.coordinator.clone()];
+        let addr = crossdock_server::metrics::serve("127.0.0.1:0", sources, self._stop.subscribe())
+            .await
+            .unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut page = String::new();
+        s.read_to_string(&mut page).await.unwrap();
+        assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+        page
     }
 
     pub fn worker_for(&self, placement: &Placement, partition: u32) -> Arc<Worker> {

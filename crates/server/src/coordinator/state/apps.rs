@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::StateError;
+use super::prediction::SizeHistory;
 use super::progress::ShuffleEntry;
 
 /// A registered app.
@@ -13,6 +14,8 @@ pub struct App {
     pub lease: Duration,
     pub expires: Instant,
     shuffles: HashMap<u32, Arc<ShuffleEntry>>,
+    /// Final partition sizes of its last completed shuffles (soft state).
+    history: SizeHistory,
 }
 
 impl App {
@@ -66,6 +69,7 @@ impl Apps {
             lease,
             expires: now + lease,
             shuffles: HashMap::new(),
+            history: SizeHistory::default(),
         });
         app.lease = lease;
         app.expires = now + lease;
@@ -221,6 +225,19 @@ impl Apps {
         let mut placed = self.placed.lock().expect("placed lock");
         tally(&mut placed, &s.lock().copies_per_worker(), false);
         Some(s)
+    }
+
+    /// Remembers the final sizes of a completed shuffle of `app_id` (ignored if the app
+    /// is gone).
+    pub fn remember_sizes(&mut self, app_id: &str, sizes: Arc<[u64]>) {
+        if let Some(app) = self.apps.get_mut(app_id) {
+            app.history.remember(sizes);
+        }
+    }
+
+    /// The final sizes of `app_id`'s most recent completed shuffle of `num_partitions`.
+    pub fn size_prior(&self, app_id: &str, num_partitions: u32) -> Option<Arc<[u64]>> {
+        self.apps.get(app_id)?.history.prior(num_partitions)
     }
 
     /// Every shuffle of every app: (app id, shuffle id, shuffle).

@@ -8,12 +8,14 @@
 //! | [`progress`] | one shuffle: layout, committed attempts, sizes |
 //! | [`apps`] | the apps, their leases and shuffles |
 //! | [`placement`] | where partitions go (new shuffles, lost workers) |
+//! | [`prediction`] | a shuffle's predicted partition sizes; an app's size history |
 //! | [`replay`] | the state as journal records and back |
 
 pub mod apps;
 pub mod error;
 pub mod membership;
 pub mod placement;
+pub mod prediction;
 pub mod progress;
 pub mod replay;
 #[cfg(test)]
@@ -25,14 +27,15 @@ use std::time::{Duration, Instant};
 
 use crossdock_proto::Message;
 
-use crate::coordinator::config::Quotas;
+use crate::coordinator::config::{Quotas, DEFAULT_PREDICTION_THRESHOLD};
 use crate::coordinator::journal::Record;
 use apps::Apps;
 pub use error::StateError;
 use membership::Membership;
 pub use membership::{Rejoin, WorkerEntry};
 pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
-pub use progress::{Progress, ShuffleEntry};
+pub use prediction::{Completion, ForecastEvent, Prediction};
+pub use progress::{Progress, Recorded, ShuffleEntry};
 
 /// Everything the coordinator knows.
 #[derive(Debug)]
@@ -43,6 +46,8 @@ pub struct State {
     replication: u32,
     /// What clients may register (checked on requests, not on replay).
     quotas: Quotas,
+    /// Fraction of a shuffle's maps committed before its sizes are predicted.
+    prediction_threshold: f64,
 }
 
 impl Default for State {
@@ -58,12 +63,18 @@ impl State {
             apps: Apps::default(),
             replication: replication.clamp(1, 2),
             quotas: Quotas::default(),
+            prediction_threshold: DEFAULT_PREDICTION_THRESHOLD,
         }
     }
 
     /// Sets what clients may register from now on.
     pub fn set_quotas(&mut self, quotas: Quotas) {
         self.quotas = quotas;
+    }
+
+    /// Sets the prediction threshold of shuffles registered (or replayed) from now on.
+    pub fn set_prediction_threshold(&mut self, threshold: f64) {
+        self.prediction_threshold = threshold;
     }
 
     /// Placement decisions over the current workers and shuffles.
@@ -82,7 +93,13 @@ impl State {
 
     /// Replays one journal record (see [`replay::apply`]).
     pub fn apply(&mut self, r: Record, now: Instant) {
-        replay::apply(&mut self.members, &mut self.apps, r, now)
+        replay::apply(
+            &mut self.members,
+            &mut self.apps,
+            r,
+            now,
+            self.prediction_threshold,
+        )
     }
 
     /// (apps, shuffles, live workers, lost workers).
@@ -279,7 +296,8 @@ impl State {
             num_partitions,
             primary,
             replica,
-        )))
+        )
+        .observing(self.prediction_threshold)))
     }
 
     /// Records a planned shuffle once its workers prepared it. Returns the entry that
@@ -291,6 +309,30 @@ impl State {
         entry: ShuffleEntry,
     ) -> Result<Arc<ShuffleEntry>, StateError> {
         self.apps.add_shuffle(app_id, shuffle_id, entry)
+    }
+
+    // ---- size prediction (soft state: see `prediction`)
+
+    /// The predicted final bytes per partition of a shuffle, once its committed maps
+    /// reached the observation threshold; `None` before, or for an unknown shuffle.
+    pub fn predicted_sizes(&self, app_id: &str, shuffle_id: u32) -> Option<Arc<[u64]>> {
+        let s = self.apps.shuffle(app_id, shuffle_id).ok()?;
+        let p = s.prediction()?;
+        Some(p.sizes)
+    }
+
+    /// A size prior for a new shuffle of `num_partitions` partitions of `app_id`, for
+    /// placing it before any of its maps commits: the final bytes per partition of the
+    /// app's most recent completed shuffle with that many partitions (partitions that
+    /// ended up empty are 0). `None` if there is none among the few it remembers.
+    pub fn size_prior(&self, app_id: &str, num_partitions: u32) -> Option<Arc<[u64]>> {
+        self.apps.size_prior(app_id, num_partitions)
+    }
+
+    /// Remembers the final sizes of a shuffle of `app_id` that completed, for
+    /// [`State::size_prior`]. Ignored if the app is gone.
+    pub fn remember_final_sizes(&mut self, app_id: &str, sizes: Arc<[u64]>) {
+        self.apps.remember_sizes(app_id, sizes);
     }
 
     /// Moves a shuffle's partitions off the lost worker `lost` (see

@@ -1,10 +1,14 @@
 //! One shuffle as the coordinator knows it: where its partitions live, which attempt of
-//! each map counts, and what the committed maps wrote.
+//! each map counts, what the committed maps wrote, and the prediction of its partition
+//! sizes made from them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, NO_WORKER};
+
+use super::prediction::{Forecast, ForecastEvent, Prediction};
+use crate::coordinator::config::DEFAULT_PREDICTION_THRESHOLD;
 
 /// Where a shuffle's partitions live and which map attempts count.
 #[derive(Debug)]
@@ -21,6 +25,8 @@ pub struct Progress {
     pub(super) primary: Vec<u32>,
     /// Replica worker per partition, [`NO_WORKER`] where there is none.
     pub(super) replica: Vec<u32>,
+    /// The prediction of the final partition sizes (soft state, not journaled).
+    pub(super) forecast: Forecast,
 }
 
 impl Progress {
@@ -167,6 +173,15 @@ pub struct ShuffleEntry {
     progress: Mutex<Progress>,
 }
 
+/// What [`ShuffleEntry::record_commit`] changed besides the commit itself.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// The attempt this commit replaced (a rerun of the stage), if any.
+    pub replaced: Option<AttemptId>,
+    /// The prediction made or completed by this commit.
+    pub forecast: ForecastEvent,
+}
+
 /// What a commit of one map holds while it runs: the layout shared, the map's stripe
 /// exclusively.
 pub struct CommitGuard<'a> {
@@ -175,7 +190,8 @@ pub struct CommitGuard<'a> {
 }
 
 impl ShuffleEntry {
-    /// A shuffle with nothing committed yet, laid out as given.
+    /// A shuffle with nothing committed yet, laid out as given, that predicts its
+    /// partition sizes at the default threshold (see [`ShuffleEntry::observing`]).
     pub fn new(num_maps: u32, num_partitions: u32, primary: Vec<u32>, replica: Vec<u32>) -> Self {
         ShuffleEntry {
             num_maps,
@@ -190,8 +206,23 @@ impl ShuffleEntry {
                 partition_records: vec![0; num_partitions as usize],
                 primary,
                 replica,
+                forecast: Forecast::new(num_maps, DEFAULT_PREDICTION_THRESHOLD),
             }),
         }
+    }
+
+    /// The same shuffle predicting its partition sizes once `threshold` (a fraction) of
+    /// its maps committed (the coordinator's `prediction_threshold`).
+    pub fn observing(mut self, threshold: f64) -> Self {
+        let p = self.progress.get_mut().expect("shuffle lock poisoned");
+        p.forecast = Forecast::new(self.num_maps, threshold);
+        self
+    }
+
+    /// The prediction of the shuffle's final partition sizes, once its committed maps
+    /// reached the observation threshold.
+    pub fn prediction(&self) -> Option<Prediction> {
+        self.lock().forecast.prediction().cloned()
     }
 
     /// Waits until map `map_id` may commit: no relocation or resync of this shuffle runs
@@ -241,13 +272,10 @@ impl ShuffleEntry {
         }
     }
 
-    /// Records a commit the workers accepted. Returns the attempt it replaced, if any.
-    pub fn record_commit(
-        &self,
-        map: u32,
-        attempt: AttemptId,
-        stats: &[PartitionStat],
-    ) -> Option<AttemptId> {
+    /// Records a commit the workers accepted. Returns the attempt it replaced, if any,
+    /// and whether it made the shuffle's size prediction or completed the shuffle (the
+    /// caller scores the prediction then, outside this lock).
+    pub fn record_commit(&self, map: u32, attempt: AttemptId, stats: &[PartitionStat]) -> Recorded {
         let mut p = self.lock();
         let previous = p.map_attempts[map as usize];
         if previous.is_none() {
@@ -266,7 +294,14 @@ impl ShuffleEntry {
             p.partition_records[s.partition as usize] += s.records;
         }
         p.map_stats[map as usize] = kept;
-        previous.some()
+        let p = &mut *p;
+        let forecast = p
+            .forecast
+            .on_commit(p.committed, self.num_maps, &p.partition_bytes);
+        Recorded {
+            replaced: previous.some(),
+            forecast,
+        }
     }
 }
 

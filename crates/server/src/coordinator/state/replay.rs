@@ -52,7 +52,20 @@ pub fn snapshot(members: &Membership, apps: &Apps) -> Vec<Record> {
 /// Replays one record. Records naming an app or shuffle that no longer exists are
 /// skipped (the journal is written in the order changes happened, but a deletion may
 /// overtake a registration on another connection).
-pub fn apply(members: &mut Membership, apps: &mut Apps, r: Record, now: Instant) {
+///
+/// Size predictions are not journaled; replaying the commits rebuilds them (shuffles
+/// predict at `prediction_threshold`, the setting of this run): a shuffle whose replayed
+/// commits reach the threshold predicts from the first of them in the journal's order
+/// (map order for those folded into a snapshot, the order they were made in for the
+/// log's), so its prediction may differ from the one made before the restart. A shuffle that completes during replay is not scored (no
+/// metrics, no log) but its final sizes go into its app's history.
+pub fn apply(
+    members: &mut Membership,
+    apps: &mut Apps,
+    r: Record,
+    now: Instant,
+    prediction_threshold: f64,
+) {
     match r {
         Record::Worker {
             id,
@@ -73,7 +86,8 @@ pub fn apply(members: &mut Membership, apps: &mut Apps, r: Record, now: Instant)
             primary,
             replica,
         } => {
-            let entry = ShuffleEntry::new(num_maps, num_partitions, primary, replica);
+            let entry = ShuffleEntry::new(num_maps, num_partitions, primary, replica)
+                .observing(prediction_threshold);
             apps.put_shuffle(&app_id, shuffle_id, entry);
         }
         Record::Layout {
@@ -103,7 +117,10 @@ pub fn apply(members: &mut Membership, apps: &mut Apps, r: Record, now: Instant)
                 let valid =
                     map_id < s.num_maps && stats.iter().all(|x| x.partition < s.num_partitions);
                 if valid {
-                    s.record_commit(map_id, attempt_id, &stats);
+                    let recorded = s.record_commit(map_id, attempt_id, &stats);
+                    if let Some(done) = recorded.forecast.completed {
+                        apps.remember_sizes(&app_id, done.final_sizes);
+                    }
                 }
             }
         }

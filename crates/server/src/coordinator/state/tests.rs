@@ -163,7 +163,10 @@ fn a_later_generation_replaces_the_commit() {
     let mut st = state_with_workers(1);
     st.register_app("a", 1000, Instant::now()).unwrap();
     let e = st.plan_shuffle("a", 0, 1, 2).unwrap().unwrap_err();
-    assert_eq!(e.record_commit(0, AttemptId(3), &[stat(0, 10)]), None);
+    assert_eq!(
+        e.record_commit(0, AttemptId(3), &[stat(0, 10)]).replaced,
+        None
+    );
     // Same generation (stage attempt 0), other task attempt: rejected.
     assert_eq!(
         e.commit_precheck(0, AttemptId(4)),
@@ -172,7 +175,10 @@ fn a_later_generation_replaces_the_commit() {
     // Stage attempt 1 replaces it, and its figures replace the old ones.
     let gen1 = AttemptId(1 << 16);
     assert_eq!(e.commit_precheck(0, gen1), None);
-    assert_eq!(e.record_commit(0, gen1, &[stat(1, 7)]), Some(AttemptId(3)));
+    assert_eq!(
+        e.record_commit(0, gen1, &[stat(1, 7)]).replaced,
+        Some(AttemptId(3))
+    );
     let p = e.lock();
     assert_eq!(p.partition_bytes, vec![0, 7]);
     assert_eq!(p.committed, 1);
@@ -424,4 +430,106 @@ fn registrations_beyond_a_quota_are_refused_naming_it() {
     );
     st.remove_shuffle("a", 0);
     assert!(st.plan_shuffle("a", 2, 1, 1).is_ok());
+}
+
+/// Commits `maps` of shuffle `id` of app "a", map `m` writing `sizes(m)` bytes per
+/// partition, and does with a completion what the service does: remembers its sizes.
+fn commit_all(
+    st: &mut State,
+    id: u32,
+    maps: std::ops::Range<u32>,
+    sizes: impl Fn(u32) -> Vec<u64>,
+) {
+    let e = st.shuffle("a", id).unwrap();
+    for m in maps {
+        let stats: Vec<PartitionStat> = sizes(m)
+            .into_iter()
+            .enumerate()
+            .map(|(p, b)| stat(p as u32, b))
+            .collect();
+        let done = e.record_commit(m, AttemptId(0), &stats).forecast.completed;
+        if let Some(done) = done {
+            st.remember_final_sizes("a", done.final_sizes);
+        }
+    }
+}
+
+fn new_shuffle(st: &mut State, id: u32, maps: u32, partitions: u32) -> Arc<ShuffleEntry> {
+    let e = st
+        .plan_shuffle("a", id, maps, partitions)
+        .unwrap()
+        .unwrap_err();
+    st.record_shuffle("a", id, e).unwrap()
+}
+
+#[test]
+fn a_shuffle_predicts_at_the_configured_threshold() {
+    let mut st = state_with_workers(2);
+    st.set_prediction_threshold(0.5);
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    let e = new_shuffle(&mut st, 0, 4, 2);
+    let first = e.record_commit(0, AttemptId(0), &[stat(0, 10), stat(1, 30)]);
+    assert!(first.forecast.predicted.is_none());
+    assert!(
+        st.predicted_sizes("a", 0).is_none(),
+        "1 map of 4 is under 50%"
+    );
+    let second = e.record_commit(1, AttemptId(0), &[stat(0, 20), stat(1, 10)]);
+    assert_eq!(second.forecast.predicted, Some(2));
+    // (10 + 20) * 4 / 2 and (30 + 10) * 4 / 2.
+    assert_eq!(&*st.predicted_sizes("a", 0).unwrap(), &[60, 80]);
+    let third = e.record_commit(2, AttemptId(0), &[stat(0, 1)]);
+    assert!(third.forecast.predicted.is_none(), "predicted once");
+    assert_eq!(&*st.predicted_sizes("a", 0).unwrap(), &[60, 80]);
+    assert!(st.predicted_sizes("a", 9).is_none(), "unknown shuffle");
+}
+
+#[test]
+fn the_size_prior_is_the_apps_latest_completed_shuffle_of_that_partition_count() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    assert!(st.size_prior("a", 3).is_none(), "nothing completed yet");
+    new_shuffle(&mut st, 0, 2, 3);
+    commit_all(&mut st, 0, 0..1, |_| vec![1, 2, 3]);
+    assert!(st.size_prior("a", 3).is_none(), "shuffle 0 is not complete");
+    commit_all(&mut st, 0, 1..2, |_| vec![1, 2, 3]);
+    assert_eq!(&*st.size_prior("a", 3).unwrap(), &[2, 4, 6]);
+    // A later shuffle of the same partition count replaces it; another count does not.
+    new_shuffle(&mut st, 1, 1, 3);
+    commit_all(&mut st, 1, 0..1, |_| vec![0, 9, 0]);
+    new_shuffle(&mut st, 2, 1, 2);
+    commit_all(&mut st, 2, 0..1, |_| vec![5, 5]);
+    assert_eq!(&*st.size_prior("a", 3).unwrap(), &[0, 9, 0]);
+    assert_eq!(&*st.size_prior("a", 2).unwrap(), &[5, 5]);
+    assert!(
+        st.size_prior("a", 4).is_none(),
+        "no shuffle of 4 partitions"
+    );
+    // The history outlives the shuffles, not the app.
+    st.remove_shuffle("a", 1);
+    assert_eq!(&*st.size_prior("a", 3).unwrap(), &[0, 9, 0]);
+    assert!(st.size_prior("b", 3).is_none(), "unknown app");
+    st.remove_app("a");
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    assert!(st.size_prior("a", 3).is_none(), "gone with the app");
+}
+
+#[test]
+fn replay_rebuilds_predictions_and_history_from_the_commits() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    // Shuffle 0 completed; shuffle 1 past its threshold (1 map of 10), not complete.
+    new_shuffle(&mut st, 0, 2, 2);
+    commit_all(&mut st, 0, 0..2, |m| vec![u64::from(m) + 1, 4]);
+    new_shuffle(&mut st, 1, 10, 2);
+    commit_all(&mut st, 1, 0..3, |m| vec![10 * u64::from(m + 1), 1]);
+    assert_eq!(&*st.predicted_sizes("a", 1).unwrap(), &[100, 10]);
+    let mut restored = State::new(1);
+    for r in st.snapshot() {
+        restored.apply(r, Instant::now());
+    }
+    // The snapshot lists commits in map order, the order they were made in here.
+    assert_eq!(restored.predicted_sizes("a", 1), st.predicted_sizes("a", 1));
+    assert_eq!(restored.predicted_sizes("a", 0), st.predicted_sizes("a", 0));
+    assert_eq!(&*restored.size_prior("a", 2).unwrap(), &[3, 8]);
 }
