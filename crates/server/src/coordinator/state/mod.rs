@@ -37,6 +37,11 @@ pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
 pub use prediction::{Completion, ForecastEvent, Prediction};
 pub use progress::{Progress, Recorded, ShuffleEntry};
 
+/// How recently a shuffle of an app must have been registered for a new one of as many
+/// partitions to share its layout (`State::partner_layout`): the map stages of one job
+/// (a join's sides) are submitted within moments of each other.
+pub const PARTNER_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Everything the coordinator knows.
 #[derive(Debug)]
 pub struct State {
@@ -290,7 +295,14 @@ impl State {
                 setting: "max_shuffles_per_app",
             });
         }
-        let (primary, replica) = self.placer().plan(num_partitions)?;
+        let placer = self.placer();
+        let (primary, replica) = match self.partner_layout(app_id, num_partitions) {
+            Some(primary) => placer.plan_like(primary),
+            None => placer.plan(
+                num_partitions,
+                self.size_prior(app_id, num_partitions).as_deref(),
+            )?,
+        };
         Ok(Err(ShuffleEntry::new(
             num_maps,
             num_partitions,
@@ -298,6 +310,32 @@ impl State {
             replica,
         )
         .observing(self.prediction_threshold)))
+    }
+
+    /// The primaries of a shuffle of `app_id` that a new one of `num_partitions` should
+    /// share (SCache's accumulate scheduling, paper 003 §3.2.4, for the case it is for: the
+    /// shuffles of one job, e.g. a join's two sides, whose reducer `p` reads partition `p`
+    /// of each): the most recent shuffle of the app with as many partitions whose maps are
+    /// still being written and that was registered within [`PARTNER_WINDOW`] (map stages
+    /// that start together belong to one job; an abandoned shuffle that never completes
+    /// must not pin the app's layout), if every one of its primaries is live with room.
+    /// Then both sides of partition `p` are on one host, and so is the reduce task that
+    /// joins them.
+    fn partner_layout(&self, app_id: &str, num_partitions: u32) -> Option<Vec<u32>> {
+        let app = self.apps.get(app_id).ok()?;
+        let (_, partner) = app
+            .shuffles()
+            .filter(|(_, s)| s.num_partitions == num_partitions)
+            .filter(|(_, s)| s.registered_at.elapsed() <= PARTNER_WINDOW)
+            .filter(|(_, s)| s.lock().committed < s.num_maps)
+            .max_by_key(|(id, _)| *id)?;
+        let (primary, _) = partner.lock().layout();
+        let usable = |w: &u32| {
+            self.members
+                .iter()
+                .any(|m| m.id == *w && m.alive && !m.disk_full)
+        };
+        primary.iter().all(usable).then_some(primary)
     }
 
     /// Records a planned shuffle once its workers prepared it. Returns the entry that

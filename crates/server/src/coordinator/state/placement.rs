@@ -45,7 +45,18 @@ impl Placer<'_> {
     /// contiguous block of partitions per worker ([`place_in_blocks`]: a reduce task that
     /// Spark's adaptive execution gives several neighbouring partitions then finds them on
     /// one worker, and runs on its host).
-    pub fn plan(&self, num_partitions: u32) -> Result<(Vec<u32>, Vec<u32>), StateError> {
+    ///
+    /// `prior`: sizes the partitions are expected to have (the app's earlier shuffle of as
+    /// many partitions), or none: every partition then counts [`PARTITION_SIZE_ESTIMATE`].
+    /// A prior is blended half and half with its own mean, because it may come from another
+    /// stage of the app with other data: a skewed prior then moves the block boundaries
+    /// toward its heavy partitions without ever giving one worker more than twice its
+    /// share of a shuffle that turns out uniform.
+    pub fn plan(
+        &self,
+        num_partitions: u32,
+        prior: Option<&[u64]>,
+    ) -> Result<(Vec<u32>, Vec<u32>), StateError> {
         let loads = self.live_loads();
         if loads.is_empty() {
             let full = self
@@ -60,13 +71,27 @@ impl Placer<'_> {
             });
         }
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
-        let estimate = vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize];
+        let estimate = match prior.filter(|p| p.len() == num_partitions as usize) {
+            Some(prior) => blend_with_mean(prior),
+            None => vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize],
+        };
         let primary = place_in_blocks(&loads, &estimate);
         let replica = primary
             .iter()
             .map(|&w| self.replica_for(w, &live))
             .collect();
         Ok((primary, replica))
+    }
+
+    /// The layout of a new shuffle whose primaries are `primary` (a partner shuffle's, see
+    /// `State::partner_layout`), with replicas chosen as for any shuffle.
+    pub fn plan_like(&self, primary: Vec<u32>) -> (Vec<u32>, Vec<u32>) {
+        let live: Vec<u32> = self.live_loads().iter().map(|l| l.id).collect();
+        let replica = primary
+            .iter()
+            .map(|&w| self.replica_for(w, &live))
+            .collect();
+        (primary, replica)
     }
 
     /// Moves a shuffle's partitions off the lost worker `lost` (only partition `only`
@@ -219,4 +244,14 @@ impl Placer<'_> {
             })
             .collect()
     }
+}
+
+/// `(size + mean) / 2` per partition (at least 1 byte each), for [`Placer::plan`].
+fn blend_with_mean(sizes: &[u64]) -> Vec<u64> {
+    let total: u128 = sizes.iter().map(|&s| u128::from(s)).sum();
+    let mean = (total / sizes.len().max(1) as u128) as u64;
+    sizes
+        .iter()
+        .map(|&s| (s / 2).saturating_add(mean / 2).max(1))
+        .collect()
 }

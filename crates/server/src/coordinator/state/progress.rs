@@ -171,6 +171,10 @@ pub struct ShuffleEntry {
     /// that the precheck, the workers' confirmation and the record are one step per map.
     map_stripes: [tokio::sync::Mutex<()>; COMMIT_STRIPES],
     progress: Mutex<Progress>,
+    /// When this coordinator process learnt of the shuffle (registered, or replayed):
+    /// shuffles of an app registered close together belong to one job (see
+    /// `State::partner_layout`).
+    pub registered_at: std::time::Instant,
 }
 
 /// What [`ShuffleEntry::record_commit`] changed besides the commit itself.
@@ -208,6 +212,7 @@ impl ShuffleEntry {
                 replica,
                 forecast: Forecast::new(num_maps, DEFAULT_PREDICTION_THRESHOLD),
             }),
+            registered_at: std::time::Instant::now(),
         }
     }
 

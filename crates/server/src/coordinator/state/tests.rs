@@ -103,10 +103,12 @@ fn a_heavily_loaded_worker_gets_fewer_partitions() {
 fn second_shuffle_goes_to_the_less_loaded_worker() {
     let mut st = state_with_workers(2);
     st.register_app("a", 1000, Instant::now()).unwrap();
+    st.register_app("b", 1000, Instant::now()).unwrap();
     let e = st.plan_shuffle("a", 0, 1, 1).unwrap().unwrap_err();
     let first = e.lock().primary[0];
     st.record_shuffle("a", 0, e).unwrap();
-    let e2 = st.plan_shuffle("a", 1, 1, 1).unwrap().unwrap_err();
+    // Another app's: the same app's would share the first's layout while it is written.
+    let e2 = st.plan_shuffle("b", 0, 1, 1).unwrap().unwrap_err();
     assert_ne!(e2.lock().primary[0], first);
 }
 
@@ -532,4 +534,84 @@ fn replay_rebuilds_predictions_and_history_from_the_commits() {
     assert_eq!(restored.predicted_sizes("a", 1), st.predicted_sizes("a", 1));
     assert_eq!(restored.predicted_sizes("a", 0), st.predicted_sizes("a", 0));
     assert_eq!(&*restored.size_prior("a", 2).unwrap(), &[3, 8]);
+}
+
+#[test]
+fn a_new_shuffle_is_placed_in_one_block_per_worker() {
+    let mut st = state_with_workers(3);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 4, 9).unwrap().unwrap_err();
+    let (primary, _) = e.lock().layout();
+    assert_eq!(primary, vec![0, 0, 0, 1, 1, 1, 2, 2, 2]);
+}
+
+#[test]
+fn shuffles_written_at_once_share_their_layout_and_later_ones_do_not() {
+    let mut st = state_with_workers(3);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let first = st.plan_shuffle("a", 0, 2, 6).unwrap().unwrap_err();
+    let first = st.record_shuffle("a", 0, first).unwrap();
+    let layout = first.lock().layout().0;
+    assert_eq!(layout, vec![0, 0, 1, 1, 2, 2]);
+    // Worker 0 now holds far more than the others.
+    st.heartbeat(0, 0, 10 << 30, false, Instant::now()).unwrap();
+    // The app's second shuffle of as many partitions, while the first is being written
+    // (a join's other side), still gets the same primaries, partition by partition.
+    let second = st.plan_shuffle("a", 1, 2, 6).unwrap().unwrap_err();
+    assert_eq!(second.lock().layout().0, layout);
+    // Not one of another partition count: that one avoids worker 0.
+    let third = st.plan_shuffle("a", 2, 2, 5).unwrap().unwrap_err();
+    assert!(!third.lock().layout().0.contains(&0));
+    // Once the first has every map committed, it is no one's partner.
+    first.record_commit(0, AttemptId(0), &[stat(0, 1)]);
+    first.record_commit(1, AttemptId(0), &[stat(1, 1)]);
+    let later = st.plan_shuffle("a", 3, 2, 6).unwrap().unwrap_err();
+    assert!(
+        !later.lock().layout().0.contains(&0),
+        "{:?}",
+        later.lock().layout().0
+    );
+}
+
+#[test]
+fn a_partner_on_a_lost_worker_is_not_copied() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let first = st.plan_shuffle("a", 0, 2, 4).unwrap().unwrap_err();
+    let first = st.record_shuffle("a", 0, first).unwrap();
+    st.mark_lost(1);
+    let second = st.plan_shuffle("a", 1, 2, 4).unwrap().unwrap_err();
+    assert!(first.lock().layout().0.contains(&1));
+    assert_eq!(second.lock().layout().0, vec![0; 4]);
+}
+
+#[test]
+fn the_prior_moves_block_boundaries_toward_heavy_partitions() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    // An earlier shuffle of 6 partitions whose first partition held most of the bytes.
+    st.remember_final_sizes(
+        "a",
+        vec![
+            600u64 << 20,
+            20 << 20,
+            20 << 20,
+            20 << 20,
+            20 << 20,
+            20 << 20,
+        ]
+        .into(),
+    );
+    let e = st.plan_shuffle("a", 0, 2, 6).unwrap().unwrap_err();
+    let primary = e.lock().layout().0;
+    // Blended with its mean (the heavy partition still weighs most): the heavy one alone
+    // or nearly alone on one worker, the light ones on the other.
+    let first = primary[0];
+    let with_first = primary.iter().filter(|&&w| w == first).count();
+    assert!(with_first <= 2, "{primary:?}");
+    // Without a prior the same shuffle splits 3 and 3.
+    let mut st2 = state_with_workers(2);
+    st2.register_app("b", 1000, Instant::now()).unwrap();
+    let e = st2.plan_shuffle("b", 0, 2, 6).unwrap().unwrap_err();
+    assert_eq!(e.lock().layout().0, vec![0, 0, 0, 1, 1, 1]);
 }
