@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "crossdock"
 REGISTER_APP, REGISTER_SHUFFLE, GET_STATUS, HEARTBEAT, ERROR = 0x10, 0x13, 0x18, 0x22, 0x02
+# The wire protocol version these frames speak (docs/protocol.md).
+PROTOCOL_VERSION = 2
 
 
 def string(s: str) -> bytes:
@@ -43,7 +45,7 @@ class Conn:
     def send(self, kind: int, body: bytes) -> int:
         rid = self.next_id
         self.next_id += 1
-        self.s.sendall(struct.pack(">IBBHQ", 12 + len(body), 1, kind, 0, rid) + body)
+        self.s.sendall(struct.pack(">IBBHQ", 12 + len(body), PROTOCOL_VERSION, kind, 0, rid) + body)
         return rid
 
     def recv(self) -> tuple[int, int, bytes]:

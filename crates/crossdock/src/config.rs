@@ -26,6 +26,8 @@ pub struct FileConfig {
     pub workers: Option<u32>,
     pub coordinator: Option<String>,
     pub advertise_addr: Option<String>,
+    pub host: Option<String>,
+    pub zone: Option<String>,
     pub metrics_listen: Option<String>,
     pub worker_timeout: Option<String>,
     pub replication: Option<u32>,

@@ -195,6 +195,15 @@ struct WorkerArgs {
     /// (required when listening on 0.0.0.0).
     #[arg(long, env = "CROSSDOCK_ADVERTISE_ADDR")]
     advertise_addr: Option<String>,
+    /// This machine's name as the engine knows it (Spark's executor host), so that reduce
+    /// tasks run where their partitions are [default: the host of the advertised address,
+    /// which is what Spark uses unless SPARK_LOCAL_HOSTNAME is set].
+    #[arg(long, env = "CROSSDOCK_HOST")]
+    host: Option<String>,
+    /// The failure domain of this machine (rack or availability zone): a partition's
+    /// replica goes to another zone when one has a live worker [default: unlabelled].
+    #[arg(long, env = "CROSSDOCK_ZONE")]
+    zone: Option<String>,
     /// Memory budget for buffered shuffle data, e.g. 4GiB [default: 1GiB].
     #[arg(long, env = "CROSSDOCK_MEMORY")]
     memory: Option<String>,
@@ -446,6 +455,8 @@ async fn worker(a: WorkerArgs) -> Result<()> {
     let cfg = WorkerConfig {
         listen: pick(a.listen, file.listen, || DEFAULT_WORKER_LISTEN.into()),
         advertise: a.advertise_addr.or(file.advertise_addr),
+        host: a.host.or(file.host).unwrap_or_default(),
+        zone: a.zone.or(file.zone).unwrap_or_default(),
         coordinator,
         memory: parse_size(&pick(a.memory, file.memory, || DEFAULT_MEMORY.into()))?,
         data_dir: dirs[0].clone(),
@@ -470,9 +481,11 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         .await
         .with_context(|| format!("starting worker on {}", cfg.listen))?;
     println!(
-        "crossdock worker listening on {} (advertised as {}, memory budget {}, coordinator {})",
+        "crossdock worker listening on {} (advertised as {}, host {}, zone {}, memory budget {}, coordinator {})",
         w.addr,
         w.advertised,
+        w.host,
+        if w.zone.is_empty() { "unlabelled" } else { &w.zone },
         human_bytes(cfg.memory),
         cfg.coordinator
     );

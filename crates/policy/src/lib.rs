@@ -9,6 +9,7 @@
 //! | module | paper |
 //! |---|---|
 //! | [`load_aware`] | coordinator's LPT placement (no paper) |
+//! | [`replica`] | where a partition's replica goes: another zone, else another host (no paper) |
 //! | [`adaptive_fetch`] | Nicolae et al., TPDS 2017, Sections 4-5 |
 //! | [`size_prediction`] | Fu & Qi, SCache, Sections 3.2.2 and 4.1.1 |
 //! | [`placement`] | SCache Algorithms 1-2; Wang 2014 dissertation Section 5.6.1 |
@@ -21,5 +22,6 @@ pub mod congestion;
 pub mod fair_completion;
 pub mod load_aware;
 pub mod placement;
+pub mod replica;
 pub mod size_prediction;
 pub mod skew;

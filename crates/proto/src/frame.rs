@@ -13,7 +13,7 @@
 use crate::error::DecodeError;
 
 /// Protocol version spoken by this build.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 /// Size of the frame header, including the length field.
 pub const HEADER_LEN: usize = 16;
 /// Bytes counted by `length` that belong to the header (everything after the length field).

@@ -51,6 +51,12 @@ crate::wire_struct! {
         pub addr: String,
         /// False once the worker missed its heartbeat deadline.
         pub alive: bool,
+        /// The machine the worker runs on, as engines name hosts (Spark's executor host):
+        /// a reduce task placed there reads the worker's partitions without the network.
+        pub host: String,
+        /// The failure domain (rack, availability zone) of the worker's host; empty when
+        /// not labelled (every unlabelled worker counts as one zone).
+        pub zone: String,
     }
 }
 
@@ -292,6 +298,10 @@ crate::wire_enum! {
             /// Chosen at random when the worker process starts. A new value for a known
             /// address tells the coordinator the worker restarted and lost its memory.
             incarnation: u64,
+            /// The worker's host label (see [`WorkerInfo::host`]); empty: the host of `addr`.
+            host: String,
+            /// The worker's zone label (see [`WorkerInfo::zone`]).
+            zone: String,
         },
         WorkerRegistered = 0x21 {
             worker_id: u32,

@@ -46,11 +46,15 @@ fn workers() -> Vec<WorkerInfo> {
             id: 0,
             addr: "127.0.0.1:7001".into(),
             alive: true,
+            host: "127.0.0.1".into(),
+            zone: String::new(),
         },
         WorkerInfo {
             id: 1,
             addr: "10.0.0.2:7001".into(),
             alive: false,
+            host: "node-2.example".into(),
+            zone: "eu-west-1b".into(),
         },
     ]
 }
@@ -230,6 +234,8 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 addr: "127.0.0.1:7001".into(),
                 memory_budget: 1 << 30,
                 incarnation: 0x0123_4567_89ab_cdef,
+                host: "node-1.example".into(),
+                zone: "eu-west-1a".into(),
             },
         ),
         (
@@ -432,7 +438,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
     }
     .encode_frame(1);
     let mut bad_version = ok.clone();
-    bad_version[4] = 2;
+    bad_version[4] = PROTOCOL_VERSION + 1;
     let mut unknown_kind = ok.clone();
     unknown_kind[5] = 0x7f;
     // The length says the body is 2 bytes shorter than the fields it must hold.

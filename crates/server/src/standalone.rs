@@ -87,6 +87,8 @@ impl Standalone {
             let wcfg = WorkerConfig {
                 listen: format!("{host}:0"),
                 advertise: None,
+                host: String::new(),
+                zone: String::new(),
                 coordinator: coordinator.addr.to_string(),
                 memory: cfg.memory,
                 data_dir: own_dir.join(format!("worker-{i}")),

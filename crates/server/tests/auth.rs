@@ -157,6 +157,8 @@ fn coordinator_attacks(app: &str) -> Vec<(&'static str, Message)> {
                 addr: "127.0.0.1:1".into(),
                 memory_budget: 1 << 30,
                 incarnation: 1,
+                host: String::new(),
+                zone: String::new(),
             },
         ),
     ]
@@ -310,6 +312,8 @@ async fn a_worker_with_the_wrong_secret_is_never_given_data() {
     let cfg = WorkerConfig {
         listen: "127.0.0.1:0".into(),
         advertise: None,
+        host: String::new(),
+        zone: String::new(),
         coordinator: c.coord_addr.clone(),
         memory: 64 << 20,
         data_dir: dir.path().join("intruder"),

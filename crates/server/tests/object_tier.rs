@@ -201,6 +201,8 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
     let cfg = |url: &str| WorkerConfig {
         listen: "127.0.0.1:0".into(),
         advertise: None,
+        host: String::new(),
+        zone: String::new(),
         coordinator: "127.0.0.1:1".into(),
         memory: 64 << 20,
         data_dir: dir.path().join("w"),

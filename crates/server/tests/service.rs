@@ -432,6 +432,8 @@ async fn no_workers_and_lost_workers_are_reported() {
         WorkerConfig {
             listen: "127.0.0.1:0".into(),
             advertise: None,
+            host: String::new(),
+            zone: String::new(),
             coordinator: coord.addr.to_string(),
             memory: 32 << 20,
             data_dir: dir.path().join("w"),
@@ -631,4 +633,74 @@ async fn the_coordinator_predicts_partition_sizes_and_scores_the_prediction() {
     }
     let got = sample(&page, "crossdock_coordinator_prediction_total_error_sum");
     assert!((got - total_error).abs() < 1e-12, "{got} vs {total_error}");
+}
+
+/// Workers' `--host`/`--zone` labels reach the clients in every worker record, and with
+/// replication each partition's replica sits in the other zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_labels_reach_clients_and_replicas_cross_zones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("c"));
+    cfg.replication = 2;
+    cfg.secret = Some(common::secret());
+    let coord = Coordinator::start(cfg, shutdown.clone()).await.unwrap();
+    // (host label, zone): two workers in zone a, one in b; the last one unlabelled host.
+    let labels = [("node-a1", "a"), ("node-a2", "a"), ("", "b")];
+    let mut workers = Vec::new();
+    for (i, (host, zone)) in labels.iter().enumerate() {
+        let w = Worker::start(
+            WorkerConfig {
+                listen: "127.0.0.1:0".into(),
+                advertise: None,
+                host: host.to_string(),
+                zone: zone.to_string(),
+                coordinator: coord.addr.to_string(),
+                memory: 32 << 20,
+                data_dir: dir.path().join(format!("w{i}")),
+                extra_data_dirs: Vec::new(),
+                object_store: None,
+                disk_quota: None,
+                limits: Default::default(),
+                secret: Some(common::secret()),
+                tls: None,
+            },
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        workers.push(w);
+    }
+    while coord.lock().counts().2 < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let client = CoordinatorClient::connect(&coord.addr.to_string(), &Keyring::new())
+        .await
+        .unwrap();
+    client.register_app("a", 60_000).await.unwrap();
+    let placement = client.register_shuffle("a", 0, 1, 12).await.unwrap();
+    let label_of = |addr: &str| {
+        let i = workers.iter().position(|w| w.advertised == addr).unwrap();
+        labels[i]
+    };
+    for info in &placement.workers {
+        let (host, zone) = label_of(&info.addr);
+        let want_host = if host.is_empty() { "127.0.0.1" } else { host };
+        assert_eq!((info.host.as_str(), info.zone.as_str()), (want_host, zone));
+    }
+    let zone_of = |id: u32| {
+        let w = placement.workers.iter().find(|w| w.id == id).unwrap();
+        w.zone.clone()
+    };
+    for p in 0..12 {
+        let (w, r) = (
+            placement.partition_workers[p],
+            placement.partition_replicas[p],
+        );
+        assert_ne!(
+            zone_of(w),
+            zone_of(r),
+            "partition {p}: both copies in one zone"
+        );
+    }
 }

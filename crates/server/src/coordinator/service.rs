@@ -14,7 +14,7 @@ use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
-use super::state::{Rejoin, StateError};
+use super::state::{Labels, Rejoin, StateError};
 use super::{prediction, recovery};
 use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
@@ -58,20 +58,30 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             addr,
             memory_budget,
             incarnation,
+            host,
+            zone,
         } => {
-            let (worker_id, rejoin) =
-                coord
-                    .lock()
-                    .register_worker(&addr, memory_budget, incarnation, now);
+            let labels = Labels::new(&addr, &host, &zone);
+            let (worker_id, rejoin) = coord.lock().register_labelled_worker(
+                &addr,
+                labels.clone(),
+                memory_budget,
+                incarnation,
+                now,
+            );
             match rejoin {
                 Rejoin::Restarted => {
                     // What it still holds is checked, the rest handled as lost, before
                     // it takes part in placement again.
                     tracing::warn!(worker_id, %addr, "worker restarted; checking which of its copies survived");
                     recovery::handle_restart(coord, worker_id, &addr).await;
-                    coord
-                        .lock()
-                        .register_worker(&addr, memory_budget, incarnation, now);
+                    coord.lock().register_labelled_worker(
+                        &addr,
+                        labels,
+                        memory_budget,
+                        incarnation,
+                        now,
+                    );
                 }
                 Rejoin::Revived => wipe_revived_worker(coord, worker_id),
                 Rejoin::New | Rejoin::Reconnected => {}

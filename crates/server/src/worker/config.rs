@@ -22,6 +22,13 @@ pub struct WorkerConfig {
     /// Address given to the coordinator for clients to connect to; defaults to the
     /// bound address (which must then not be a wildcard such as 0.0.0.0).
     pub advertise: Option<String>,
+    /// The machine's name as engines know it (Spark's executor host), so that reduce
+    /// tasks can be run here; empty: the host part of the advertised address (Spark names
+    /// an executor by its IP unless `SPARK_LOCAL_HOSTNAME` says otherwise).
+    pub host: String,
+    /// The failure domain (rack or availability zone); empty: unlabelled. Replicas go to
+    /// another zone when one has a live worker.
+    pub zone: String,
     /// The coordinator's address.
     pub coordinator: String,
     /// Budget for buffered shuffle data (pushed batches in memory and fetch buffers).

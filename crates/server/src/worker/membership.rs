@@ -42,6 +42,8 @@ async fn session(worker: &Worker) -> Result<(), ClientError> {
             addr: worker.advertised.clone(),
             memory_budget: worker.memory,
             incarnation: worker.incarnation,
+            host: worker.host.clone(),
+            zone: worker.zone.clone(),
         })
         .await?;
     let Message::WorkerRegistered {

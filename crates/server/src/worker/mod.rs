@@ -119,12 +119,18 @@ impl Worker {
         }
         let worker = Arc::new(Worker {
             addr,
-            advertised,
+            advertised: advertised.clone(),
             store,
             fetch_budget: Arc::new(MemoryBudget::new(fetch)),
             metrics: Arc::new(WorkerMetrics::default()),
             memory: cfg.memory,
             incarnation,
+            host: if cfg.host.is_empty() {
+                crate::net::host_of(&advertised).to_string()
+            } else {
+                cfg.host.clone()
+            },
+            zone: cfg.zone.clone(),
             links: Links::new(
                 cfg.coordinator.clone(),
                 Keyring::cluster(cfg.secret.clone())

@@ -30,6 +30,10 @@ pub struct Worker {
     pub memory: u64,
     /// Random per process: tells the coordinator when this worker restarted.
     pub incarnation: u64,
+    /// The host label registered with the coordinator (empty: the advertised address's).
+    pub host: String,
+    /// The zone label registered with the coordinator (empty: unlabelled).
+    pub zone: String,
     pub links: Links,
     /// Admission of connections and of large frames.
     pub gate: Arc<Gate>,

@@ -52,6 +52,8 @@ pub async fn start_worker_on(
         WorkerConfig {
             listen: listen.into(),
             advertise: None,
+            host: String::new(),
+            zone: String::new(),
             coordinator: coordinator.into(),
             memory: 64 << 20,
             data_dir: dir,

@@ -6,12 +6,15 @@ use std::time::{Duration, Instant};
 use crossdock_proto::WorkerInfo;
 
 use super::error::StateError;
+use crate::net::host_of;
 
 /// A registered worker.
 #[derive(Debug, Clone)]
 pub struct WorkerEntry {
     pub id: u32,
     pub addr: String,
+    /// Where the worker runs and its failure domain ([`Labels`]).
+    pub labels: Labels,
     pub memory_budget: u64,
     pub last_seen: Instant,
     pub alive: bool,
@@ -21,6 +24,31 @@ pub struct WorkerEntry {
     pub incarnation: u64,
     /// The worker reported a full disk: nothing new is placed on it.
     pub disk_full: bool,
+}
+
+/// A worker's host and zone, as it registered them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// The machine, as engines name hosts: a reduce task there reads the worker locally.
+    pub host: String,
+    /// The failure domain; empty when not labelled (all unlabelled workers share it).
+    pub zone: String,
+}
+
+impl Labels {
+    /// The labels a worker registered, with an empty host replaced by the host of its
+    /// address (what Spark calls an executor on that machine by default: its IP).
+    pub fn new(addr: &str, host: &str, zone: &str) -> Labels {
+        let host = if host.is_empty() {
+            host_of(addr).to_string()
+        } else {
+            host.to_string()
+        };
+        Labels {
+            host,
+            zone: zone.to_string(),
+        }
+    }
 }
 
 /// How a registering worker relates to what the coordinator knew.
@@ -52,6 +80,7 @@ impl Membership {
     pub fn register(
         &mut self,
         addr: &str,
+        labels: Labels,
         memory_budget: u64,
         incarnation: u64,
         now: Instant,
@@ -70,17 +99,24 @@ impl Membership {
             w.last_seen = now;
             w.memory_budget = memory_budget;
             w.incarnation = incarnation;
+            if w.labels != labels {
+                tracing::info!(worker = w.id, %addr, host = %labels.host, zone = %labels.zone, "worker's labels changed");
+                w.labels = labels;
+            }
             return (w.id, how);
         }
         let id = self.next_id;
         self.next_id += 1;
-        let entry = WorkerEntry::new(id, addr, memory_budget, incarnation, now);
+        let mut entry = WorkerEntry::new(id, addr, memory_budget, incarnation, now);
+        entry.labels = labels;
         self.workers.insert(id, entry);
         (id, Rejoin::New)
     }
 
     /// Takes back a worker from the journal. It counts as alive for a heartbeat
-    /// deadline after a restart of the coordinator: the workers re-register meanwhile.
+    /// deadline after a restart of the coordinator: the workers re-register meanwhile,
+    /// and bring back their labels (the journal does not keep them: until then the
+    /// worker's host is its address's and its zone unlabelled).
     pub fn restore(&mut self, id: u32, addr: String, incarnation: u64, now: Instant) {
         self.next_id = self.next_id.max(id + 1);
         let w = self
@@ -182,6 +218,14 @@ impl Membership {
         }
     }
 
+    /// The labels of worker `id` (unknown: empty).
+    pub fn labels_of(&self, id: u32) -> Labels {
+        self.workers
+            .get(&id)
+            .map(|w| w.labels.clone())
+            .unwrap_or_default()
+    }
+
     /// The addresses of the live workers.
     pub fn live_addrs(&self) -> Vec<String> {
         self.workers
@@ -199,6 +243,8 @@ impl Membership {
                 id: w.id,
                 addr: w.addr.clone(),
                 alive: w.alive,
+                host: w.labels.host.clone(),
+                zone: w.labels.zone.clone(),
             })
             .collect()
     }
@@ -215,6 +261,7 @@ impl WorkerEntry {
         WorkerEntry {
             id,
             addr: addr.to_string(),
+            labels: Labels::new(addr, "", ""),
             memory_budget,
             last_seen: now,
             alive: true,

@@ -32,7 +32,7 @@ use crate::coordinator::journal::Record;
 use apps::Apps;
 pub use error::StateError;
 use membership::Membership;
-pub use membership::{Rejoin, WorkerEntry};
+pub use membership::{Labels, Rejoin, WorkerEntry};
 pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
 pub use prediction::{Completion, ForecastEvent, Prediction};
 pub use progress::{Progress, Recorded, ShuffleEntry};
@@ -116,7 +116,7 @@ impl State {
 
     // ---- workers
 
-    /// Registers a worker (see [`Membership::register`]).
+    /// Registers a worker without labels: its host is its address's, its zone none.
     pub fn register_worker(
         &mut self,
         addr: &str,
@@ -124,7 +124,21 @@ impl State {
         incarnation: u64,
         now: Instant,
     ) -> (u32, Rejoin) {
-        self.members.register(addr, memory_budget, incarnation, now)
+        let labels = Labels::new(addr, "", "");
+        self.register_labelled_worker(addr, labels, memory_budget, incarnation, now)
+    }
+
+    /// Registers a worker with its labels (see [`Membership::register`]).
+    pub fn register_labelled_worker(
+        &mut self,
+        addr: &str,
+        labels: Labels,
+        memory_budget: u64,
+        incarnation: u64,
+        now: Instant,
+    ) -> (u32, Rejoin) {
+        self.members
+            .register(addr, labels, memory_budget, incarnation, now)
     }
 
     /// The worker with id `id`.

@@ -4,11 +4,12 @@
 use std::collections::BTreeSet;
 
 use crossdock_policy::load_aware::{place_in_blocks, place_partitions, WorkerLoad};
+use crossdock_policy::replica::{self, Site};
 use crossdock_proto::{Message, NO_WORKER};
 
 use super::apps::Apps;
 use super::error::StateError;
-use super::membership::Membership;
+use super::membership::{Labels, Membership};
 use super::progress::{Progress, ShuffleEntry};
 
 /// Size assumed for a partition before anything is known about it. It makes a worker's
@@ -76,10 +77,7 @@ impl Placer<'_> {
             None => vec![PARTITION_SIZE_ESTIMATE; num_partitions as usize],
         };
         let primary = place_in_blocks(&loads, &estimate);
-        let replica = primary
-            .iter()
-            .map(|&w| self.replica_for(w, &live))
-            .collect();
+        let replica = self.replicas(&primary, &live);
         Ok((primary, replica))
     }
 
@@ -87,10 +85,7 @@ impl Placer<'_> {
     /// `State::partner_layout`), with replicas chosen as for any shuffle.
     pub fn plan_like(&self, primary: Vec<u32>) -> (Vec<u32>, Vec<u32>) {
         let live: Vec<u32> = self.live_loads().iter().map(|l| l.id).collect();
-        let replica = primary
-            .iter()
-            .map(|&w| self.replica_for(w, &live))
-            .collect();
+        let replica = self.replicas(&primary, &live);
         (primary, replica)
     }
 
@@ -115,6 +110,8 @@ impl Placer<'_> {
             loads.retain(|l| l.id != lost);
         }
         let live: Vec<u32> = loads.iter().map(|l| l.id).collect();
+        let labels = self.labels(&live);
+        let sites = sites(&labels);
         let mut p = s.lock();
         let before = p.copies_per_worker();
         let mut changed: BTreeSet<u32> = BTreeSet::new();
@@ -140,7 +137,7 @@ impl Placer<'_> {
                             l.partitions += 1;
                         }
                         p.primary[i] = new;
-                        p.replica[i] = self.replica_for(new, &live);
+                        p.replica[i] = self.replica_for(part, new, &sites);
                     }
                 }
                 changed.insert(part);
@@ -213,15 +210,51 @@ impl Placer<'_> {
         }
     }
 
-    /// The replica for a partition whose primary is `primary`: the next live worker
-    /// after it in id order, so replicas spread like primaries. None with one worker
-    /// or replication 1.
-    fn replica_for(&self, primary: u32, live: &[u32]) -> u32 {
-        if self.replication < 2 || live.len() < 2 {
+    /// The replica of every partition whose primaries are `primary`, among `live`.
+    fn replicas(&self, primary: &[u32], live: &[u32]) -> Vec<u32> {
+        let labels = self.labels(live);
+        let sites = sites(&labels);
+        // Each primary's partitions take the candidates in turn.
+        let mut turns: std::collections::HashMap<u32, u32> = Default::default();
+        primary
+            .iter()
+            .map(|&w| {
+                let turn = turns.entry(w).or_insert(0);
+                *turn += 1;
+                self.replica_for(*turn - 1, w, &sites)
+            })
+            .collect()
+    }
+
+    /// (id, labels) of each of `live`, for [`sites`].
+    fn labels(&self, live: &[u32]) -> Vec<(u32, Labels)> {
+        live.iter()
+            .map(|&id| (id, self.members.labels_of(id)))
+            .collect()
+    }
+
+    /// The replica of the `turn`-th partition placed on `primary`, among the live
+    /// `sites`: in another zone when one has a live worker, else on another host
+    /// ([`replica::replica_for`]). [`NO_WORKER`] with replication 1 or one worker.
+    fn replica_for(&self, turn: u32, primary: u32, sites: &[Site]) -> u32 {
+        if self.replication < 2 {
             return NO_WORKER;
         }
-        let pos = live.iter().position(|&w| w == primary).unwrap_or(0);
-        live[(pos + 1) % live.len()]
+        // A primary that is not live (never a relocation's target) is looked up among
+        // every worker.
+        let gone;
+        let own = match sites.iter().find(|s| s.id == primary) {
+            Some(s) => *s,
+            None => {
+                gone = self.members.labels_of(primary);
+                Site {
+                    id: primary,
+                    host: &gone.host,
+                    zone: &gone.zone,
+                }
+            }
+        };
+        replica::replica_for(turn, &own, sites).unwrap_or(NO_WORKER)
     }
 
     /// Loads of the live workers with room: reported bytes, or the partitions placed on
@@ -244,6 +277,18 @@ impl Placer<'_> {
             })
             .collect()
     }
+}
+
+/// The policy's view of workers and their labels.
+fn sites(labels: &[(u32, Labels)]) -> Vec<Site<'_>> {
+    labels
+        .iter()
+        .map(|(id, l)| Site {
+            id: *id,
+            host: &l.host,
+            zone: &l.zone,
+        })
+        .collect()
 }
 
 /// `(size + mean) / 2` per partition (at least 1 byte each), for [`Placer::plan`].

@@ -615,3 +615,109 @@ fn the_prior_moves_block_boundaries_toward_heavy_partitions() {
     let e = st2.plan_shuffle("b", 0, 2, 6).unwrap().unwrap_err();
     assert_eq!(e.lock().layout().0, vec![0, 0, 0, 1, 1, 1]);
 }
+
+fn labelled(st: &mut State, addr: &str, host: &str, zone: &str) -> u32 {
+    let labels = Labels::new(addr, host, zone);
+    st.register_labelled_worker(addr, labels, 1 << 30, 1, Instant::now())
+        .0
+}
+
+#[test]
+fn replicas_go_to_another_zone_and_spread_over_it() {
+    let mut st = State::new(2);
+    let zone_of: Vec<&str> = vec!["a", "a", "b", "b"];
+    for (i, z) in zone_of.iter().enumerate() {
+        labelled(&mut st, &format!("10.0.0.{i}:7001"), "", z);
+    }
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 16).unwrap().unwrap_err();
+    let p = e.lock();
+    let mut replicas_of: std::collections::BTreeMap<u32, BTreeSet<u32>> = Default::default();
+    for i in 0..16 {
+        let (w, r) = (p.primary[i], p.replica[i]);
+        assert_ne!(r, NO_WORKER);
+        assert_ne!(
+            zone_of[w as usize], zone_of[r as usize],
+            "partition {i}: primary {w} and replica {r} share a zone"
+        );
+        replicas_of.entry(w).or_default().insert(r);
+    }
+    for (w, rs) in replicas_of {
+        assert_eq!(
+            rs.len(),
+            2,
+            "worker {w}'s partitions fall to both workers of the other zone"
+        );
+    }
+}
+
+#[test]
+fn without_zones_replicas_leave_the_primarys_host() {
+    let mut st = State::new(2);
+    labelled(&mut st, "10.0.0.1:7001", "big-box", "");
+    labelled(&mut st, "10.0.0.1:7002", "big-box", "");
+    labelled(&mut st, "10.0.0.2:7001", "", "");
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 12).unwrap().unwrap_err();
+    let p = e.lock();
+    for i in 0..12 {
+        if p.primary[i] < 2 {
+            assert_eq!(p.replica[i], 2, "partition {i} would die with big-box");
+        } else {
+            assert!(p.replica[i] < 2);
+        }
+    }
+}
+
+#[test]
+fn a_partition_placed_anew_gets_its_replica_in_another_zone() {
+    let mut st = State::new(2);
+    let zone_of = ["a", "b", "a", "b"];
+    for (i, z) in zone_of.iter().enumerate() {
+        labelled(&mut st, &format!("10.0.0.{i}:7001"), "", z);
+    }
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 16).unwrap().unwrap_err();
+    let e = st.record_shuffle("a", 0, e).unwrap();
+    // Workers 0 and 1 die together: partitions with both copies on them are placed anew.
+    st.mark_lost(0);
+    st.mark_lost(1);
+    let mut lost = st.relocate("a", 0, &e, 0, &BTreeSet::new()).lost;
+    lost.extend(st.relocate("a", 0, &e, 1, &BTreeSet::new()).lost);
+    assert!(
+        !lost.is_empty(),
+        "some partition had both copies on workers 0 and 1"
+    );
+    let p = e.lock();
+    for &part in &lost {
+        let (w, r) = (p.primary[part as usize], p.replica[part as usize]);
+        assert!(
+            w >= 2 && r >= 2,
+            "partition {part} placed on {w}, replica {r}"
+        );
+        assert_ne!(zone_of[w as usize], zone_of[r as usize], "partition {part}");
+    }
+}
+
+#[test]
+fn labels_reach_the_clients_and_default_to_the_address() {
+    let mut st = State::new(1);
+    labelled(&mut st, "10.0.0.1:7001", "node-1", "eu-1a");
+    labelled(&mut st, "[fd00::2]:7001", "", "");
+    let infos = st.members.infos([0, 1]);
+    assert_eq!(
+        (infos[0].host.as_str(), infos[0].zone.as_str()),
+        ("node-1", "eu-1a")
+    );
+    assert_eq!(
+        (infos[1].host.as_str(), infos[1].zone.as_str()),
+        ("fd00::2", "")
+    );
+    // A worker that registers again with new labels is described with them.
+    labelled(&mut st, "10.0.0.1:7001", "node-1b", "eu-1b");
+    let infos = st.members.infos([0]);
+    assert_eq!(
+        (infos[0].host.as_str(), infos[0].zone.as_str()),
+        ("node-1b", "eu-1b")
+    );
+}

@@ -9,17 +9,37 @@ import org.crossdock.protocol.Message;
 
 /** Where each partition of a shuffle lives: a compact, serializable form of ShufflePlacement. */
 public final class Placement implements Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
   private final String[] addrs;
+  /** The host label of each of addrs' workers (what Spark calls the executors there). */
+  private final String[] hosts;
   private final int[] partitionAddr;
   /** Index into addrs of each partition's replica, -1 where there is none. */
   private final int[] replicaAddr;
 
+  /** A placement whose workers' hosts are their addresses' host parts. */
   public Placement(String[] addrs, int[] partitionAddr, int[] replicaAddr) {
+    this(addrs, hostParts(addrs), partitionAddr, replicaAddr);
+  }
+
+  public Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr) {
+    if (hosts.length != addrs.length) {
+      throw new IllegalArgumentException(
+          hosts.length + " host labels for " + addrs.length + " worker addresses");
+    }
     this.addrs = addrs;
+    this.hosts = hosts;
     this.partitionAddr = partitionAddr;
     this.replicaAddr = replicaAddr;
+  }
+
+  private static String[] hostParts(String[] addrs) {
+    String[] out = new String[addrs.length];
+    for (int i = 0; i < addrs.length; i++) {
+      out[i] = hostPart(addrs[i]);
+    }
+    return out;
   }
 
   /**
@@ -29,38 +49,45 @@ public final class Placement implements Serializable {
   public static Placement of(
       List<Message.WorkerInfo> workers, int[] partitionWorkers, int[] partitionReplicas) {
     Map<Integer, Integer> index = new HashMap<>();
-    List<String> addrs = new ArrayList<>();
+    List<Message.WorkerInfo> used = new ArrayList<>();
     int[] out = new int[partitionWorkers.length];
     int[] replicas = new int[partitionWorkers.length];
     for (int p = 0; p < partitionWorkers.length; p++) {
-      out[p] = indexOf(workers, partitionWorkers[p], index, addrs);
+      out[p] = indexOf(workers, partitionWorkers[p], index, used);
       int r = p < partitionReplicas.length ? partitionReplicas[p] : Message.NO_WORKER;
-      replicas[p] = r == Message.NO_WORKER ? -1 : indexOf(workers, r, index, addrs);
+      replicas[p] = r == Message.NO_WORKER ? -1 : indexOf(workers, r, index, used);
     }
-    return new Placement(addrs.toArray(new String[0]), out, replicas);
+    String[] addrs = new String[used.size()];
+    String[] hosts = new String[used.size()];
+    for (int i = 0; i < addrs.length; i++) {
+      Message.WorkerInfo w = used.get(i);
+      addrs[i] = w.addr();
+      // An empty label (a coordinator that sent none) falls back to the address.
+      hosts[i] = w.host() == null || w.host().isEmpty() ? hostPart(w.addr()) : w.host();
+    }
+    return new Placement(addrs, hosts, out, replicas);
   }
 
   private static int indexOf(
-      List<Message.WorkerInfo> workers, int id, Map<Integer, Integer> index, List<String> addrs) {
-    {
-      Integer i = index.get(id);
-      if (i == null) {
-        String addr = null;
-        for (Message.WorkerInfo w : workers) {
-          if (w.id() == id) {
-            addr = w.addr();
-          }
+      List<Message.WorkerInfo> workers, int id, Map<Integer, Integer> index,
+      List<Message.WorkerInfo> used) {
+    Integer i = index.get(id);
+    if (i == null) {
+      Message.WorkerInfo found = null;
+      for (Message.WorkerInfo w : workers) {
+        if (w.id() == id) {
+          found = w;
         }
-        if (addr == null) {
-          throw new IllegalArgumentException(
-              "placement names worker " + Integer.toUnsignedString(id) + " that is not in its worker list");
-        }
-        i = addrs.size();
-        addrs.add(addr);
-        index.put(id, i);
       }
-      return i;
+      if (found == null) {
+        throw new IllegalArgumentException(
+            "placement names worker " + Integer.toUnsignedString(id) + " that is not in its worker list");
+      }
+      i = used.size();
+      used.add(found);
+      index.put(id, i);
     }
+    return i;
   }
 
   public int numPartitions() {
@@ -84,15 +111,15 @@ public final class Placement implements Serializable {
     return r == null ? List.of(addrOf(partition)) : List.of(addrOf(partition), r);
   }
 
-  /** The host of the worker that holds {@code partition}: its address without the port. */
+  /** The host of the worker that holds {@code partition}: its host label (by default its address without the port). */
   public String hostOf(int partition) {
-    return hostPart(addrOf(partition));
+    return hosts[partitionAddr[partition]];
   }
 
   /** The host of the worker with {@code partition}'s replica, or null. */
   public String replicaHostOf(int partition) {
-    String r = replicaOf(partition);
-    return r == null ? null : hostPart(r);
+    int i = replicaAddr[partition];
+    return i < 0 ? null : hosts[i];
   }
 
   private static String hostPart(String addr) {

@@ -14,7 +14,7 @@ import org.crossdock.protocol.Wire.Writer;
  * class writes and checks the frame header and maps each kind byte to its message's decoder.
  */
 public final class Codec {
-  public static final int VERSION = 1;
+  public static final int VERSION = 2;
   /** Largest body accepted for any frame other than a pushed batch or a fetched chunk. */
   public static final int MAX_CONTROL_FRAME = 64 << 20;
 
@@ -132,7 +132,7 @@ public final class Codec {
     if (h.version() != VERSION) {
       throw new ProtocolException(
           ErrorCode.UNSUPPORTED_VERSION,
-          "protocol version " + h.version() + " is not supported (this build speaks version 1)");
+          "protocol version " + h.version() + " is not supported (this build speaks version " + VERSION + ")");
     }
     if (!isKnownKind(h.kind())) {
       throw unknownKind(h.kind());

@@ -66,20 +66,28 @@ public sealed interface Message extends Encodable {
 
   // ---- structures used inside bodies ----
 
-  /** A worker as the coordinator describes it: {@code addr} is the data endpoint host:port. */
-  record WorkerInfo(int id, String addr, boolean alive) implements Encodable, java.io.Serializable {
-    /** Encoded size with an empty address: the least a list element takes. */
-    static final int MIN_LEN = 4 + 2 + 1;
+  /**
+   * A worker as the coordinator describes it: {@code addr} is the data endpoint host:port,
+   * {@code host} the machine as Spark names executor hosts, {@code zone} its failure domain
+   * (empty: unlabelled).
+   */
+  record WorkerInfo(int id, String addr, boolean alive, String host, String zone)
+      implements Encodable, java.io.Serializable {
+    /** Encoded size with empty strings: the least a list element takes. */
+    static final int MIN_LEN = 4 + 2 + 1 + 2 + 2;
 
     @Override
     public void encode(Writer w) {
       w.u32(id);
       w.str(addr);
       w.bool(alive);
+      w.str(host);
+      w.str(zone);
     }
 
     public static WorkerInfo decode(Reader r) throws ProtocolException {
-      return new WorkerInfo(r.u32("worker.id"), r.str("worker.addr"), r.bool("worker.alive"));
+      return new WorkerInfo(r.u32("worker.id"), r.str("worker.addr"), r.bool("worker.alive"),
+          r.str("worker.host"), r.str("worker.zone"));
     }
 
     static List<WorkerInfo> decodeList(Reader r) throws ProtocolException {
@@ -515,7 +523,8 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  record RegisterWorker(String addr, long memoryBudget, long incarnation) implements Message {
+  record RegisterWorker(String addr, long memoryBudget, long incarnation, String host, String zone)
+      implements Message {
     public int kind() {
       return KIND_REGISTER_WORKER;
     }
@@ -524,10 +533,13 @@ public sealed interface Message extends Encodable {
       w.str(addr);
       w.u64(memoryBudget);
       w.u64(incarnation);
+      w.str(host);
+      w.str(zone);
     }
 
     public static RegisterWorker decode(Reader r) throws ProtocolException {
-      return new RegisterWorker(r.str("addr"), r.u64("memory_budget"), r.u64("incarnation"));
+      return new RegisterWorker(r.str("addr"), r.u64("memory_budget"), r.u64("incarnation"),
+          r.str("host"), r.str("zone"));
     }
   }
 

@@ -45,4 +45,16 @@ class ReducerHostsTest {
     Placement p = new Placement(new String[] {"[::1]:7001"}, new int[] {0}, new int[] {-1});
     assertEquals("::1", p.hostOf(0));
   }
+
+  @Test
+  void hostLabelsFromTheCoordinatorNameTheHosts() {
+    List<org.crossdock.protocol.Message.WorkerInfo> workers = List.of(
+        new org.crossdock.protocol.Message.WorkerInfo(7, "10.0.0.1:7001", true, "node-1", "a"),
+        new org.crossdock.protocol.Message.WorkerInfo(9, "10.0.0.2:7001", true, "", ""));
+    Placement p = Placement.of(workers, new int[] {7, 9}, new int[] {9, 7});
+    assertEquals("node-1", p.hostOf(0));
+    assertEquals("10.0.0.2", p.replicaHostOf(0));
+    assertEquals("10.0.0.2", p.hostOf(1));
+    assertEquals(List.of("10.0.0.2", "node-1"), ReducerHosts.of(p, 1));
+  }
 }

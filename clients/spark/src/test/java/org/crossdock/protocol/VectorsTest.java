@@ -148,7 +148,8 @@ class VectorsTest {
   static ArrayNode workers(List<WorkerInfo> ws) {
     ArrayNode a = M.createArrayNode();
     for (WorkerInfo w : ws) {
-      a.addObject().put("id", u(w.id())).put("addr", w.addr()).put("alive", w.alive());
+      a.addObject().put("id", u(w.id())).put("addr", w.addr()).put("alive", w.alive())
+          .put("host", w.host()).put("zone", w.zone());
     }
     return a;
   }
@@ -218,7 +219,7 @@ class VectorsTest {
       o.set("map_attempts", u32s(c.mapAttempts()));
     } else if (m instanceof RegisterWorker r) {
       o.put("addr", r.addr()).put("memory_budget", r.memoryBudget())
-          .put("incarnation", r.incarnation());
+          .put("incarnation", r.incarnation()).put("host", r.host()).put("zone", r.zone());
     } else if (m instanceof WorkerRegistered r) {
       o.put("worker_id", u(r.workerId())).put("heartbeat_ms", u(r.heartbeatMs()));
     } else if (m instanceof Heartbeat h) {
@@ -319,7 +320,8 @@ class VectorsTest {
   static List<WorkerInfo> workersOf(JsonNode a) {
     List<WorkerInfo> out = new ArrayList<>();
     for (JsonNode w : a) {
-      out.add(new WorkerInfo(i(w, "id"), s(w, "addr"), w.get("alive").asBoolean()));
+      out.add(new WorkerInfo(i(w, "id"), s(w, "addr"), w.get("alive").asBoolean(), s(w, "host"),
+          s(w, "zone")));
     }
     return out;
   }
@@ -382,7 +384,8 @@ class VectorsTest {
       case "SyncCommits":
         return new SyncCommits(s(n, "app_id"), i(n, "shuffle_id"), ints(n.get("map_attempts")));
       case "RegisterWorker":
-        return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"), l(n, "incarnation"));
+        return new RegisterWorker(s(n, "addr"), l(n, "memory_budget"), l(n, "incarnation"),
+            s(n, "host"), s(n, "zone"));
       case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));
       case "Heartbeat":
         return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"),
