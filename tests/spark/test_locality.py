@@ -94,6 +94,79 @@ def _reduce_tasks(sc, shuffle_partitions: int) -> list[tuple[int, str, str]]:
         time.sleep(0.2)
 
 
+def _read_tasks(sc) -> list[tuple[int, str, int, int]]:
+    """(stage, host, local bytes, remote bytes) of every successful task of the session's
+    jobs that read shuffled records, from Spark's status store (filled by its listener bus;
+    the last job's tasks may land a moment after `collect` returns, hence the settle loop)."""
+    tracker = sc.statusTracker()
+    store = sc._jsc.sc().statusStore()
+    seen: list[tuple[int, str, int, int]] = []
+    for _ in range(50):
+        stages = sorted({s for j in tracker.getJobIdsForGroup() for s in tracker.getJobInfo(j).stageIds})
+        now = []
+        for stage in stages:
+            seq = store.taskList(stage, 0, 10_000)
+            for t in (seq.apply(i) for i in range(seq.size())):
+                if t.status() != "SUCCESS" or t.taskMetrics().isEmpty():
+                    continue
+                read = t.taskMetrics().get().shuffleReadMetrics()
+                if read.recordsRead() > 0:
+                    now.append((stage, t.host(), read.localBytesRead(), read.remoteBytesRead()))
+        if now and now == seen:
+            return now
+        seen = now
+        time.sleep(0.2)
+    return seen
+
+
+def _join_count(session) -> int:
+    from pyspark.sql import functions as F
+    left = session.range(0, 200_000, numPartitions=4).withColumn("k", F.col("id") % 1000)
+    right = session.range(0, 50_000, numPartitions=4).withColumn("k", F.col("id") % 1000)
+    return left.join(right.withColumnRenamed("id", "rid"), "k").count()
+
+
+# A join small enough that adaptive execution coalesces each side's 8 partitions into one
+# task (sizes first, not parallelism), reading both hosts' blocks; a broadcast is ruled out.
+# Every property is set: a session started after another in one process keeps the SQL
+# properties the earlier one set (the first test turns coalescing off).
+_COALESCING = {
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+
+def test_a_coalesced_read_is_cut_at_the_hosts_boundary(hosts):
+    """AQE would read the join's 8 partitions in one task, half of them from the other host;
+    Crossdock cuts the range where the host changes, so each piece runs where it lives and no
+    reduce task reads a byte across hosts."""
+    crossdock, spark = hosts
+    with spark_session("split-reads", _conf(crossdock, spark, **_COALESCING)) as session:
+        assert _join_count(session) == 1000 * 200 * 50
+        tasks = _read_tasks(session.sparkContext)
+        remote = [t for t in tasks if t[3] > 0]
+        assert not remote, f"reduce tasks read across hosts: {remote} (all: {tasks})"
+        assert sum(t[2] for t in tasks) > 0, tasks
+        # The join's stage ran one task per host, where Spark alone would run one in all.
+        by_stage: dict[int, list[str]] = {}
+        for stage, host, _, _ in tasks:
+            by_stage.setdefault(stage, []).append(host)
+        assert any(sorted(h) == HOSTS for h in by_stage.values()), by_stage
+
+
+def test_an_unplaced_coalesced_read_crosses_hosts(hosts):
+    """The control for the test above: with placement off the same join reads remote bytes,
+    so "no remote bytes" there is the placement's doing, not the test's blindness."""
+    crossdock, spark = hosts
+    conf = _conf(crossdock, spark, **{**_COALESCING, "spark.crossdock.locality": "false"})
+    with spark_session("unsplit-reads", conf) as session:
+        assert _join_count(session) == 1000 * 200 * 50
+        tasks = _read_tasks(session.sparkContext)
+        assert sum(t[3] for t in tasks) > 0, tasks
+
+
 def test_without_placement_spark_chooses_by_map_output(hosts):
     """With `spark.crossdock.locality` off the exchange is Spark's own: nothing is placed."""
     crossdock, spark = hosts

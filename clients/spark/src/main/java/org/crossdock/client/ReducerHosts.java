@@ -60,4 +60,40 @@ public final class ReducerHosts {
     }
     return out;
   }
+
+  /**
+   * The partitions at which the primaries' host changes: {@code p} is in the answer when
+   * partition {@code p - 1} lives on another host. A range {@code [start, end)} that contains
+   * none of them lies on one host. The coordinator places a shuffle in one contiguous block per
+   * worker, so there are at most as many as workers less one, whatever the partition count.
+   */
+  public static int[] hostBoundaries(Placement placement) {
+    int n = placement.numPartitions();
+    int[] out = new int[Math.max(n - 1, 0)];
+    int k = 0;
+    for (int p = 1; p < n; p++) {
+      if (!placement.hostOf(p).equals(placement.hostOf(p - 1))) {
+        out[k++] = p;
+      }
+    }
+    return java.util.Arrays.copyOf(out, k);
+  }
+
+  /**
+   * {@code [start, end)} cut at every one of {@code sortedCuts} strictly inside it: the pieces,
+   * in order, as {@code {start, end}} pairs. The same cuts applied to equal ranges give equal
+   * pieces, which is what keeps the two sides of a join aligned.
+   */
+  public static List<int[]> split(int start, int end, int[] sortedCuts) {
+    List<int[]> out = new ArrayList<>(2);
+    int from = start;
+    for (int c : sortedCuts) {
+      if (c > from && c < end) {
+        out.add(new int[] {from, c});
+        from = c;
+      }
+    }
+    out.add(new int[] {from, end});
+    return out;
+  }
 }

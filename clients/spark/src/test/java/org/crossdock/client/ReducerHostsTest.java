@@ -1,5 +1,6 @@
 package org.crossdock.client;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.List;
@@ -56,5 +57,32 @@ class ReducerHostsTest {
     assertEquals("10.0.0.2", p.replicaHostOf(0));
     assertEquals("10.0.0.2", p.hostOf(1));
     assertEquals(List.of("10.0.0.2", "node-1"), ReducerHosts.of(p, 1));
+  }
+
+  @Test
+  void hostBoundariesAreWhereTheHostChanges() {
+    assertArrayEquals(new int[] {2, 4}, ReducerHosts.hostBoundaries(PLACEMENT));
+    // Two workers on one host are one host: no boundary between their blocks.
+    Placement sameHost = new Placement(
+        new String[] {"h:1", "h:2", "g:1"}, new int[] {0, 0, 1, 1, 2},
+        new int[] {-1, -1, -1, -1, -1});
+    assertArrayEquals(new int[] {4}, ReducerHosts.hostBoundaries(sameHost));
+    Placement one = new Placement(new String[] {"h:1"}, new int[] {0}, new int[] {-1});
+    assertArrayEquals(new int[0], ReducerHosts.hostBoundaries(one));
+  }
+
+  @Test
+  void aRangeIsSplitOnlyAtCutsInsideIt() {
+    int[] cuts = {2, 4};
+    assertEquals(List.of("0-2", "2-4", "4-6"), pieces(ReducerHosts.split(0, 6, cuts)));
+    assertEquals(List.of("1-2", "2-3"), pieces(ReducerHosts.split(1, 3, cuts)));
+    // A cut at either end is no cut.
+    assertEquals(List.of("2-4"), pieces(ReducerHosts.split(2, 4, cuts)));
+    assertEquals(List.of("4-5"), pieces(ReducerHosts.split(4, 5, cuts)));
+    assertEquals(List.of("0-6"), pieces(ReducerHosts.split(0, 6, new int[0])));
+  }
+
+  private static List<String> pieces(List<int[]> ranges) {
+    return ranges.stream().map(r -> r[0] + "-" + r[1]).toList();
   }
 }

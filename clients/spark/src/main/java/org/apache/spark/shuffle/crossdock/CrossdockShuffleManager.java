@@ -321,6 +321,20 @@ public class CrossdockShuffleManager implements ShuffleManager {
   }
 
   /**
+   * The driver's latest placement of {@code dep}'s partitions (the one {@link #preferredHosts}
+   * answers from), or null when the shuffle is not Crossdock's or has no maps. Read by the SQL
+   * rule that splits coalesced reads at hosts' boundaries; never calls the coordinator.
+   */
+  public static Placement placementOf(ShuffleDependency<?, ?, ?> dep) {
+    SparkEnv env = SparkEnv.get();
+    if (env == null || !(env.shuffleManager() instanceof CrossdockShuffleManager m)
+        || !(dep.shuffleHandle() instanceof CrossdockShuffleHandle<?, ?, ?> h)) {
+      return null;
+    }
+    return m.refreshed.getOrDefault(h.shuffleId(), h.placement);
+  }
+
+  /**
    * The coordinator's current placement of this driver's shuffle {@code shuffleId} (on the
    * driver, after the shuffle was registered): for tools and tests that check where reduce
    * tasks ran.

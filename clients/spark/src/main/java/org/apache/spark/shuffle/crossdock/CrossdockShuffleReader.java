@@ -262,14 +262,29 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       return scheduler;
     }
 
-    /** Whether a worker is on this executor's host (its bytes count as local). */
+    /**
+     * Whether a worker is on this executor's host (its bytes count as local): the same host, or
+     * a worker on a loopback address (reachable from this machine only) while the executor is
+     * named by a routable address. Two distinct loopback addresses are two hosts: that is how
+     * the tests emulate several hosts on one machine.
+     */
     private boolean isLocal(String addr) {
       if (addr == null) {
         return false;
       }
       String host = Net.parse(addr).getHostString();
-      return host.startsWith("127.") || host.equals("::1") || host.equals("localhost")
-          || host.equals(SparkEnv.get().blockManager().blockManagerId().host());
+      String mine = SparkEnv.get().blockManager().blockManagerId().host();
+      return host.equals(mine) || (isLoopback(host) && !isLoopback(mine))
+          || (isDefaultLoopback(host) && isDefaultLoopback(mine));
+    }
+
+    private static boolean isLoopback(String host) {
+      return host.startsWith("127.") || isDefaultLoopback(host);
+    }
+
+    /** The names of this machine's usual loopback address, which are one host. */
+    private static boolean isDefaultLoopback(String host) {
+      return host.equals("127.0.0.1") || host.equals("::1") || host.equals("localhost");
     }
 
     /**

@@ -22,6 +22,10 @@ import scala.runtime.BoxedUnit;
  * <p>The rule is a columnar rule because that is the one hook Spark applies both to a plan
  * without adaptive execution and to each adaptive query stage just before it runs (the way
  * accelerator plug-ins replace Spark's exchange).
+ *
+ * <p>A second rule, {@link SplitReadsAtHosts}, runs after adaptive execution has coalesced a
+ * stage's reads and cuts any coalesced range that spans two hosts at the boundary, so that each
+ * reduce task reads from the host it runs on.
  */
 public final class CrossdockSqlExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit>
     implements SparkSessionExtensionsProvider {
@@ -37,6 +41,12 @@ public final class CrossdockSqlExtensions extends AbstractFunction1<SparkSession
             return new PlaceReducers();
           }
         };
+      }
+    });
+    extensions.injectQueryStageOptimizerRule(new AbstractFunction1<SparkSession, Rule<SparkPlan>>() {
+      @Override
+      public Rule<SparkPlan> apply(SparkSession session) {
+        return new SplitReadsAtHosts();
       }
     });
     return BoxedUnit.UNIT;
