@@ -8,7 +8,7 @@ export SPARK_VERSION := 4.2.0
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-native bench-durability clean
+.PHONY: all setup build test fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-durability clean
 
 all: build
 
@@ -59,6 +59,11 @@ bench-sql: build
 ## bench-cluster: the emulated-cluster part of `make bench` (root: network namespaces and tc)
 bench-cluster: build
 	.venv/bin/python bench/cluster.py $(BENCH_ARGS)
+
+## bench-prediction: the coordinator's partition-size predictions scored on four shuffles (hash and
+## range partitioners, uniform, skewed and ordered keys), 3 runs (PREDICTION_ARGS="--runs 5 ...")
+bench-prediction: build
+	.venv/bin/python bench/prediction.py $(PREDICTION_ARGS)
 
 ## bench-native: the push-fetch benchmark at 4 GiB against raw loopback TCP in the same run (no Spark),
 ## over plain TCP and over TLS, alternating run by run
