@@ -18,7 +18,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Standalone  # noqa: E402
+from harness import Standalone, crossdock_conf  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 
@@ -157,3 +157,51 @@ def test_unreachable_coordinator_fails_fast_with_a_clear_message(tmp_path):
     assert elapsed < 120, f"took {elapsed:.0f} s to fail"
     out = proc.stdout
     assert "127.0.0.1:1" in out and "spark.crossdock.coordinator" in out, out[-2000:]
+
+
+DATA_IO_JOB = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {harness!r})
+    from harness import base_conf, crossdock_conf, spark_session
+    conf = {{**base_conf(executors=1), **crossdock_conf({coordinator!r}), "spark.crossdock.route": "crossdock"}}
+    if len(sys.argv) > 1:
+        conf["spark.shuffle.sort.io.plugin.class"] = sys.argv[1]
+    with spark_session("data-io", conf) as spark:
+        sc = spark.sparkContext
+        print("PLUGIN", sc.getConf().get("spark.shuffle.sort.io.plugin.class", "unset"))
+        print("RELIABLE", sc._jsc.sc().shuffleDriverComponents().supportsReliableStorage())
+        r = sc.parallelize(range(10000), 3).map(lambda i: (i % 7, i)).reduceByKey(lambda a, b: a + b, 4)
+        print("RESULT", sorted(r.collect()))
+""")
+
+
+def _data_io_run(tmp_path, coordinator: str, *plugin: str) -> dict[str, str]:
+    script = tmp_path / "data_io.py"
+    script.write_text(DATA_IO_JOB.format(harness=os.path.dirname(__file__), coordinator=coordinator))
+    proc = subprocess.run([sys.executable, str(script), *plugin], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    out = dict(l.split(" ", 1) for l in proc.stdout.splitlines() if l.split(" ", 1)[0] in ("PLUGIN", "RELIABLE", "RESULT"))
+    expected = {}
+    for i in range(10000):
+        expected[i % 7] = expected.get(i % 7, 0) + i
+    assert out["RESULT"] == str(sorted(expected.items()))
+    return out
+
+
+def test_two_properties_enable_crossdock_and_its_data_io_plugin(crossdock_cluster, tmp_path):
+    """`crossdock spark-conf` prints the manager and the coordinator (and the jar); the
+    manager installs the shuffle-data-IO plug-in that tells Spark's scheduler the shuffle
+    data outlives executors (the executor-loss and dynamic-allocation tests in
+    test_failures.py depend on it and get it this way)."""
+    conf = crossdock_conf(crossdock_cluster.address)
+    assert set(conf) == {"spark.shuffle.manager", "spark.crossdock.coordinator", "spark.jars"}, conf
+    out = _data_io_run(tmp_path, crossdock_cluster.address)
+    assert out["PLUGIN"] == "org.apache.spark.shuffle.crossdock.CrossdockShuffleDataIO", out
+    assert out["RELIABLE"] == "True", out
+
+
+def test_a_data_io_plugin_the_application_names_is_kept(crossdock_cluster, tmp_path):
+    local = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
+    out = _data_io_run(tmp_path, crossdock_cluster.address, local)
+    assert out["PLUGIN"] == local, out
+    assert out["RELIABLE"] == "False", out

@@ -514,8 +514,6 @@ fn flush_stdout() {
 
 /// The class Spark loads as `spark.shuffle.manager`.
 const SPARK_SHUFFLE_MANAGER: &str = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager";
-/// The plug-in that tells Spark shuffle data outlives executors.
-const SPARK_SHUFFLE_IO: &str = "org.apache.spark.shuffle.crossdock.CrossdockShuffleDataIO";
 
 fn spark_conf(a: SparkConfArgs) -> Result<()> {
     let jar = match a.jar {
@@ -530,7 +528,6 @@ fn spark_conf(a: SparkConfArgs) -> Result<()> {
     }
     let jar = jar.canonicalize()?;
     println!("spark.shuffle.manager={SPARK_SHUFFLE_MANAGER}");
-    println!("spark.shuffle.sort.io.plugin.class={SPARK_SHUFFLE_IO}");
     println!("spark.crossdock.coordinator={}", a.coordinator);
     println!("spark.jars={}", jar.display());
     if let Some(ca) = a.tls_ca {

@@ -85,11 +85,38 @@ public class CrossdockShuffleManager implements ShuffleManager {
     org.crossdock.client.Net.useTls(conf.tls);
     this.pool = new ConnectionPool(CrossdockConf.CONNECT_TIMEOUT_MS);
     if (isDriver) {
+      installDataIo(sparkConf);
       try {
         coordinator = connect();
       } catch (CrossdockException e) {
         throw unreachable(e);
       }
+    }
+  }
+
+  /** Spark's property naming the shuffle-data-IO plug-in. */
+  static final String DATA_IO = "spark.shuffle.sort.io.plugin.class";
+
+  /**
+   * Makes {@link CrossdockShuffleDataIO} the application's shuffle-data-IO plug-in when the
+   * user named none, so that enabling Crossdock takes two properties ({@code
+   * spark.shuffle.manager} and {@code spark.crossdock.coordinator}). This works because Spark 4
+   * creates the driver's shuffle manager (SparkContext: {@code initializeShuffleManager}) before
+   * it loads the plug-in from the same configuration object ({@code
+   * ShuffleDataIOUtils.loadShuffleDataIO}); executors receive the driver's configuration, this
+   * property included. A plug-in the user named is kept: with another one Spark believes shuffle
+   * data dies with its executor, so a lost executor's Crossdock map outputs are recomputed
+   * (correct, only slower) and dynamic allocation needs shuffle tracking; that is logged.
+   */
+  static void installDataIo(SparkConf conf) {
+    String ours = CrossdockShuffleDataIO.class.getName();
+    if (!conf.contains(DATA_IO)) {
+      conf.set(DATA_IO, ours);
+    } else if (!ours.equals(conf.get(DATA_IO))) {
+      LOG.warn("{} is {}, not {}: Spark will treat Crossdock's map outputs as lost with the "
+          + "executor that wrote them (recomputed after an executor loss; dynamic allocation "
+          + "needs shuffle tracking). Unset it to let Crossdock install its own.",
+          DATA_IO, conf.get(DATA_IO), ours);
     }
   }
 
