@@ -207,11 +207,14 @@ WORKLOAD_CONF = {
 
 # ---- modes: vanilla, crossdock, and peers ----
 
-BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced", "crossdock-tls")
+BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced", "crossdock-tls", "crossdock-unplaced")
 # Crossdock modes other than "crossdock" itself: Crossdock with these properties on top.
 CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"},
                       "crossdock-forced": {"spark.crossdock.route": "crossdock"},
-                      "crossdock-tls": {"spark.crossdock.route": "crossdock"}}
+                      "crossdock-tls": {"spark.crossdock.route": "crossdock"},
+                      # Without the SQL extension: reduce tasks where Spark puts them and
+                      # coalesced reads as AQE made them (what Crossdock did before issue 13).
+                      "crossdock-unplaced": {"spark.crossdock.locality": "false"}}
 # Modes whose Crossdock service runs with TLS (its certificates made per run): compared
 # with crossdock-forced, what TLS costs.
 TLS_MODES = ("crossdock-tls",)
@@ -755,7 +758,8 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                     help="built-in modes: vanilla, crossdock, crossdock-static (its reader planned as Spark's own: "
                          "fixed 48 MiB in flight, requests in random order to the primary), crossdock-forced (every shuffle "
                          "through Crossdock, none routed to Spark's own), crossdock-tls (as crossdock-forced, over TLS "
-                         "with certificates made per run) [vanilla,crossdock]")
+                         "with certificates made per run), crossdock-unplaced (spark.crossdock.locality=false: reduce "
+                         "tasks where Spark puts them) [vanilla,crossdock]")
     ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "
