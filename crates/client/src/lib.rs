@@ -8,6 +8,7 @@
 //! - [`Keyring`]: the cluster secret or app tokens each new connection proves, and the
 //!   authorities a TLS connection checks the server against ([`tls`]).
 
+mod addr;
 mod connection;
 mod coordinator;
 mod error;
@@ -15,6 +16,7 @@ mod keyring;
 pub mod tls;
 mod worker;
 
+pub use addr::host_of;
 pub use connection::RpcConnection;
 pub use coordinator::{CoordinatorClient, Placement, ShuffleStatus};
 pub use error::{ClientError, Result};

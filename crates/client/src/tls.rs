@@ -22,6 +22,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::addr::host_of;
+
 /// A connection as both ends use it: plain TCP, or TLS over TCP.
 pub enum Stream {
     Plain(TcpStream),
@@ -317,14 +319,6 @@ fn write(path: &Path, text: &str, secret: bool) -> Result<(), CertError> {
         })
 }
 
-/// The host part of `host:port` (brackets of an IPv6 address removed).
-fn host_of(addr: &str) -> &str {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    host.strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host)
-}
-
 impl std::fmt::Debug for TlsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TlsClient")
@@ -340,13 +334,6 @@ impl std::fmt::Debug for TlsServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_host_is_what_the_certificate_is_checked_against() {
-        assert_eq!(host_of("127.0.0.1:7337"), "127.0.0.1");
-        assert_eq!(host_of("[::1]:7337"), "::1");
-        assert_eq!(host_of("worker-3.example:7338"), "worker-3.example");
-    }
 
     #[test]
     fn missing_and_empty_files_are_named() {

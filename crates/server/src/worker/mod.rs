@@ -126,7 +126,7 @@ impl Worker {
             memory: cfg.memory,
             incarnation,
             host: if cfg.host.is_empty() {
-                crate::net::host_of(&advertised).to_string()
+                crossdock_client::host_of(&advertised).to_string()
             } else {
                 cfg.host.clone()
             },

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crossdock_proto::WorkerInfo;
 
 use super::error::StateError;
-use crate::net::host_of;
+use crossdock_client::host_of;
 
 /// A registered worker.
 #[derive(Debug, Clone)]
