@@ -61,6 +61,18 @@ fn standalone_serves_the_bench_exposes_metrics_and_cleans_up_on_sigterm() {
     );
     assert_eq!(metric(&text, "crossdock_coordinator_workers_alive"), 2);
     assert!(text.contains("crossdock_worker_budget_bytes{worker=\"0\"} 67108864"));
+    // Every pushed batch and every fetch was timed, on one of the two workers.
+    for family in [
+        "crossdock_worker_push_ack_seconds_count",
+        "crossdock_worker_fetch_first_frame_seconds_count",
+    ] {
+        let counted: f64 = text
+            .lines()
+            .filter(|l| l.starts_with(family))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert!(counted > 0.0, "{family}: {text}");
+    }
 
     let status = sa.terminate();
     assert!(status.success(), "clean exit on SIGTERM: {status}");

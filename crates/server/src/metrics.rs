@@ -197,7 +197,19 @@ impl LatencyHistogram {
     /// Writes the histogram's `_bucket`, `_sum` and `_count` samples (seconds), after
     /// its `# HELP` and `# TYPE` lines.
     pub fn render(&self, out: &mut String, name: &str, help: &str) {
+        self.render_labelled(out, name, help, "");
+    }
+
+    /// As [`LatencyHistogram::render`], every sample carrying `labels` (`k="v",…`) before
+    /// its `le`: one worker's histogram among several on one page.
+    pub fn render_labelled(&self, out: &mut String, name: &str, help: &str, labels: &str) {
         describe(out, name, "histogram", help);
+        let sep = if labels.is_empty() { "" } else { "," };
+        let braced = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
         let mut cumulative = 0u64;
         for (bound, bucket) in LATENCY_BOUNDS_US.iter().zip(&self.buckets) {
             cumulative += bucket.load(Ordering::Relaxed);
@@ -206,11 +218,14 @@ impl LatencyHistogram {
             } else {
                 format!("{}", *bound as f64 / 1e6)
             };
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+            );
         }
         let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}");
-        let _ = writeln!(out, "{name}_count {cumulative}");
+        let _ = writeln!(out, "{name}_sum{braced} {sum}");
+        let _ = writeln!(out, "{name}_count{braced} {cumulative}");
     }
 }
 
@@ -311,6 +326,24 @@ mod tests {
         assert!(out.contains("x_seconds_bucket{le=\"10\"} 99\n"), "{out}");
         assert!(out.contains("x_seconds_bucket{le=\"+Inf\"} 100\n"), "{out}");
         assert!(out.contains("x_seconds_count 100\n"), "{out}");
+    }
+
+    #[test]
+    fn labelled_samples_put_their_labels_before_le() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_micros(300));
+        let mut out = String::new();
+        h.render_labelled(&mut out, "x_seconds", "Test.", "worker=\"1\"");
+        assert!(out.contains("# TYPE x_seconds histogram"), "{out}");
+        assert!(
+            out.contains("x_seconds_bucket{worker=\"1\",le=\"0.0005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_sum{worker=\"1\"} 0.0003\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_seconds_count{worker=\"1\"} 1\n"), "{out}");
     }
 
     #[test]

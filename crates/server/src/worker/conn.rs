@@ -163,6 +163,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                         partition,
                         maps: (start_map, end_map),
                         resume_after,
+                        received: std::time::Instant::now(),
                     };
                     send(tx, Reply::Fetch(h.request_id, req)).await?
                 }

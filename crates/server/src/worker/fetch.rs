@@ -10,6 +10,7 @@
 
 use std::io;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use bytes::BufMut;
 use crossdock_proto::io::write_message;
@@ -31,6 +32,8 @@ pub struct FetchRequest {
     /// `[start_map, end_map)`.
     pub maps: (u32, u32),
     pub resume_after: Option<ResumePoint>,
+    /// When the request was read: its time to a first frame is measured from here.
+    pub received: Instant,
 }
 
 /// Streams the fetch `req`. The outer error is a broken connection; the inner one a
@@ -47,7 +50,10 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         partition,
         maps,
         resume_after,
+        received,
     } = req;
+    let m = &worker.metrics;
+    let mut first = Some(received);
     let store = &worker.store;
     // A failure that loses this copy is reported before the reducer hears of it, so that
     // when it asks the coordinator, this copy no longer counts.
@@ -90,13 +96,19 @@ pub async fn stream<W: AsyncWrite + Unpin>(
             Ok(out) => write_chunk(w, request_id, &out, &buf).await?,
             Err(e) => return Ok(Err(lost(e).await)),
         }
+        if let Some(t) = first.take() {
+            m.fetch_first_frame.observe(t.elapsed());
+        }
         batches += chunk.len() as u64;
         bytes += size;
     }
-    let m = &worker.metrics;
     m.fetched_batches.fetch_add(batches, Ordering::Relaxed);
     m.fetched_bytes.fetch_add(bytes, Ordering::Relaxed);
     write_message(w, request_id, &Message::FetchEnd { batches, bytes }).await?;
+    if let Some(t) = first {
+        // Nothing to send but the end: that is the first frame.
+        m.fetch_first_frame.observe(t.elapsed());
+    }
     w.flush().await?;
     Ok(Ok(()))
 }

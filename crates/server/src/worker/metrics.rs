@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::storage::ShuffleStore;
 use crate::memory::MemoryBudget;
-use crate::metrics::{describe, sample, ErrorCounts};
+use crate::metrics::{describe, sample, ErrorCounts, LatencyHistogram};
 
 /// Counters of the worker's request handling (the storage layer counts the rest).
 #[derive(Default)]
@@ -16,6 +16,11 @@ pub struct WorkerMetrics {
     pub fetched_bytes: AtomicU64,
     pub fetched_batches: AtomicU64,
     pub errors: ErrorCounts,
+    /// A push from its frame's first byte to its acknowledgement being ready (the
+    /// replica's included when there is one).
+    pub push_ack: LatencyHistogram,
+    /// A fetch from its request being read to its first frame being written.
+    pub fetch_first_frame: LatencyHistogram,
 }
 
 /// What the page shows of one worker.
@@ -69,5 +74,17 @@ impl Page<'_> {
         );
         m.errors
             .render(out, "crossdock_worker_errors_total", &labels);
+        m.push_ack.render_labelled(
+            out,
+            "crossdock_worker_push_ack_seconds",
+            "A pushed batch from its frame's first byte to its acknowledgement (the replica's included).",
+            &labels,
+        );
+        m.fetch_first_frame.render_labelled(
+            out,
+            "crossdock_worker_fetch_first_frame_seconds",
+            "A fetch from its request being read to its first frame written (queueing behind the connection's earlier replies included).",
+            &labels,
+        );
     }
 }

@@ -10,6 +10,7 @@
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use crossdock_proto::codec::Reader;
@@ -30,6 +31,7 @@ pub async fn handle<R: AsyncRead + Unpin>(
     access: &Access,
     h: FrameHeader,
 ) -> io::Result<Next> {
+    let started = Instant::now();
     let body_len = h.body_len as u64;
     let header = match read_header(r, body_len).await? {
         Ok(header) => header,
@@ -94,14 +96,22 @@ pub async fn handle<R: AsyncRead + Unpin>(
         None
     };
     let reply = match forward {
-        None => Reply::Now(h.request_id, Ok(Message::Ok)),
+        None => {
+            m.push_ack.observe(started.elapsed());
+            Reply::Now(h.request_id, Ok(Message::Ok))
+        }
         Some(addr) => match worker.links.forward(&addr, &header, &copy).await {
             Ok(ack) => {
+                let worker = Arc::clone(worker);
                 let pending: Pending = Box::pin(async move {
-                    match ack.await {
+                    let res = match ack.await {
                         Ok(res) => res.map(|()| Message::Ok).map_err(ServerError::from),
                         Err(e) => Err(ServerError::task("forward", e)),
+                    };
+                    if res.is_ok() {
+                        worker.metrics.push_ack.observe(started.elapsed());
                     }
+                    res
                 });
                 Reply::Later(h.request_id, pending)
             }
