@@ -334,12 +334,11 @@ public class CrossdockShuffleManager implements ShuffleManager {
    * costs locality, never correctness (the reader asks the coordinator where data is).
    */
   public static List<String> preferredHosts(ShuffleDependency<?, ?, ?> dep, int start, int end) {
-    SparkEnv env = SparkEnv.get();
-    if (env == null || !(env.shuffleManager() instanceof CrossdockShuffleManager m)
-        || !(dep.shuffleHandle() instanceof CrossdockShuffleHandle<?, ?, ?> h)) {
+    CrossdockShuffleManager m = managerOf(dep);
+    if (m == null) {
       return null;
     }
-    Placement p = m.refreshed.getOrDefault(h.shuffleId(), h.placement);
+    Placement p = m.latestPlacement(dep);
     if (p == null) {
       return List.of();
     }
@@ -353,12 +352,24 @@ public class CrossdockShuffleManager implements ShuffleManager {
    * rule that splits coalesced reads at hosts' boundaries; never calls the coordinator.
    */
   public static Placement placementOf(ShuffleDependency<?, ?, ?> dep) {
+    CrossdockShuffleManager m = managerOf(dep);
+    return m == null ? null : m.latestPlacement(dep);
+  }
+
+  /** This process's Crossdock manager when {@code dep} went through it; else null. */
+  private static CrossdockShuffleManager managerOf(ShuffleDependency<?, ?, ?> dep) {
     SparkEnv env = SparkEnv.get();
-    if (env == null || !(env.shuffleManager() instanceof CrossdockShuffleManager m)
-        || !(dep.shuffleHandle() instanceof CrossdockShuffleHandle<?, ?, ?> h)) {
-      return null;
+    if (env != null && env.shuffleManager() instanceof CrossdockShuffleManager m
+        && dep.shuffleHandle() instanceof CrossdockShuffleHandle<?, ?, ?>) {
+      return m;
     }
-    return m.refreshed.getOrDefault(h.shuffleId(), h.placement);
+    return null;
+  }
+
+  /** The placement refreshed after a failure, else the handle's (null without maps). */
+  private Placement latestPlacement(ShuffleDependency<?, ?, ?> dep) {
+    CrossdockShuffleHandle<?, ?, ?> h = (CrossdockShuffleHandle<?, ?, ?>) dep.shuffleHandle();
+    return refreshed.getOrDefault(h.shuffleId(), h.placement);
   }
 
   /**
