@@ -3,7 +3,9 @@ package org.apache.spark.shuffle.crossdock;
 import java.io.IOException;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
 import org.apache.spark.Aggregator;
@@ -148,6 +150,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
 
   /** Records of every map of every partition in range, as (key, value) tuples. */
   private final class RecordIterator extends AbstractIterator<Tuple2<Object, Object>> {
+    /** {@link #isLocal}'s answer per worker address. */
+    private final Map<String, Boolean> localByWorker = new ConcurrentHashMap<>();
     private final SerializerInstance serializer;
     private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
     private final Set<Integer> refreshed = new HashSet<>();
@@ -269,9 +273,11 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
      * the tests emulate several hosts on one machine.
      */
     private boolean isLocal(String addr) {
-      if (addr == null) {
-        return false;
-      }
+      // Asked for every batch; a task reads from a handful of workers.
+      return addr != null && localByWorker.computeIfAbsent(addr, RecordIterator::onThisHost);
+    }
+
+    private static boolean onThisHost(String addr) {
       String host = Net.parse(addr).getHostString();
       String mine = SparkEnv.get().blockManager().blockManagerId().host();
       return host.equals(mine) || (isLoopback(host) && !isLoopback(mine))
