@@ -7,6 +7,8 @@ import org.apache.spark.sql.execution.adaptive.{AQEShuffleReadExec, AQEShuffleRe
 import org.apache.spark.sql.execution.exchange.{ENSURE_REQUIREMENTS, REBALANCE_PARTITIONS_BY_COL, REBALANCE_PARTITIONS_BY_NONE, REPARTITION_BY_COL, ShuffleOrigin}
 import org.crossdock.client.ReducerHosts
 
+import scala.jdk.CollectionConverters._
+
 /**
  * Cuts AQE's coalesced reads where a placed shuffle's partitions change host, so that a reduce
  * task reads from one host and runs there.
@@ -53,10 +55,9 @@ class SplitReadsAtHosts extends AQEShuffleReadRule with Logging {
           if (pieces.size == 1) {
             Seq(spec)
           } else {
-            (0 until pieces.size).map { i =>
-              val piece = pieces.get(i)
-              val bytes = stage.mapStats.map(_.bytesByPartitionId.slice(piece(0), piece(1)).sum)
-              CoalescedPartitionSpec(piece(0), piece(1), bytes)
+            pieces.asScala.toSeq.map { case Array(from, to) =>
+              val bytes = stage.mapStats.map(_.bytesByPartitionId.slice(from, to).sum)
+              CoalescedPartitionSpec(from, to, bytes)
             }
           }
         case other => Seq(other)
