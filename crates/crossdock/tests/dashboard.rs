@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{http_get, Proc};
+use common::{http_get, standalone};
 
 /// The metric families of a Prometheus text page (`# TYPE name kind`) and every label
 /// name its samples carry.
@@ -85,25 +85,8 @@ fn every_dashboard_query_names_an_exported_metric() {
     let dash: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let sa = Proc::start(&[
-        "standalone",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-        "--memory",
-        "64MiB",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ]);
-    let url = sa.wait_line("metrics on ");
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics");
-    let page = http_get(addr, "/metrics");
+    let (sa, _dir) = standalone(&[]);
+    let page = http_get(&sa.metrics, "/metrics");
     let (kinds, mut labels) = families(&page);
     assert!(kinds.len() > 20, "a metrics page: {page}");
     // Added by Prometheus when it scrapes, or by histogram_quantile's input.
@@ -152,7 +135,7 @@ fn every_dashboard_query_names_an_exported_metric() {
         "the dashboard reads {} metrics",
         used.len()
     );
-    sa.terminate();
+    sa.proc.terminate();
 }
 
 #[test]

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bench_json, http_get, metric, push_fetch, Proc};
+use common::{bench_json, http_get, metric, push_fetch, standalone};
 use crossdock_proto::{FrameHeader, Message, MessageKind, HEADER_LEN, MAX_CONTROL_FRAME};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -64,46 +64,6 @@ async fn last_words(s: &mut TcpStream, wait: Duration) -> (Vec<u16>, bool) {
 
 const LIMIT_EXCEEDED: u16 = crossdock_proto::ErrorCode::LimitExceeded as u16;
 
-struct Cluster {
-    proc: Proc,
-    coordinator: String,
-    worker: String,
-    metrics: String,
-}
-
-fn start(extra: &[&str]) -> (Cluster, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "standalone",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-        "--memory",
-        "64MiB",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ];
-    args.extend_from_slice(extra);
-    let proc = Proc::start(&args);
-    let coordinator = proc.wait_line("crossdock standalone listening on ");
-    let worker = proc.wait_line("worker 0 listening on ");
-    let metrics = proc
-        .wait_line("metrics on ")
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_string();
-    let c = Cluster {
-        proc,
-        coordinator,
-        worker,
-        metrics,
-    };
-    (c, dir)
-}
-
 /// A real shuffle pushed and fetched through the cluster, its bytes checked.
 async fn good_client(coordinator: &str) {
     let coordinator = coordinator.to_string();
@@ -117,7 +77,7 @@ async fn good_client(coordinator: &str) {
 async fn stalled_connections_and_half_sent_frames_are_cut_and_hold_no_memory() {
     // The read timeout leaves room to open the 1,100 connections on a loaded machine
     // (a debug build under `make test`) before the first ones are cut.
-    let (c, _dir) = start(&[
+    let (c, _dir) = standalone(&[
         "--read-timeout",
         "12s",
         "--idle-timeout",
@@ -236,7 +196,7 @@ async fn stalled_connections_and_half_sent_frames_are_cut_and_hold_no_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_over_its_connection_limit_is_told_why_and_others_are_served() {
-    let (c, _dir) = start(&["--max-connections-per-peer", "20"]);
+    let (c, _dir) = standalone(&["--max-connections-per-peer", "20"]);
     let mut held = Vec::new();
     for _ in 0..20 {
         held.push(connect_from("127.0.0.2", &c.coordinator).await);

@@ -7,6 +7,51 @@ use std::time::{Duration, Instant};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_crossdock");
 
+/// A `crossdock standalone` of one 64 MiB worker with its metrics served, as the tests that
+/// probe one service start it: its process and the addresses it printed.
+pub struct Standalone {
+    pub proc: Proc,
+    pub coordinator: String,
+    pub worker: String,
+    /// `host:port` of the `/metrics` endpoint.
+    pub metrics: String,
+}
+
+/// Starts a [`Standalone`] with `extra` arguments; its data lives in the returned
+/// directory.
+pub fn standalone(extra: &[&str]) -> (Standalone, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "standalone",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--memory",
+        "64MiB",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    let proc = Proc::start(&args);
+    let coordinator = proc.wait_line("crossdock standalone listening on ");
+    let worker = proc.wait_line("worker 0 listening on ");
+    let metrics = proc
+        .wait_line("metrics on ")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let sa = Standalone {
+        proc,
+        coordinator,
+        worker,
+        metrics,
+    };
+    (sa, dir)
+}
+
 /// A child process that is killed if the test fails before stopping it.
 pub struct Proc {
     pub child: Child,
