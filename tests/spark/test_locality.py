@@ -72,51 +72,46 @@ def test_each_reduce_task_runs_on_its_partitions_host(hosts):
         assert manager.placedTasks() >= 8
 
 
-def _reduce_tasks(sc, shuffle_partitions: int) -> list[tuple[int, str, str]]:
-    """(index, host, locality) of the successful tasks of the first stage of
-    `shuffle_partitions` tasks that read shuffled records, from Spark's status store
-    (filled by its listener bus, hence the wait)."""
+def _read_tasks(sc) -> list[dict]:
+    """Every successful task of the session's jobs that read shuffled records, from Spark's
+    status store: its stage, the stage's task count, its index, host and locality, and its
+    local and remote bytes read. The store is filled by Spark's listener bus, so the last
+    job's tasks may land a moment after an action returns: it is read until two readings
+    agree."""
     tracker = sc.statusTracker()
     store = sc._jsc.sc().statusStore()
-    deadline = time.monotonic() + 30
-    while True:
-        stages = sorted({s for j in tracker.getJobIdsForGroup() for s in tracker.getJobInfo(j).stageIds})
-        for stage in stages:
-            seq = store.taskList(stage, 0, 10_000)
-            tasks = [seq.apply(i) for i in range(seq.size())]
-            done = [t for t in tasks if t.status() == "SUCCESS"]
-            reads = [t for t in done if not t.taskMetrics().isEmpty()
-                     and t.taskMetrics().get().shuffleReadMetrics().recordsRead() > 0]
-            if len(reads) == shuffle_partitions == len(tasks):
-                return [(t.index(), t.host(), t.taskLocality()) for t in reads]
-        if time.monotonic() > deadline:
-            return []
-        time.sleep(0.2)
-
-
-def _read_tasks(sc) -> list[tuple[int, str, int, int]]:
-    """(stage, host, local bytes, remote bytes) of every successful task of the session's
-    jobs that read shuffled records, from Spark's status store (filled by its listener bus;
-    the last job's tasks may land a moment after `collect` returns, hence the settle loop)."""
-    tracker = sc.statusTracker()
-    store = sc._jsc.sc().statusStore()
-    seen: list[tuple[int, str, int, int]] = []
+    seen: list[dict] = []
     for _ in range(50):
         stages = sorted({s for j in tracker.getJobIdsForGroup() for s in tracker.getJobInfo(j).stageIds})
         now = []
         for stage in stages:
             seq = store.taskList(stage, 0, 10_000)
-            for t in (seq.apply(i) for i in range(seq.size())):
+            tasks = [seq.apply(i) for i in range(seq.size())]
+            for t in tasks:
                 if t.status() != "SUCCESS" or t.taskMetrics().isEmpty():
                     continue
                 read = t.taskMetrics().get().shuffleReadMetrics()
                 if read.recordsRead() > 0:
-                    now.append((stage, t.host(), read.localBytesRead(), read.remoteBytesRead()))
+                    now.append({"stage": stage, "stage_tasks": len(tasks), "index": t.index(),
+                                "host": t.host(), "locality": t.taskLocality(),
+                                "local": read.localBytesRead(), "remote": read.remoteBytesRead()})
         if now and now == seen:
             return now
         seen = now
         time.sleep(0.2)
     return seen
+
+
+def _reduce_tasks(sc, shuffle_partitions: int) -> list[tuple[int, str, str]]:
+    """(index, host, locality) of the tasks of the stage whose `shuffle_partitions` tasks
+    all read shuffled records."""
+    by_stage: dict[int, list[dict]] = {}
+    for t in _read_tasks(sc):
+        by_stage.setdefault(t["stage"], []).append(t)
+    for tasks in by_stage.values():
+        if len(tasks) == shuffle_partitions == tasks[0]["stage_tasks"]:
+            return [(t["index"], t["host"], t["locality"]) for t in tasks]
+    return []
 
 
 def _join_count(session) -> int:
@@ -146,13 +141,13 @@ def test_a_coalesced_read_is_cut_at_the_hosts_boundary(hosts):
     with spark_session("split-reads", _conf(crossdock, spark, **_COALESCING)) as session:
         assert _join_count(session) == 1000 * 200 * 50
         tasks = _read_tasks(session.sparkContext)
-        remote = [t for t in tasks if t[3] > 0]
+        remote = [t for t in tasks if t["remote"] > 0]
         assert not remote, f"reduce tasks read across hosts: {remote} (all: {tasks})"
-        assert sum(t[2] for t in tasks) > 0, tasks
+        assert sum(t["local"] for t in tasks) > 0, tasks
         # The join's stage ran one task per host, where Spark alone would run one in all.
         by_stage: dict[int, list[str]] = {}
-        for stage, host, _, _ in tasks:
-            by_stage.setdefault(stage, []).append(host)
+        for t in tasks:
+            by_stage.setdefault(t["stage"], []).append(t["host"])
         assert any(sorted(h) == HOSTS for h in by_stage.values()), by_stage
 
 
@@ -164,7 +159,7 @@ def test_an_unplaced_coalesced_read_crosses_hosts(hosts):
     with spark_session("unsplit-reads", conf) as session:
         assert _join_count(session) == 1000 * 200 * 50
         tasks = _read_tasks(session.sparkContext)
-        assert sum(t[3] for t in tasks) > 0, tasks
+        assert sum(t["remote"] for t in tasks) > 0, tasks
 
 
 def test_without_placement_spark_chooses_by_map_output(hosts):
