@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import pathlib
 import queue
 import re
@@ -42,56 +41,43 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "crossdock"
 JAR = ROOT / "clients" / "spark" / "target" / "crossdock-spark.jar"
+sys.path.insert(0, str(ROOT / "bench"))
+from services import Proc  # noqa: E402
+
 CASES = ["uniform-hash", "zipf-hash", "zipf-range", "clustered-range"]
 SCORED = "partition size prediction scored"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FIELD = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
 
 
-class Standalone:
+def start_service(data_dir: str) -> Proc:
     """A `crossdock standalone` whose coordinator logs each prediction's score."""
+    env = {"NO_COLOR": "1", "CROSSDOCK_LOG": "warn,crossdock_server::coordinator::prediction=info"}
+    return Proc("crossdock standalone",
+                [str(BINARY), "standalone", "--no-auth", "--listen", "127.0.0.1:0", "--workers", "2",
+                 "--memory", "1GiB", "--data-dir", data_dir],
+                ready=r"crossdock standalone listening on (\S+)", env=env, timeout=30)
 
-    def __init__(self, data_dir: str):
-        env = {**os.environ, "NO_COLOR": "1",
-               "CROSSDOCK_LOG": "warn,crossdock_server::coordinator::prediction=info"}
-        self.proc = subprocess.Popen(
-            [str(BINARY), "standalone", "--no-auth", "--listen", "127.0.0.1:0", "--workers", "2",
-             "--memory", "1GiB", "--data-dir", data_dir],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(ANSI.sub("", l)) for l in self.proc.stdout],
-                         daemon=True).start()
-        deadline = time.monotonic() + 30
-        self.address = None
-        while self.address is None:
-            line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            if m := re.match(r"crossdock standalone listening on (\S+)", line):
-                self.address = m.group(1)
 
-    def scores(self, want: int, timeout: float = 20) -> list[dict[str, str]]:
-        """The next `want` scored predictions (fewer if they do not come within `timeout`)."""
-        out, deadline = [], time.monotonic() + timeout
-        while len(out) < want and time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if SCORED in line:
-                out.append({k: v.strip('"') for k, v in FIELD.findall(line)})
-        return out
-
-    def stop(self) -> None:
-        self.proc.terminate()
+def scores(service: Proc, want: int, timeout: float = 20) -> list[dict[str, str]]:
+    """The next `want` scored predictions in the service's output (fewer if they do not
+    come within `timeout`)."""
+    out, deadline = [], time.monotonic() + timeout
+    while len(out) < want and time.monotonic() < deadline:
         try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+            line = service.lines.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if line is None:
+            break
+        if SCORED in line:
+            out.append({k: v.strip('"') for k, v in FIELD.findall(ANSI.sub("", line))})
+    return out
 
 
 def frame(session, case: str, records: int, maps: int, partitions: int, seed: int):
@@ -114,8 +100,8 @@ def frame(session, case: str, records: int, maps: int, partitions: int, seed: in
 def run_once(run: int, args, cases: list[str]) -> dict[str, dict[str, float]]:
     from pyspark.sql import SparkSession
     with tempfile.TemporaryDirectory() as d:
-        service = Standalone(d)
-        conf_lines = subprocess.run([str(BINARY), "spark-conf", "--coordinator", service.address, "--jar", str(JAR)],
+        service = start_service(d)
+        conf_lines = subprocess.run([str(BINARY), "spark-conf", "--coordinator", service.match.group(1), "--jar", str(JAR)],
                                     check=True, capture_output=True, text=True).stdout.splitlines()
         builder = SparkSession.builder.appName(f"prediction-{run}")
         conf = {
@@ -137,7 +123,7 @@ def run_once(run: int, args, cases: list[str]) -> dict[str, dict[str, float]]:
             for case in cases:
                 frame(session, case, args.records, args.maps, args.partitions, seed=run).write.format("noop").mode("overwrite").save()
                 # One shuffle per case (a range sort's sampling is a job, not a shuffle).
-                got = service.scores(1)
+                got = scores(service, 1)
                 if not got:
                     raise SystemExit(f"{case}: the coordinator logged no scored prediction")
                 s = got[0]

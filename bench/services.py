@@ -77,6 +77,8 @@ class Proc:
             tail.append(line)
             self.match = re.search(ready, line)
         self.output = tail  # every line up to and including the ready line
+        # The lines after it, as they come (None once the output ends).
+        self.lines = lines
         self.pid = self.proc.pid
 
     def peak_rss(self) -> int:
