@@ -209,6 +209,29 @@ impl<T: Wire> Wire for Option<T> {
     }
 }
 
+/// A field appended to a body after its version was fixed (see `docs/protocol.md`,
+/// "Compatibility"): encoded as `T`, and decoded as `T::default()` when the body ends
+/// before it, which is how a sender that predates the field writes the body. Only the
+/// last fields of a body can be `Appended`, so that an absent one is never followed by
+/// one that is present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Appended<T>(pub T);
+
+impl<T: Wire + Default> Wire for Appended<T> {
+    const MIN_LEN: usize = 0;
+    fn put(&self, b: &mut impl BufMut) {
+        self.0.put(b);
+    }
+    fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
+        if r.remaining() == 0 {
+            Ok(Appended(T::default()))
+        } else {
+            Ok(Appended(T::get(r, field)?))
+        }
+    }
+}
+
 /// Raw bytes are the rest of the body: a payload, which can only be a body's last field
 /// (its length is the frame's).
 impl Wire for Bytes {
@@ -264,6 +287,43 @@ mod tests {
     fn bad_utf8_is_malformed() {
         let mut r = Reader::new(Bytes::from_static(&[0, 2, 0xff, 0xfe]));
         assert!(matches!(r.string("s"), Err(DecodeError::Malformed(_))));
+    }
+
+    #[test]
+    fn appended_field_reads_as_default_when_the_body_ends_before_it() {
+        let mut r = Reader::new(Bytes::new());
+        assert_eq!(Appended::<u64>::get(&mut r, "a").unwrap(), Appended(0));
+        let mut r = Reader::new(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 0]));
+        assert_eq!(Appended::<u64>::get(&mut r, "a").unwrap(), Appended(256));
+        // Half a field is a truncated body, not an absent field.
+        let mut r = Reader::new(Bytes::from_static(&[0, 0, 1, 0]));
+        assert!(matches!(
+            Appended::<u64>::get(&mut r, "a"),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn heartbeat_of_a_worker_that_predates_its_counters_decodes() {
+        use crate::message::{Message, MessageKind};
+        let mut body = Vec::new();
+        body.put_u32(3); // worker_id
+        body.put_u64(4096); // buffered_bytes
+        body.put_u64(1 << 40); // stored_bytes
+        body.put_u8(0); // disk_full
+        let mut r = Reader::new(Bytes::from(body));
+        let m = Message::decode_body(MessageKind::Heartbeat, &mut r).unwrap();
+        assert_eq!(
+            m,
+            Message::Heartbeat {
+                worker_id: 3,
+                buffered_bytes: 4096,
+                stored_bytes: 1 << 40,
+                disk_full: false,
+                pushed_bytes: Appended(0),
+                fetched_bytes: Appended(0),
+            }
+        );
     }
 
     #[test]

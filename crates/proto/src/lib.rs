@@ -21,6 +21,7 @@ mod wire_enum;
 pub use bytes;
 
 pub use attempt::AttemptId;
+pub use codec::Appended;
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameHeader, FLAG_REPLICA, HEADER_LEN, MAX_CONTROL_FRAME, PROTOCOL_VERSION};
 pub use message::*;

@@ -7,7 +7,7 @@ use bytes::{BufMut, Bytes};
 use serde::{Deserialize, Serialize};
 
 use crate::attempt::AttemptId;
-use crate::codec::{Reader, Wire};
+use crate::codec::{Appended, Reader, Wire};
 use crate::error::DecodeError;
 use crate::frame::{FrameHeader, HEADER_LEN, PROTOCOL_VERSION};
 
@@ -313,6 +313,12 @@ crate::wire_enum! {
             stored_bytes: u64,
             /// The worker's disk is full: place nothing new on it.
             disk_full: bool,
+            /// Payload bytes the worker has accepted from pushes since it started
+            /// (appended in version 2; 0 from a worker that predates it).
+            pushed_bytes: Appended<u64>,
+            /// Payload bytes the worker has sent to readers since it started (appended in
+            /// version 2).
+            fetched_bytes: Appended<u64>,
         },
 
         // Control plane: coordinator to worker.

@@ -14,7 +14,7 @@ use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
-use super::state::{Labels, Rejoin, StateError};
+use super::state::{Labels, Load, Rejoin, StateError};
 use super::{prediction, recovery};
 use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
@@ -106,11 +106,16 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             buffered_bytes,
             stored_bytes,
             disk_full,
+            pushed_bytes,
+            fetched_bytes,
         } => {
-            let revived =
-                coord
-                    .lock()
-                    .heartbeat(worker_id, buffered_bytes, stored_bytes, disk_full, now)?;
+            let load = Load {
+                buffered: buffered_bytes,
+                stored: stored_bytes,
+                pushed: pushed_bytes.0,
+                fetched: fetched_bytes.0,
+            };
+            let revived = coord.lock().heartbeat(worker_id, load, disk_full, now)?;
             if revived {
                 wipe_revived_worker(coord, worker_id);
             }

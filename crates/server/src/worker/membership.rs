@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossdock_client::{ClientError, RpcConnection};
-use crossdock_proto::{ErrorCode, Message};
+use crossdock_proto::{Appended, ErrorCode, Message};
 
 use super::node::Worker;
 use crate::net::ShutdownSignal;
@@ -62,6 +62,8 @@ async fn session(worker: &Worker) -> Result<(), ClientError> {
             buffered_bytes: worker.store.budget.used(),
             stored_bytes: worker.store.stored_bytes(),
             disk_full: worker.store.disk_full(),
+            pushed_bytes: Appended(worker.metrics.pushed_bytes.load(Ordering::Relaxed)),
+            fetched_bytes: Appended(worker.metrics.fetched_bytes.load(Ordering::Relaxed)),
         };
         match conn.call(&hb).await {
             Ok(_) => {}

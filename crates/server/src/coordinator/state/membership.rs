@@ -18,12 +18,62 @@ pub struct WorkerEntry {
     pub memory_budget: u64,
     pub last_seen: Instant,
     pub alive: bool,
-    pub buffered_bytes: u64,
-    pub stored_bytes: u64,
+    /// What the worker reported in its last heartbeat.
+    pub load: Load,
+    /// Push and fetch throughput between its last two heartbeats.
+    pub rates: Rates,
+    /// When `load` was reported (`None` before the first heartbeat).
+    load_at: Option<Instant>,
     /// Chosen by the worker process at start: a new value means it restarted.
     pub incarnation: u64,
     /// The worker reported a full disk: nothing new is placed on it.
     pub disk_full: bool,
+}
+
+/// What a worker reports about itself in every heartbeat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Bytes of shuffle data it holds in memory.
+    pub buffered: u64,
+    /// Bytes of shuffle data it holds on disk.
+    pub stored: u64,
+    /// Payload bytes accepted from pushes since the worker process started.
+    pub pushed: u64,
+    /// Payload bytes sent to readers since the worker process started.
+    pub fetched: u64,
+}
+
+impl Load {
+    /// A load of `stored` bytes on disk and nothing else (for tests and tools).
+    pub fn stored(stored: u64) -> Load {
+        Load {
+            stored,
+            ..Load::default()
+        }
+    }
+}
+
+/// Throughput of a worker, in bytes per second, between two heartbeats.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    pub push: f64,
+    pub fetch: f64,
+}
+
+impl Rates {
+    /// The rates from `before` to `after`, `elapsed` apart. A counter that went back (the
+    /// worker process restarted) counts from zero.
+    pub fn between(before: &Load, after: &Load, elapsed: Duration) -> Rates {
+        let secs = elapsed.as_secs_f64();
+        if secs <= 0.0 {
+            return Rates::default();
+        }
+        let delta = |a: u64, b: u64| if b >= a { b - a } else { b };
+        Rates {
+            push: delta(before.pushed, after.pushed) as f64 / secs,
+            fetch: delta(before.fetched, after.fetched) as f64 / secs,
+        }
+    }
 }
 
 /// A worker's host and zone, as it registered them.
@@ -157,13 +207,7 @@ impl Membership {
 
     /// Records a heartbeat. Returns true if the worker had been marked lost: its
     /// partitions were moved away meanwhile, so what it still holds must be deleted.
-    pub fn heartbeat(
-        &mut self,
-        id: u32,
-        buffered: u64,
-        stored: u64,
-        now: Instant,
-    ) -> Result<bool, StateError> {
+    pub fn heartbeat(&mut self, id: u32, load: Load, now: Instant) -> Result<bool, StateError> {
         let w = self
             .workers
             .get_mut(&id)
@@ -174,8 +218,12 @@ impl Membership {
         }
         w.alive = true;
         w.last_seen = now;
-        w.buffered_bytes = buffered;
-        w.stored_bytes = stored;
+        w.rates = match w.load_at {
+            Some(at) => Rates::between(&w.load, &load, now.saturating_duration_since(at)),
+            None => Rates::default(),
+        };
+        w.load = load;
+        w.load_at = Some(now);
         Ok(revived)
     }
 
@@ -265,8 +313,9 @@ impl WorkerEntry {
             memory_budget,
             last_seen: now,
             alive: true,
-            buffered_bytes: 0,
-            stored_bytes: 0,
+            load: Load::default(),
+            rates: Rates::default(),
+            load_at: None,
             incarnation,
             disk_full: false,
         }

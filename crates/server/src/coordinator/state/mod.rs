@@ -32,7 +32,7 @@ use crate::coordinator::journal::Record;
 use apps::Apps;
 pub use error::StateError;
 use membership::Membership;
-pub use membership::{Labels, Rejoin, WorkerEntry};
+pub use membership::{Labels, Load, Rates, Rejoin, WorkerEntry};
 pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
 pub use prediction::{Completion, ForecastEvent, Prediction};
 pub use progress::{Progress, Recorded, ShuffleEntry};
@@ -156,12 +156,11 @@ impl State {
     pub fn heartbeat(
         &mut self,
         id: u32,
-        buffered: u64,
-        stored: u64,
+        load: Load,
         disk_full: bool,
         now: Instant,
     ) -> Result<bool, StateError> {
-        let revived = self.members.heartbeat(id, buffered, stored, now)?;
+        let revived = self.members.heartbeat(id, load, now)?;
         self.members.set_disk_full(id, disk_full);
         Ok(revived)
     }

@@ -268,7 +268,7 @@ impl Placer<'_> {
             .filter(|w| w.alive && !w.disk_full)
             .map(|w| {
                 let partitions = assigned.get(&w.id).copied().unwrap_or(0);
-                let reported = w.stored_bytes + w.buffered_bytes;
+                let reported = w.load.stored + w.load.buffered;
                 WorkerLoad {
                     id: w.id,
                     bytes: reported.max(partitions * PARTITION_SIZE_ESTIMATE),

@@ -49,10 +49,11 @@ fn silent_workers_are_lost_and_come_back() {
     let later = Instant::now() + Duration::from_secs(60);
     st.mark_lost_workers(Duration::from_secs(10), later);
     assert!(!st.is_alive(0));
-    st.heartbeat(0, 0, 0, false, Instant::now()).unwrap();
+    st.heartbeat(0, Load::default(), false, Instant::now())
+        .unwrap();
     assert!(st.is_alive(0));
     assert_eq!(
-        st.heartbeat(5, 0, 0, false, Instant::now())
+        st.heartbeat(5, Load::default(), false, Instant::now())
             .unwrap_err()
             .code(),
         ErrorCode::UnknownWorker
@@ -76,8 +77,10 @@ fn placement_balances_and_is_stable_on_reregistration() {
 #[test]
 fn slightly_different_loads_still_spread_a_shuffle() {
     let mut st = state_with_workers(2);
-    st.heartbeat(0, 0, 1000, false, Instant::now()).unwrap();
-    st.heartbeat(1, 0, 0, false, Instant::now()).unwrap();
+    st.heartbeat(0, Load::stored(1000), false, Instant::now())
+        .unwrap();
+    st.heartbeat(1, Load::default(), false, Instant::now())
+        .unwrap();
     st.register_app("a", 1000, Instant::now()).unwrap();
     let e = st.plan_shuffle("a", 0, 1, 32).unwrap().unwrap_err();
     assert_eq!(e.partitions_of(0).len(), 16);
@@ -87,8 +90,13 @@ fn slightly_different_loads_still_spread_a_shuffle() {
 #[test]
 fn a_heavily_loaded_worker_gets_fewer_partitions() {
     let mut st = state_with_workers(2);
-    st.heartbeat(0, 0, 8 * PARTITION_SIZE_ESTIMATE, false, Instant::now())
-        .unwrap();
+    st.heartbeat(
+        0,
+        Load::stored(8 * PARTITION_SIZE_ESTIMATE),
+        false,
+        Instant::now(),
+    )
+    .unwrap();
     st.register_app("a", 1000, Instant::now()).unwrap();
     let e = st.plan_shuffle("a", 0, 1, 20).unwrap().unwrap_err();
     assert_eq!(
@@ -554,7 +562,8 @@ fn shuffles_written_at_once_share_their_layout_and_later_ones_do_not() {
     let layout = first.lock().layout().0;
     assert_eq!(layout, vec![0, 0, 1, 1, 2, 2]);
     // Worker 0 now holds far more than the others.
-    st.heartbeat(0, 0, 10 << 30, false, Instant::now()).unwrap();
+    st.heartbeat(0, Load::stored(10 << 30), false, Instant::now())
+        .unwrap();
     // The app's second shuffle of as many partitions, while the first is being written
     // (a join's other side), still gets the same primaries, partition by partition.
     let second = st.plan_shuffle("a", 1, 2, 6).unwrap().unwrap_err();
@@ -720,4 +729,31 @@ fn labels_reach_the_clients_and_default_to_the_address() {
         (infos[0].host.as_str(), infos[0].zone.as_str()),
         ("node-1b", "eu-1b")
     );
+}
+
+#[test]
+fn heartbeats_give_push_and_fetch_rates() {
+    let mut st = State::default();
+    let t0 = Instant::now();
+    st.register_worker("w0:1", 1 << 30, 1, t0);
+    let load = |pushed, fetched| Load {
+        pushed,
+        fetched,
+        ..Load::default()
+    };
+    st.heartbeat(0, load(1000, 0), false, t0).unwrap();
+    assert_eq!(
+        st.worker(0).unwrap().rates,
+        Rates::default(),
+        "one report is no rate"
+    );
+    st.heartbeat(0, load(201_000, 50_000), false, t0 + Duration::from_secs(2))
+        .unwrap();
+    let r = st.worker(0).unwrap().rates;
+    assert_eq!((r.push, r.fetch), (100_000.0, 25_000.0));
+    // The worker restarted: its counters began again from zero.
+    st.heartbeat(0, load(4000, 0), false, t0 + Duration::from_secs(4))
+        .unwrap();
+    let r = st.worker(0).unwrap().rates;
+    assert_eq!((r.push, r.fetch), (2000.0, 0.0));
 }

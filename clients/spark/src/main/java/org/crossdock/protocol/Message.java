@@ -558,8 +558,9 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  record Heartbeat(int workerId, long bufferedBytes, long storedBytes, boolean diskFull)
-      implements Message {
+  /** pushedBytes and fetchedBytes were appended in version 2: absent, they read as 0. */
+  record Heartbeat(int workerId, long bufferedBytes, long storedBytes, boolean diskFull,
+      long pushedBytes, long fetchedBytes) implements Message {
     public int kind() {
       return KIND_HEARTBEAT;
     }
@@ -569,11 +570,13 @@ public sealed interface Message extends Encodable {
       w.u64(bufferedBytes);
       w.u64(storedBytes);
       w.bool(diskFull);
+      w.u64(pushedBytes);
+      w.u64(fetchedBytes);
     }
 
     public static Heartbeat decode(Reader r) throws ProtocolException {
       return new Heartbeat(r.u32("worker_id"), r.u64("buffered_bytes"), r.u64("stored_bytes"),
-          r.bool("disk_full"));
+          r.bool("disk_full"), r.appendedU64("pushed_bytes"), r.appendedU64("fetched_bytes"));
     }
   }
 

@@ -144,6 +144,11 @@ public final class Wire {
       }
     }
 
+    /** A u64 appended to a body after its version was fixed: 0 when the body ends first. */
+    public long appendedU64(String f) throws ProtocolException {
+      return b.remaining() == 0 ? 0 : u64(f);
+    }
+
     public int u8(String f) throws ProtocolException {
       need(1, f);
       return b.get() & 0xff;

@@ -103,6 +103,21 @@ class VectorsTest {
   }
 
   @Test
+  void appendedFieldsReadAsZeroFromAnOlderSender() throws Exception {
+    // A heartbeat body as a worker that predates its counters writes it.
+    ByteBuffer body = ByteBuffer.allocate(21);
+    body.putInt(3).putLong(4096).putLong(1L << 40).put((byte) 0).flip();
+    assertEquals(new Heartbeat(3, 4096, 1L << 40, false, 0, 0),
+        Codec.decodeBody(Message.KIND_HEARTBEAT, body));
+    // Half of an appended field is a truncated body, not an absent field.
+    ByteBuffer half = ByteBuffer.allocate(25);
+    half.putInt(3).putLong(4096).putLong(1L << 40).put((byte) 0).putInt(7).flip();
+    ProtocolException e = assertThrows(ProtocolException.class,
+        () -> Codec.decodeBody(Message.KIND_HEARTBEAT, half));
+    assertEquals(ErrorCode.TRUNCATED_FRAME, e.code());
+  }
+
+  @Test
   void errorCodesMatchTheSpec() {
     assertEquals(26, ErrorCode.values().length);
     assertEquals(ErrorCode.UNAUTHORIZED, ErrorCode.fromCode(55));
@@ -224,7 +239,8 @@ class VectorsTest {
       o.put("worker_id", u(r.workerId())).put("heartbeat_ms", u(r.heartbeatMs()));
     } else if (m instanceof Heartbeat h) {
       o.put("worker_id", u(h.workerId())).put("buffered_bytes", h.bufferedBytes())
-          .put("stored_bytes", h.storedBytes()).put("disk_full", h.diskFull());
+          .put("stored_bytes", h.storedBytes()).put("disk_full", h.diskFull())
+          .put("pushed_bytes", h.pushedBytes()).put("fetched_bytes", h.fetchedBytes());
     } else if (m instanceof PrepareShuffle p) {
       o.put("app_id", p.appId()).put("shuffle_id", u(p.shuffleId())).put("num_maps", u(p.numMaps()))
           .put("num_partitions", u(p.numPartitions()));
@@ -389,7 +405,7 @@ class VectorsTest {
       case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));
       case "Heartbeat":
         return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"),
-            n.get("disk_full").asBoolean());
+            n.get("disk_full").asBoolean(), l(n, "pushed_bytes"), l(n, "fetched_bytes"));
       case "PrepareShuffle":
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
             i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")));
