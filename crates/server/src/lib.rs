@@ -10,7 +10,7 @@
 //! errors become one), [`auth`] (what a connection proved and may ask), [`limits`] (what a peer may hold: connections, time, frame
 //! memory), [`memory`] (byte budgets), [`metrics`] (the Prometheus
 //! endpoint), [`names`] (client ids as file names and keys), [`net`] (accept loop,
-//! shutdown), [`peers`] (cached connections to other servers). Every module imports only modules below it and never its parent
+//! shutdown), [`peers`] (cached connections to other servers), [`units`] (byte counts for people). Every module imports only modules below it and never its parent
 //! (`tests/layers.rs` checks it).
 
 pub mod auth;
@@ -23,6 +23,7 @@ pub mod names;
 pub mod net;
 pub mod peers;
 pub mod standalone;
+pub mod units;
 pub mod worker;
 
 pub use error::ServerError;
