@@ -55,6 +55,9 @@ if [[ ! -x .venv/bin/tpchgen-cli ]] || ! .venv/bin/tpchgen-cli --version 2>/dev/
   .venv/bin/pip install -q --disable-pip-version-check "tpchgen-cli==$TPCHGEN_VERSION"
 fi
 
+# Debian's Chromium, the browser the web UI's test loads the pages in (headless).
+command -v chromium >/dev/null 2>&1 || apt_install chromium
+
 # An S3-compatible server for the object-store tests: s3s-fs (the s3s project's S3
 # server over a directory), built from crates.io into .tools/. The version is pinned to
 # one that builds with the stable toolchain installed above.

@@ -17,7 +17,7 @@ use crossdock_proto::Durability;
 use crossdock_server::coordinator::config::{
     check_prediction_threshold, DEFAULT_PREDICTION_THRESHOLD,
 };
-use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::coordinator::{web, Coordinator, CoordinatorConfig};
 use crossdock_server::metrics::{self, Render};
 use crossdock_server::standalone::{Standalone, StandaloneConfig};
 use crossdock_server::worker::{Worker, WorkerConfig};
@@ -285,20 +285,28 @@ async fn wait_for_signal() -> Result<()> {
     Ok(())
 }
 
+/// Serves `/metrics` and `/healthz`, and with `coordinator` its web UI and REST API, on
+/// the metrics address.
 async fn start_metrics(
     flag: Option<String>,
     file: Option<String>,
     sources: Vec<Arc<dyn Render>>,
+    coordinator: Option<Arc<Coordinator>>,
     shutdown: crossdock_server::ShutdownSignal,
 ) -> Result<()> {
     let addr = pick(flag, file, || DEFAULT_METRICS_LISTEN.to_string());
     if addr == "off" {
         return Ok(());
     }
-    let bound = metrics::serve(&addr, sources, shutdown)
+    let has_ui = coordinator.is_some();
+    let routes = coordinator.map(web::router).unwrap_or_default();
+    let bound = metrics::serve(&addr, sources, routes, shutdown)
         .await
         .with_context(|| format!("serving metrics on {addr}"))?;
     println!("metrics on http://{bound}/metrics");
+    if has_ui {
+        println!("web UI on http://{bound}/ (REST API under /api/v1/)");
+    }
     Ok(())
 }
 
@@ -370,6 +378,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         a.common.metrics_listen,
         file.metrics_listen,
         sources,
+        Some(cluster.coordinator.clone()),
         shutdown,
     )
     .await?;
@@ -420,6 +429,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
         a.common.metrics_listen,
         file.metrics_listen,
         vec![coord.clone()],
+        Some(coord.clone()),
         shutdown,
     )
     .await?;
@@ -493,6 +503,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         a.common.metrics_listen,
         file.metrics_listen,
         vec![w.clone()],
+        None,
         shutdown,
     )
     .await?;

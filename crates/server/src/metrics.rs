@@ -94,16 +94,19 @@ pub trait Render: Send + Sync {
     fn render(&self, out: &mut String);
 }
 
-/// Serves `GET /metrics` on `addr` until `shutdown` fires. Returns the bound address.
+/// Serves `GET /metrics`, `GET /healthz` (`ok` while the process serves) and `routes`
+/// (the coordinator's web UI and API) on `addr` until `shutdown` fires. Returns the bound
+/// address.
 pub async fn serve(
     addr: &str,
     sources: Vec<Arc<dyn Render>>,
+    routes: axum::Router,
     mut shutdown: crate::net::ShutdownSignal,
 ) -> std::io::Result<SocketAddr> {
     use axum::routing::get;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let app = axum::Router::new().route(
+    let app = routes.route("/healthz", get(|| async { "ok\n" })).route(
         "/metrics",
         get(move || {
             let sources = sources.clone();

@@ -63,7 +63,8 @@ fn paths(code: &str) -> Vec<Vec<String>> {
     while i < code.len() {
         let starts = ["crate::", "super::"]
             .iter()
-            .find(|p| code[i..].starts_with(**p))
+            // Bytes, not str: `i` may fall inside a multi-byte character of a string.
+            .find(|p| bytes[i..].starts_with(p.as_bytes()))
             .filter(|_| i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != b':');
         if starts.is_none() {
             i += 1;

@@ -20,13 +20,18 @@ pub struct Standalone {
 /// Starts a [`Standalone`] with `extra` arguments; its data lives in the returned
 /// directory.
 pub fn standalone(extra: &[&str]) -> (Standalone, tempfile::TempDir) {
+    standalone_of("1", extra)
+}
+
+/// A [`Standalone`] of `workers` workers of 64 MiB (its `worker` is the first).
+pub fn standalone_of(workers: &str, extra: &[&str]) -> (Standalone, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec![
         "standalone",
         "--listen",
         "127.0.0.1:0",
         "--workers",
-        "1",
+        workers,
         "--memory",
         "64MiB",
         "--data-dir",

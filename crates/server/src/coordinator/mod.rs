@@ -20,6 +20,7 @@
 //! | [`service`] | the requests, one function each |
 //! | [`sweeper`] | lost workers, expired leases, compaction, every 100 ms |
 //! | [`conn`] | one connection: framing and dispatch |
+//! | [`web`] | the web UI and REST API (read-only views of the state) |
 //!
 //! and this module: [`Coordinator::start`], which puts them together.
 
@@ -35,6 +36,7 @@ pub mod recovery;
 pub mod service;
 pub mod state;
 pub mod sweeper;
+pub mod web;
 
 use std::sync::Arc;
 

@@ -91,9 +91,14 @@ impl Cluster {
         use tokio::io::AsyncReadExt;
         let sources: Vec<Arc<dyn crossdock_server::metrics::Render>> =
             vec![self.sa.coordinator.clone()];
-        let addr = crossdock_server::metrics::serve("127.0.0.1:0", sources, self._stop.subscribe())
-            .await
-            .unwrap();
+        let addr = crossdock_server::metrics::serve(
+            "127.0.0.1:0",
+            sources,
+            Default::default(),
+            self._stop.subscribe(),
+        )
+        .await
+        .unwrap();
         let mut s = TcpStream::connect(addr).await.unwrap();
         let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
         s.write_all(request.as_bytes()).await.unwrap();

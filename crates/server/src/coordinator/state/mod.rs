@@ -179,6 +179,16 @@ impl State {
         self.members.is_alive(id)
     }
 
+    /// Every registered worker, live or lost, in id order.
+    pub fn workers(&self) -> impl Iterator<Item = &WorkerEntry> {
+        self.members.iter()
+    }
+
+    /// Every registered app and its id.
+    pub fn apps(&self) -> impl Iterator<Item = (&String, &apps::App)> {
+        self.apps.iter()
+    }
+
     /// The address of worker `id` (empty if unknown).
     pub fn addr_of(&self, id: u32) -> String {
         self.members.addr_of(id)

@@ -58,6 +58,21 @@ impl Progress {
         (self.primary.clone(), self.replica.clone())
     }
 
+    /// How many maps have a committed attempt.
+    pub fn committed(&self) -> u32 {
+        self.committed
+    }
+
+    /// Bytes per partition over the committed maps.
+    pub fn partition_bytes(&self) -> &[u64] {
+        &self.partition_bytes
+    }
+
+    /// Records per partition over the committed maps.
+    pub fn partition_records(&self) -> &[u64] {
+        &self.partition_records
+    }
+
     /// The committed attempt of every map.
     pub fn map_attempts(&self) -> &[AttemptId] {
         &self.map_attempts
