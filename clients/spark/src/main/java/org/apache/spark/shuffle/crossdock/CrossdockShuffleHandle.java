@@ -29,12 +29,12 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
   public final int numMaps;
   public final Placement placement;
   public final boolean framedBatches;
-  /** The reduce tasks' peak fetch buffers (registered on the driver); null without a context. */
-  public final FetchPeak fetchPeak;
+  /** Crossdock's figures for the Spark UI (registered on the driver); null without a context. */
+  public final CrossdockAccumulators accumulators;
 
   public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
       String coordinator, String appId, byte[] appToken, int numMaps, Placement placement,
-      boolean framedBatches, FetchPeak fetchPeak) {
+      boolean framedBatches, CrossdockAccumulators accumulators) {
     super(shuffleId, dependency);
     this.coordinator = coordinator;
     this.appId = appId;
@@ -42,6 +42,6 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
     this.numMaps = numMaps;
     this.placement = placement;
     this.framedBatches = framedBatches;
-    this.fetchPeak = fetchPeak;
+    this.accumulators = accumulators;
   }
 }

@@ -305,7 +305,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
         registered.add(shuffleId);
       }
       return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, appToken, numMaps,
-          placement, CrossdockDirectWriter.canUse(dep), fetchPeak());
+          placement, CrossdockDirectWriter.canUse(dep), CrossdockAccumulators.registered());
     } catch (CrossdockException e) {
       if (e.isTransport()) {
         throw unreachable(e);
@@ -413,17 +413,6 @@ public class CrossdockShuffleManager implements ShuffleManager {
       }
     }
     return s;
-  }
-
-  /** A new peak-buffer accumulator, registered with the active context (null if none). */
-  private static FetchPeak fetchPeak() {
-    scala.Option<org.apache.spark.SparkContext> sc = org.apache.spark.SparkContext$.MODULE$.getActive();
-    if (sc.isEmpty()) {
-      return null;
-    }
-    FetchPeak peak = new FetchPeak();
-    sc.get().register(peak, FetchPeak.NAME);
-    return peak;
   }
 
   @SuppressWarnings("unchecked")

@@ -373,8 +373,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     /** Ends the read: connections closed, every byte of memory given back. */
     void close() {
       if (scheduler != null) {
-        if (handle.fetchPeak != null) {
-          handle.fetchPeak.add(scheduler.peakBufferedBytes());
+        if (handle.accumulators != null) {
+          handle.accumulators.fetchPeak.add(scheduler.peakBufferedBytes());
         }
         scheduler.close();
       }

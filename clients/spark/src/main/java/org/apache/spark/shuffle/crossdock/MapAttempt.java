@@ -123,8 +123,13 @@ final class MapAttempt {
       long writeNanos = pushes.run();
       long t0 = System.nanoTime();
       pusher.awaitAll();
+      long t1 = System.nanoTime();
       commit(bytes, records);
-      metrics.incWriteTime(writeNanos + System.nanoTime() - t0);
+      long t2 = System.nanoTime();
+      metrics.incWriteTime(writeNanos + t2 - t0);
+      if (handle.accumulators != null) {
+        handle.accumulators.mapDone(pusher.pushedBytes(), pusher.blockedNanos() + t1 - t0, t2 - t1);
+      }
     } catch (IOException e) {
       failed();
       throw e;

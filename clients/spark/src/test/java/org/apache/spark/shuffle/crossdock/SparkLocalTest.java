@@ -127,8 +127,8 @@ class SparkLocalTest {
     assertEquals(3, firsts.size());
     CrossdockShuffleHandle<?, ?, ?> h =
         (CrossdockShuffleHandle<?, ?, ?>) shuffleDep(shuffled).shuffleHandle();
-    assertNotNull(h.fetchPeak);
-    assertTrue(h.fetchPeak.value() > 0, "the peak of the fetch buffers is reported");
+    assertNotNull(h.accumulators);
+    assertTrue(h.accumulators.fetchPeak.value() > 0, "the peak of the fetch buffers is reported");
   }
 
   /** Waits up to 60 s for {@code cond}; fails with {@code what} if it never holds. */

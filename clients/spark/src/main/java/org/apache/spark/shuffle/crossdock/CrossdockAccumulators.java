@@ -1,0 +1,57 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.io.Serializable;
+import org.apache.spark.SparkContext;
+import org.apache.spark.util.LongAccumulator;
+
+/**
+ * Crossdock's own figures of a shuffle for the Spark UI and the event log: named accumulators,
+ * registered on the driver when the shuffle is registered and shipped with its handle, so each
+ * task's updates show in the stage page's accumulator table, in the task table, and in the event
+ * log's task-end accumulables. They split what Spark's own shuffle metrics lump together (a map
+ * task's write time holds its pushing, its wait for acknowledgements and its commit); Spark's
+ * metrics carry the rest, kept exact by the writers and the reader: bytes and records written,
+ * bytes read locally and remotely, fetch wait.
+ */
+public final class CrossdockAccumulators implements Serializable {
+  private static final long serialVersionUID = 1L;
+  /** Payload bytes the map tasks pushed (serialized and compressed, as on the wire). */
+  public static final String PUSHED_BYTES = "crossdock pushed bytes";
+  /**
+   * Milliseconds map tasks waited on the workers: blocked on a full push window, then for the
+   * last acknowledgements before committing.
+   */
+  public static final String PUSH_WAIT_MS = "crossdock push wait ms";
+  /** Milliseconds map tasks spent committing (the coordinator's round trip). */
+  public static final String COMMIT_MS = "crossdock commit ms";
+
+  public final LongAccumulator pushedBytes = new LongAccumulator();
+  public final LongAccumulator pushWaitMs = new LongAccumulator();
+  public final LongAccumulator commitMs = new LongAccumulator();
+  /** The reduce tasks' largest fetch buffers ({@link FetchPeak#NAME}). */
+  public final FetchPeak fetchPeak = new FetchPeak();
+
+  private CrossdockAccumulators() {}
+
+  /** A new set registered with the active context; null where none is active (no UI to show). */
+  static CrossdockAccumulators registered() {
+    scala.Option<SparkContext> active = org.apache.spark.SparkContext$.MODULE$.getActive();
+    if (active.isEmpty()) {
+      return null;
+    }
+    SparkContext sc = active.get();
+    CrossdockAccumulators a = new CrossdockAccumulators();
+    sc.register(a.pushedBytes, PUSHED_BYTES);
+    sc.register(a.pushWaitMs, PUSH_WAIT_MS);
+    sc.register(a.commitMs, COMMIT_MS);
+    sc.register(a.fetchPeak, FetchPeak.NAME);
+    return a;
+  }
+
+  /** One map attempt's pushing: {@code waitNanos} waiting on workers, {@code commitNanos} committing. */
+  void mapDone(long pushed, long waitNanos, long commitNanos) {
+    pushedBytes.add(pushed);
+    pushWaitMs.add(waitNanos / 1_000_000);
+    commitMs.add(commitNanos / 1_000_000);
+  }
+}
