@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{http_get, standalone};
+use common::{hold_app_data, http_get, standalone};
 
 /// The metric families of a Prometheus text page (`# TYPE name kind`) and every label
 /// name its samples carry.
@@ -86,6 +86,8 @@ fn every_dashboard_query_names_an_exported_metric() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
 
     let (sa, _dir) = standalone(&[]);
+    // An app's data, so that the per-app series (and their `app` label) are on the page.
+    hold_app_data(&sa.coordinator, "dashboard", 4096);
     let page = http_get(&sa.metrics, "/metrics");
     let (kinds, mut labels) = families(&page);
     assert!(kinds.len() > 20, "a metrics page: {page}");

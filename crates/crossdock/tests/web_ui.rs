@@ -158,6 +158,31 @@ fn web_ui_and_rest_api_show_the_service_as_it_is() {
         assert_eq!(w["partition_copies"], PARTITIONS + 3);
     }
 
+    // The same figures per app on /metrics, under the app's escaped id.
+    let page = http_get(&m, "/metrics");
+    let app_label = APP.replace('\\', "\\\\").replace('"', "\\\"");
+    let per_app = |family: &str| -> u64 {
+        let prefix = format!("{family}{{");
+        let label = format!("app=\"{app_label}\"}}");
+        page.lines()
+            .filter(|l| l.starts_with(&prefix) && l.contains(&label))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        per_app("crossdock_worker_app_pushed_bytes_total"),
+        2 * total,
+        "{page}"
+    );
+    assert_eq!(
+        per_app("crossdock_worker_app_fetched_bytes_total"),
+        HOT as u64 * 4
+    );
+    // Every pushed byte is held, in memory or (with its record headers) on disk.
+    let held = per_app("crossdock_worker_app_buffered_bytes")
+        + per_app("crossdock_worker_app_stored_bytes");
+    assert!(held >= 2 * total, "{held} bytes held of {}", 2 * total);
+
     let cluster = api(&m, "/api/v1/cluster");
     assert_eq!(cluster["workers_alive"], 2);
     assert_eq!(cluster["workers_lost"], 0);

@@ -197,6 +197,11 @@ impl LatencyHistogram {
         self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
+    /// Observations recorded so far.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
     /// Writes the histogram's `_bucket`, `_sum` and `_count` samples (seconds), after
     /// its `# HELP` and `# TYPE` lines.
     pub fn render(&self, out: &mut String, name: &str, help: &str) {

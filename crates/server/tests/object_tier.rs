@@ -41,6 +41,17 @@ async fn with_durability_object_store_losing_every_copy_recomputes_nothing() {
                 "{url}: {p}"
             );
         }
+        // Every flush and every upload was timed (one file and one segment per commit at
+        // least, on each worker).
+        for addr in [&victim, &survivor] {
+            let m = c.node(addr).worker.store.metrics();
+            let segments = m
+                .uploaded_segments
+                .load(std::sync::atomic::Ordering::Relaxed);
+            assert!(segments >= 1, "{url}: {addr}");
+            assert_eq!(m.upload_latency.count(), segments, "{url}: {addr}");
+            assert!(m.flush_latency.count() >= 1, "{url}: {addr}");
+        }
         c.kill(&victim).await;
         let status = c.status("o").await;
         assert_eq!(

@@ -176,3 +176,48 @@ pub fn metric(text: &str, name: &str) -> u64 {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum()
 }
+
+/// Registers `app_id` at `coordinator` with one shuffle of one map and one partition, and
+/// pushes and commits `bytes` into it, so that the service holds data of the app (its
+/// per-app metrics have a series) until the lease of ten minutes runs out.
+pub fn hold_app_data(coordinator: &str, app_id: &str, bytes: usize) {
+    use crossdock_client::{CoordinatorClient, Keyring, WorkerClient};
+    use crossdock_proto::{checksum, AttemptId, CommitStatus, PartitionStat, PushHeader};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let coord = CoordinatorClient::connect(coordinator, &Keyring::new())
+            .await
+            .unwrap();
+        coord.register_app(app_id, 600_000).await.unwrap();
+        let placement = coord.register_shuffle(app_id, 0, 1, 1).await.unwrap();
+        let w = placement.worker_of(0).unwrap();
+        let client = WorkerClient::connect(&w.addr, coord.keyring())
+            .await
+            .unwrap();
+        let data = vec![7u8; bytes];
+        let header = PushHeader {
+            app_id: app_id.to_string(),
+            shuffle_id: 0,
+            partition: 0,
+            map_id: 0,
+            attempt_id: AttemptId(0),
+            batch_seq: 0,
+            crc32c: checksum(&data),
+        };
+        let pending = client.push(&header, &data).await.unwrap();
+        client.finish_push(pending).await.unwrap();
+        let stat = PartitionStat {
+            partition: 0,
+            bytes: bytes as u64,
+            records: 1,
+        };
+        let (status, _) = coord
+            .commit_map(app_id, 0, 0, AttemptId(0), vec![stat])
+            .await
+            .unwrap();
+        assert_eq!(status, CommitStatus::Committed);
+    });
+}

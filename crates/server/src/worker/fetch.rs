@@ -104,6 +104,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     }
     m.fetched_batches.fetch_add(batches, Ordering::Relaxed);
     m.fetched_bytes.fetch_add(bytes, Ordering::Relaxed);
+    m.apps.fetched(&app_id, bytes);
     write_message(w, request_id, &Message::FetchEnd { batches, bytes }).await?;
     if let Some(t) = first {
         // Nothing to send but the end: that is the first frame.

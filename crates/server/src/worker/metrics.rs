@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use super::per_app::{self, AppTraffic, LABELLED_APPS};
 use super::storage::ShuffleStore;
 use crate::memory::MemoryBudget;
 use crate::metrics::{describe, sample, ErrorCounts, LatencyHistogram};
@@ -21,6 +22,8 @@ pub struct WorkerMetrics {
     pub push_ack: LatencyHistogram,
     /// A fetch from its request being read to its first frame being written.
     pub fetch_first_frame: LatencyHistogram,
+    /// Bytes pushed and fetched per app.
+    pub apps: AppTraffic,
 }
 
 /// What the page shows of one worker.
@@ -86,5 +89,19 @@ impl Page<'_> {
             "A fetch from its request being read to its first frame written (queueing behind the connection's earlier replies included).",
             &labels,
         );
+        s.flush_latency.render_labelled(
+            out,
+            "crossdock_worker_flush_seconds",
+            "One flush of a partition's batches to its file (a blocking thread's wait included; a disk commit's sync is not).",
+            &labels,
+        );
+        s.upload_latency.render_labelled(
+            out,
+            "crossdock_worker_upload_seconds",
+            "One successful segment upload to the object store.",
+            &labels,
+        );
+        let rows = per_app::rows(m.apps.snapshot(), self.store.app_usage(), LABELLED_APPS);
+        per_app::render(out, &rows, &labels);
     }
 }

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`config`] | settings and the split of the memory budget |
 //! | [`storage`] | everything stored: memory, partition files, object store (its own layer) |
+//! | [`per_app`] | per-app traffic and `/metrics` rows, with bounded label cardinality |
 //! | [`metrics`] | the worker's counters and its `/metrics` rows |
 //! | [`links`] | calls to others: forwarding to replicas, reports to the coordinator |
 //! | [`node`] | [`Worker`]: what connections and background tasks share |
@@ -27,6 +28,7 @@ pub mod links;
 pub mod membership;
 pub mod metrics;
 pub mod node;
+pub mod per_app;
 pub mod push;
 pub mod reply;
 pub mod storage;

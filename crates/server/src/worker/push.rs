@@ -78,6 +78,7 @@ pub async fn handle<R: AsyncRead + Unpin>(
     match store.insert(&shuffle, &part, &header, payload) {
         Ok(true) => {
             m.pushed_bytes.fetch_add(payload_len, Ordering::Relaxed);
+            m.apps.pushed(&header.app_id, payload_len);
             m.pushed_batches.fetch_add(1, Ordering::Relaxed);
         }
         Ok(false) => {

@@ -146,9 +146,13 @@ impl LocalDisk {
             let _slot = disk.slots.acquire().await.expect("never closed");
             while let Some(job) = part.take_flush() {
                 let path = part.path.clone();
+                let started = std::time::Instant::now();
                 let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
                 match written {
-                    Ok((job, Ok(()))) => disk.flushed(&part, &job),
+                    Ok((job, Ok(()))) => {
+                        disk.metrics.flush_latency.observe(started.elapsed());
+                        disk.flushed(&part, &job)
+                    }
                     Ok((job, Err(e))) => {
                         if !part.lock().deleted {
                             disk.flush_failed(&part, &job, e);

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::metrics::LatencyHistogram;
+
 /// What the storage layer did since the worker started.
 #[derive(Default)]
 pub struct StorageMetrics {
@@ -21,6 +23,12 @@ pub struct StorageMetrics {
     pub object_read_bytes: AtomicU64,
     /// Payload bytes restored from the object store for lost partitions.
     pub adopted_bytes: AtomicU64,
+    /// One flush of a partition's batches to its file (page cache), from the write's
+    /// start (waiting for a blocking thread included) to its end. The sync a `disk`
+    /// commit asks for is separate (part of the commit).
+    pub flush_latency: LatencyHistogram,
+    /// One successful segment upload to the object store.
+    pub upload_latency: LatencyHistogram,
 }
 
 impl StorageMetrics {

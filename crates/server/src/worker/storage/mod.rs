@@ -38,6 +38,7 @@ pub mod registry;
 pub mod shuffle;
 pub mod upload;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -116,6 +117,22 @@ impl ShuffleStore {
     /// Number of apps, shuffles and partitions held.
     pub fn counts(&self) -> (u64, u64, u64) {
         self.registry.counts()
+    }
+
+    /// Per app: payload bytes of its partitions in memory, and bytes of its partition
+    /// files on local disk (evicted prefixes not counted).
+    pub fn app_usage(&self) -> HashMap<Arc<str>, (u64, u64)> {
+        let mut out: HashMap<Arc<str>, (u64, u64)> = HashMap::new();
+        for p in self.registry.every_partition() {
+            let (mem, disk) = {
+                let st = p.lock();
+                (st.mem_bytes, st.file_written.saturating_sub(st.local_from))
+            };
+            let e = out.entry(p.app_id.clone()).or_default();
+            e.0 += mem;
+            e.1 += disk;
+        }
+        out
     }
 
     /// Bytes of partition files on local disk.

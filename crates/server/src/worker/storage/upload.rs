@@ -75,10 +75,12 @@ impl Uploader {
                     range.start,
                 )
                 .into();
+                let started = std::time::Instant::now();
                 let res = object.upload(&key, &part.path, range.clone()).await;
                 drop(slot);
                 match res {
                     Ok(()) => {
+                        up.metrics.upload_latency.observe(started.elapsed());
                         let bytes = range.end - range.start;
                         if !part.uploaded(range, key.clone()) {
                             let _ = object.delete(&key).await; // deleted meanwhile
