@@ -210,24 +210,38 @@ impl<T: Wire> Wire for Option<T> {
 }
 
 /// A field appended to a body after its version was fixed (see `docs/protocol.md`,
-/// "Compatibility"): encoded as `T`, and decoded as `T::default()` when the body ends
-/// before it, which is how a sender that predates the field writes the body. Only the
-/// last fields of a body can be `Appended`, so that an absent one is never followed by
-/// one that is present.
+/// "Compatibility"): `None` when the body ends before it, which is how a sender that
+/// predates the field writes the body, and then encoded as nothing, so that a decoded
+/// message encodes back to exactly the bytes it was read from. Only the last fields of a
+/// body can be `Appended`, and a sender that fills one fills those before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
-pub struct Appended<T>(pub T);
+pub struct Appended<T>(pub Option<T>);
 
-impl<T: Wire + Default> Wire for Appended<T> {
+impl<T: Copy + Default> Appended<T> {
+    /// A field a current sender fills.
+    pub fn of(v: T) -> Self {
+        Appended(Some(v))
+    }
+
+    /// Its value, or `T::default()` (zero) from a sender that predates it.
+    pub fn value(&self) -> T {
+        self.0.unwrap_or_default()
+    }
+}
+
+impl<T: Wire> Wire for Appended<T> {
     const MIN_LEN: usize = 0;
     fn put(&self, b: &mut impl BufMut) {
-        self.0.put(b);
+        if let Some(v) = &self.0 {
+            v.put(b);
+        }
     }
     fn get(r: &mut Reader, field: &'static str) -> Result<Self, DecodeError> {
         if r.remaining() == 0 {
-            Ok(Appended(T::default()))
+            Ok(Appended(None))
         } else {
-            Ok(Appended(T::get(r, field)?))
+            Ok(Appended(Some(T::get(r, field)?)))
         }
     }
 }
@@ -292,9 +306,17 @@ mod tests {
     #[test]
     fn appended_field_reads_as_default_when_the_body_ends_before_it() {
         let mut r = Reader::new(Bytes::new());
-        assert_eq!(Appended::<u64>::get(&mut r, "a").unwrap(), Appended(0));
+        let absent = Appended::<u64>::get(&mut r, "a").unwrap();
+        assert_eq!((absent, absent.value()), (Appended(None), 0));
+        // Absent, it encodes as nothing: decoding then encoding gives the same bytes.
+        let mut b = Vec::new();
+        absent.put(&mut b);
+        assert!(b.is_empty());
         let mut r = Reader::new(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 0]));
-        assert_eq!(Appended::<u64>::get(&mut r, "a").unwrap(), Appended(256));
+        assert_eq!(
+            Appended::<u64>::get(&mut r, "a").unwrap(),
+            Appended::of(256)
+        );
         // Half a field is a truncated body, not an absent field.
         let mut r = Reader::new(Bytes::from_static(&[0, 0, 1, 0]));
         assert!(matches!(
@@ -320,8 +342,8 @@ mod tests {
                 buffered_bytes: 4096,
                 stored_bytes: 1 << 40,
                 disk_full: false,
-                pushed_bytes: Appended(0),
-                fetched_bytes: Appended(0),
+                pushed_bytes: Appended(None),
+                fetched_bytes: Appended(None),
             }
         );
     }

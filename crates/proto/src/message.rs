@@ -314,7 +314,7 @@ crate::wire_enum! {
             /// The worker's disk is full: place nothing new on it.
             disk_full: bool,
             /// Payload bytes the worker has accepted from pushes since it started
-            /// (appended in version 2; 0 from a worker that predates it).
+            /// (appended in version 2; absent from a worker that predates it).
             pushed_bytes: Appended<u64>,
             /// Payload bytes the worker has sent to readers since it started (appended in
             /// version 2).

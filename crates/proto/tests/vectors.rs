@@ -254,8 +254,8 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 buffered_bytes: 4096,
                 stored_bytes: 1 << 40,
                 disk_full: false,
-                pushed_bytes: Appended(5 << 30),
-                fetched_bytes: Appended(3 << 30),
+                pushed_bytes: Appended::of(5 << 30),
+                fetched_bytes: Appended::of(3 << 30),
             },
         ),
         (

@@ -112,8 +112,8 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             let load = Load {
                 buffered: buffered_bytes,
                 stored: stored_bytes,
-                pushed: pushed_bytes.0,
-                fetched: fetched_bytes.0,
+                pushed: pushed_bytes.value(),
+                fetched: fetched_bytes.value(),
             };
             let revived = coord.lock().heartbeat(worker_id, load, disk_full, now)?;
             if revived {

@@ -62,8 +62,8 @@ async fn session(worker: &Worker) -> Result<(), ClientError> {
             buffered_bytes: worker.store.budget.used(),
             stored_bytes: worker.store.stored_bytes(),
             disk_full: worker.store.disk_full(),
-            pushed_bytes: Appended(worker.metrics.pushed_bytes.load(Ordering::Relaxed)),
-            fetched_bytes: Appended(worker.metrics.fetched_bytes.load(Ordering::Relaxed)),
+            pushed_bytes: Appended::of(worker.metrics.pushed_bytes.load(Ordering::Relaxed)),
+            fetched_bytes: Appended::of(worker.metrics.fetched_bytes.load(Ordering::Relaxed)),
         };
         match conn.call(&hb).await {
             Ok(_) => {}

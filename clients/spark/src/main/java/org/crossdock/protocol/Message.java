@@ -558,9 +558,12 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  /** pushedBytes and fetchedBytes were appended in version 2: absent, they read as 0. */
+  /**
+   * pushedBytes and fetchedBytes were appended in version 2: empty from a worker that predates
+   * them, and then encoded as nothing (a decoded heartbeat encodes back to its own bytes).
+   */
   record Heartbeat(int workerId, long bufferedBytes, long storedBytes, boolean diskFull,
-      long pushedBytes, long fetchedBytes) implements Message {
+      java.util.OptionalLong pushedBytes, java.util.OptionalLong fetchedBytes) implements Message {
     public int kind() {
       return KIND_HEARTBEAT;
     }
@@ -570,8 +573,8 @@ public sealed interface Message extends Encodable {
       w.u64(bufferedBytes);
       w.u64(storedBytes);
       w.bool(diskFull);
-      w.u64(pushedBytes);
-      w.u64(fetchedBytes);
+      w.appendedU64(pushedBytes);
+      w.appendedU64(fetchedBytes);
     }
 
     public static Heartbeat decode(Reader r) throws ProtocolException {

@@ -70,6 +70,13 @@ public final class Wire {
       u32((int) v);
     }
 
+    /** An appended u64: nothing when empty (a sender that predates the field). */
+    public void appendedU64(java.util.OptionalLong v) {
+      if (v.isPresent()) {
+        u64(v.getAsLong());
+      }
+    }
+
     public void bool(boolean v) {
       u8(v ? 1 : 0);
     }
@@ -144,9 +151,9 @@ public final class Wire {
       }
     }
 
-    /** A u64 appended to a body after its version was fixed: 0 when the body ends first. */
-    public long appendedU64(String f) throws ProtocolException {
-      return b.remaining() == 0 ? 0 : u64(f);
+    /** A u64 appended to a body after its version was fixed: empty when the body ends first. */
+    public java.util.OptionalLong appendedU64(String f) throws ProtocolException {
+      return b.remaining() == 0 ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(u64(f));
     }
 
     public int u8(String f) throws ProtocolException {

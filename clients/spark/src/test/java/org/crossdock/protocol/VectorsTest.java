@@ -107,8 +107,12 @@ class VectorsTest {
     // A heartbeat body as a worker that predates its counters writes it.
     ByteBuffer body = ByteBuffer.allocate(21);
     body.putInt(3).putLong(4096).putLong(1L << 40).put((byte) 0).flip();
-    assertEquals(new Heartbeat(3, 4096, 1L << 40, false, 0, 0),
-        Codec.decodeBody(Message.KIND_HEARTBEAT, body));
+    Heartbeat old = new Heartbeat(3, 4096, 1L << 40, false, java.util.OptionalLong.empty(),
+        java.util.OptionalLong.empty());
+    assertEquals(old, Codec.decodeBody(Message.KIND_HEARTBEAT, body));
+    // It encodes back to the bytes it was read from.
+    byte[] frame = Codec.encodeFrame(old, 1);
+    assertEquals(FrameHeader.LEN + 21, frame.length);
     // Half of an appended field is a truncated body, not an absent field.
     ByteBuffer half = ByteBuffer.allocate(25);
     half.putInt(3).putLong(4096).putLong(1L << 40).put((byte) 0).putInt(7).flip();
@@ -240,7 +244,8 @@ class VectorsTest {
     } else if (m instanceof Heartbeat h) {
       o.put("worker_id", u(h.workerId())).put("buffered_bytes", h.bufferedBytes())
           .put("stored_bytes", h.storedBytes()).put("disk_full", h.diskFull())
-          .put("pushed_bytes", h.pushedBytes()).put("fetched_bytes", h.fetchedBytes());
+          .put("pushed_bytes", h.pushedBytes().getAsLong())
+          .put("fetched_bytes", h.fetchedBytes().getAsLong());
     } else if (m instanceof PrepareShuffle p) {
       o.put("app_id", p.appId()).put("shuffle_id", u(p.shuffleId())).put("num_maps", u(p.numMaps()))
           .put("num_partitions", u(p.numPartitions()));
@@ -405,7 +410,8 @@ class VectorsTest {
       case "WorkerRegistered": return new WorkerRegistered(i(n, "worker_id"), i(n, "heartbeat_ms"));
       case "Heartbeat":
         return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"),
-            n.get("disk_full").asBoolean(), l(n, "pushed_bytes"), l(n, "fetched_bytes"));
+            n.get("disk_full").asBoolean(), java.util.OptionalLong.of(l(n, "pushed_bytes")),
+            java.util.OptionalLong.of(l(n, "fetched_bytes")));
       case "PrepareShuffle":
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
             i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")));
