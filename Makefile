@@ -5,10 +5,13 @@ MVN ?= mvn
 BIN := target/release/crossdock
 # The one place Spark's version is pinned: the Maven build and the pyspark package use it.
 export SPARK_VERSION := 4.2.0
+# The Spark 3.5 release the client is also built and tested for (its Maven artifacts and
+# the pyspark of .venv-spark-3.5).
+export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build test fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-durability clean
+.PHONY: all setup build build-spark-3.5 test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-durability clean
 
 all: build
 
@@ -21,9 +24,18 @@ build: setup
 	$(CARGO) build --release --locked -p crossdock
 	$(MVN) $(MVN_FLAGS) -f clients/spark/pom.xml -DskipTests package
 
+## build-spark-3.5: the Spark client built for Spark 3.5 (clients/spark/target/spark-3.5/)
+build-spark-3.5: setup
+	$(MVN) -B -q -T 1 -P spark-3.5 -Dspark.version=$(SPARK_35_VERSION) -f clients/spark/pom.xml -DskipTests package
+
 ## test: formatting, lints (warnings are errors) and every test; ends with a total line
+## (the Spark tests run on Spark 4.2 and, a representative part, on Spark 3.5)
 test: setup
 	@scripts/test.sh
+
+## test-spark-3.5: every Spark test on Spark 3.5 (make test runs a part of them)
+test-spark-3.5: build build-spark-3.5
+	.venv-spark-3.5/bin/python -m pytest -q -p no:cacheprovider tests/spark
 
 ## fuzz: the long fuzzing run (docs/security.md#fuzzing): every decoder under AFL++ to 10 million
 ## executions (FUZZ_EXECS), two at a time (FUZZ_JOBS), then the Java decoder under Jazzer

@@ -2,7 +2,8 @@
 # Installs everything building, testing and demonstrating Crossdock needs, from the
 # package registries only (Debian, crates.io via rustup/cargo, Maven Central, PyPI).
 # Idempotent: what is already there is left alone.
-#   SPARK_VERSION  the Spark release (Maven artifacts and the pyspark package); set by the Makefile.
+#   SPARK_VERSION      the Spark release (Maven artifacts and the pyspark package); set by the Makefile.
+#   SPARK_35_VERSION   the Spark 3.5 release also supported (.venv-spark-3.5's pyspark).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPARK_VERSION=${SPARK_VERSION:?set SPARK_VERSION (the Makefile does)}
@@ -49,6 +50,18 @@ have=$(.venv/bin/python -c 'import importlib.metadata as m; print("pyspark==" + 
 if [[ "$have" != "$want" ]] || ! .venv/bin/python -c 'import pytest, matplotlib' 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "$want" "pytest>=8,<10" "matplotlib>=3.8,<4"
 fi
+# A second virtual environment with Spark 3.5's pyspark, for the Spark tests on Spark 3.5
+# (the client is built for it too, with the Maven profile spark-3.5).
+SPARK_35_VERSION=${SPARK_35_VERSION:?set SPARK_35_VERSION (the Makefile does)}
+want35="pyspark==$SPARK_35_VERSION"
+if [[ ! -x .venv-spark-3.5/bin/python ]]; then
+  "$PY" -m venv .venv-spark-3.5
+fi
+have35=$(.venv-spark-3.5/bin/python -c 'import importlib.metadata as m; print("pyspark==" + m.version("pyspark"))' 2>/dev/null || true)
+if [[ "$have35" != "$want35" ]] || ! .venv-spark-3.5/bin/python -c 'import pytest' 2>/dev/null; then
+  .venv-spark-3.5/bin/pip install -q --disable-pip-version-check "$want35" "pytest>=8,<10"
+fi
+
 # tpchgen-cli (TPC-H's data generator, a Rust port of dbgen) for the SQL benchmark, bench/tpch.py.
 TPCHGEN_VERSION=4.0.0
 if [[ ! -x .venv/bin/tpchgen-cli ]] || ! .venv/bin/tpchgen-cli --version 2>/dev/null | grep -q "$TPCHGEN_VERSION"; then

@@ -42,6 +42,16 @@ run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml pac
 # Real Spark (local-cluster mode) through a real `crossdock standalone`, against vanilla Spark.
 rm -f target/pytest-spark.xml
 run .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark.xml tests/spark
+# Spark 3.5: the client built from the same sources (Maven profile spark-3.5) with its
+# Spark-level Java tests (the protocol and policy ones do not depend on Spark), and the core
+# of the Spark tests on pyspark 3.5 (`make test-spark-3.5` runs them all).
+SPARK_35_VERSION=${SPARK_35_VERSION:-3.5.8}
+rm -rf clients/spark/target/spark-3.5/surefire-reports
+run mvn -B -q -T 1 -P spark-3.5 -Dspark.version="$SPARK_35_VERSION" -f clients/spark/pom.xml \
+  -Dtest='SparkLocalTest,SparkLocalKryoTest,SparkRoutingTest,RealServerTest' package
+rm -f target/pytest-spark-3.5.xml
+run .venv-spark-3.5/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark-3.5.xml \
+  tests/spark/test_spark_shuffle.py tests/spark/test_spark_ui.py
 # The container image definition and the Helm chart, linted and validated offline.
 run scripts/deploy-check.sh
 
@@ -53,7 +63,7 @@ while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
   python3 - <<'PY'
 import glob, xml.etree.ElementTree as ET
 t = f = 0
-for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml") + glob.glob("target/pytest-spark.xml"):
+for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml") + glob.glob("clients/spark/target/spark-3.5/surefire-reports/TEST-*.xml") + glob.glob("target/pytest-spark*.xml"):
     root = ET.parse(path).getroot()
     for r in ([root] if root.tag == "testsuite" else root.findall("testsuite")):
         n = int(r.get("tests", 0)); bad = int(r.get("failures", 0)) + int(r.get("errors", 0))

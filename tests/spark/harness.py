@@ -8,6 +8,7 @@ JVMs) from the pinned pyspark.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import pathlib
 import queue
@@ -23,7 +24,13 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BINARY = REPO / "target" / "release" / "crossdock"
-CLIENT_JAR = REPO / "clients" / "spark" / "target" / "crossdock-spark.jar"
+# The Spark line of the pyspark running the tests: "4", or "3.5" for the Spark 3.5 run
+# (`make test-spark-3.5`, with .venv-spark-3.5's pyspark).
+SPARK_LINE = "3.5" if importlib.metadata.version("pyspark").startswith("3.5") else "4"
+# The client jar built for that line (CROSSDOCK_SPARK_JAR names another).
+CLIENT_JAR = pathlib.Path(os.environ.get(
+    "CROSSDOCK_SPARK_JAR", REPO / "clients" / "spark" / "target" /
+    ("spark-3.5/crossdock-spark-3.5.jar" if SPARK_LINE == "3.5" else "crossdock-spark.jar")))
 SHUFFLE_MANAGER = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager"
 
 
@@ -96,7 +103,8 @@ class Standalone:
 def crossdock_conf(coordinator: str, tls_ca: str | None = None) -> dict[str, str]:
     """The properties `crossdock spark-conf` prints, read from the binary itself."""
     tls = ["--tls-ca", tls_ca] if tls_ca else []
-    out = subprocess.run([str(BINARY), "spark-conf", "--coordinator", coordinator, "--jar", str(CLIENT_JAR), *tls],
+    out = subprocess.run([str(BINARY), "spark-conf", "--coordinator", coordinator, "--jar", str(CLIENT_JAR),
+                          "--spark", SPARK_LINE, *tls],
                          check=True, capture_output=True, text=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Standalone, crossdock_conf  # noqa: E402
+from harness import SPARK_LINE, Standalone, crossdock_conf  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 
@@ -194,7 +194,10 @@ def test_two_properties_enable_crossdock_and_its_data_io_plugin(crossdock_cluste
     data outlives executors (the executor-loss and dynamic-allocation tests in
     test_failures.py depend on it and get it this way)."""
     conf = crossdock_conf(crossdock_cluster.address)
-    assert set(conf) == {"spark.shuffle.manager", "spark.crossdock.coordinator", "spark.jars"}, conf
+    # Spark 3.5 needs the jar on the class path (`crossdock spark-conf --spark 3.5`).
+    jar = ({"spark.driver.extraClassPath", "spark.executor.extraClassPath"} if SPARK_LINE == "3.5"
+           else {"spark.jars"})
+    assert set(conf) == {"spark.shuffle.manager", "spark.crossdock.coordinator"} | jar, conf
     out = _data_io_run(tmp_path, crossdock_cluster.address)
     assert out["PLUGIN"] == "org.apache.spark.shuffle.crossdock.CrossdockShuffleDataIO", out
     assert out["RELIABLE"] == "True", out

@@ -75,8 +75,14 @@ struct SparkConfArgs {
     /// The coordinator's address, HOST:PORT.
     #[arg(long, env = "CROSSDOCK_COORDINATOR")]
     coordinator: String,
-    /// The Spark client jar [default: clients/spark/target/crossdock-spark.jar of this
-    /// checkout, or crossdock-spark.jar beside the binary].
+    /// The Spark line of the application: `4` (Spark 4.x) or `3.5`. Spark 3.5 creates the
+    /// shuffle manager before it adds `spark.jars` to an executor's classpath (Spark 4 fixed
+    /// that), so for 3.5 the jar goes on the driver's and executors' class path instead.
+    #[arg(long, default_value = "4", value_parser = ["4", "3.5"])]
+    spark: String,
+    /// The Spark client jar [default: the one built for --spark in this checkout
+    /// (clients/spark/target/crossdock-spark.jar, or target/spark-3.5/crossdock-spark-3.5.jar),
+    /// or the same name beside the binary].
     #[arg(long, env = "CROSSDOCK_SPARK_JAR")]
     jar: Option<PathBuf>,
     /// For a cluster with TLS: the PEM authorities Spark checks the servers against (the
@@ -529,7 +535,7 @@ const SPARK_SHUFFLE_MANAGER: &str = "org.apache.spark.shuffle.crossdock.Crossdoc
 fn spark_conf(a: SparkConfArgs) -> Result<()> {
     let jar = match a.jar {
         Some(j) => j,
-        None => find_spark_jar()?,
+        None => find_spark_jar(&a.spark)?,
     };
     if !jar.is_file() {
         anyhow::bail!(
@@ -540,7 +546,14 @@ fn spark_conf(a: SparkConfArgs) -> Result<()> {
     let jar = jar.canonicalize()?;
     println!("spark.shuffle.manager={SPARK_SHUFFLE_MANAGER}");
     println!("spark.crossdock.coordinator={}", a.coordinator);
-    println!("spark.jars={}", jar.display());
+    if a.spark == "3.5" {
+        // The one property Spark 3.5 makes unavoidable (see --spark): a path that must exist
+        // on the driver's and every executor's host.
+        println!("spark.driver.extraClassPath={}", jar.display());
+        println!("spark.executor.extraClassPath={}", jar.display());
+    } else {
+        println!("spark.jars={}", jar.display());
+    }
     if let Some(ca) = a.tls_ca {
         let ca = ca
             .canonicalize()
@@ -550,14 +563,19 @@ fn spark_conf(a: SparkConfArgs) -> Result<()> {
     Ok(())
 }
 
-fn find_spark_jar() -> Result<PathBuf> {
+fn find_spark_jar(spark: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().context("the binary has no directory")?;
+    let (built, name) = if spark == "3.5" {
+        ("spark-3.5/crossdock-spark-3.5.jar", "crossdock-spark-3.5.jar")
+    } else {
+        ("crossdock-spark.jar", "crossdock-spark.jar")
+    };
     let candidates = [
         // target/release/crossdock in a checkout.
-        dir.join("../../clients/spark/target/crossdock-spark.jar"),
+        dir.join("../../clients/spark/target").join(built),
         // An installed layout: the jar beside the binary.
-        dir.join("crossdock-spark.jar"),
+        dir.join(name),
     ];
     candidates
         .iter()

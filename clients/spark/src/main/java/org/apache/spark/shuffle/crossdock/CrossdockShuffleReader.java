@@ -98,8 +98,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     Iterator<Product2<K, C>> result;
     Option<Ordering<K>> ordering = dep.keyOrdering();
     if (ordering.isDefined()) {
-      ExternalSorter sorter = new ExternalSorter(context, Option.empty(), Option.empty(), ordering,
-          dep.serializer(), ExternalSorter.$lessinit$greater$default$6());
+      ExternalSorter sorter = SparkCompat.readSorter(context, ordering, dep.serializer());
       result = sorter.insertAllAndUpdateMetrics(aggregated);
     } else {
       result = aggregated;

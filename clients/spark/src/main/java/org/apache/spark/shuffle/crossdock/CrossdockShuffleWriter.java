@@ -42,13 +42,8 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     ShuffleDependency<K, V, C> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
-    if (dep.mapSideCombine()) {
-      sorter = new ExternalSorter(attempt.context, dep.aggregator(), Option.apply(partitioner),
-          Option.empty(), dep.serializer(), dep.rowBasedChecksums());
-    } else {
-      sorter = new ExternalSorter(attempt.context, Option.empty(), Option.apply(partitioner),
-          Option.empty(), dep.serializer(), dep.rowBasedChecksums());
-    }
+    sorter = SparkCompat.mapSorter(attempt.context,
+        dep.mapSideCombine() ? dep.aggregator() : (Option) Option.empty(), partitioner, dep);
     ((ExternalSorter) sorter).insertAll(records);
 
     CrossdockMapOutputWriter out = new CrossdockMapOutputWriter(attempt.startPushing(),
@@ -58,7 +53,7 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
           dep.shuffleId(), attempt.mapTaskId, out, out.countingRecords(attempt.metrics));
       return 0L; // on this path only the wait and the commit are timed
     }, out.bytes, out.records);
-    attempt.finish(out.bytes, sorter.getAggregatedChecksumValue());
+    attempt.finish(out.bytes, SparkCompat.checksum(sorter));
   }
 
   @Override

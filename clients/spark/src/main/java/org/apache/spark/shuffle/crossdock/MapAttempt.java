@@ -6,7 +6,6 @@ import java.util.List;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.crossdock.client.MapPusher;
 import org.crossdock.client.Placement;
@@ -178,7 +177,7 @@ final class MapAttempt {
    */
   void finish(long[] bytes, long checksum) {
     lengths = bytes.clone();
-    mapStatus = MapStatus$.MODULE$.apply(
+    mapStatus = SparkCompat.mapStatus(
         SparkEnv.get().blockManager().shuffleServerId(), lengths, mapTaskId, checksum);
   }
 

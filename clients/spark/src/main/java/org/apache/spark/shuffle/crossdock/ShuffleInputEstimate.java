@@ -65,7 +65,8 @@ final class ShuffleInputEstimate {
         if (seen.size() > MAX_RDDS) {
           return unknown(maps, partitions, "a lineage of more than " + MAX_RDDS + " RDDs");
         }
-        scala.collection.immutable.Seq<Dependency<?>> deps = rdd.dependencies();
+        // scala.collection.Seq: immutable in Spark 4 (Scala 2.13), not in Spark 3.5 (2.12).
+        scala.collection.Seq<Dependency<?>> deps = rdd.dependencies();
         if (deps.isEmpty()) {
           long[] leaf = leafBytes(rdd);
           if (leaf == null) {
@@ -169,7 +170,7 @@ final class ShuffleInputEstimate {
         || !master.containsShuffle(dep.shuffleId())) {
       return -1;
     }
-    Option<scala.collection.immutable.Seq<Object>> missing =
+    Option<? extends scala.collection.Seq<Object>> missing =
         master.findMissingPartitions(dep.shuffleId());
     if (missing.isEmpty() || !missing.get().isEmpty()) {
       return -1;

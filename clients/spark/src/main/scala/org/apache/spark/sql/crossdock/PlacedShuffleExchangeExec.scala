@@ -9,8 +9,6 @@ import org.apache.spark.sql.execution.{CoalescedPartitionSpec, PartialMapperPart
 import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleOrigin}
 import org.apache.spark.sql.execution.metric.SQLMetric
 
-import scala.jdk.CollectionConverters._
-
 /**
  * Spark's shuffle exchange, whose reduce side is a [[PlacedShuffledRowRDD]]: the same map side,
  * statistics, metrics and adaptive behaviour (it is a `ShuffleExchangeExec`, so every rule of
@@ -82,7 +80,8 @@ class PlacedShuffledRowRDD(
     range.flatMap { case (start, end) =>
       Option(CrossdockShuffleManager.preferredHosts(this.dependency, start, end))
     } match {
-      case Some(hosts) => hosts.asScala.toList
+      // Indexed, not through a collection converter: one source for Scala 2.12 and 2.13.
+      case Some(hosts) => List.tabulate(hosts.size)(hosts.get)
       case None => super.getPreferredLocations(partition)
     }
   }

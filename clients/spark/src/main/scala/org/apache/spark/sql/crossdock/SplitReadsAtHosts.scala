@@ -7,8 +7,6 @@ import org.apache.spark.sql.execution.adaptive.{AQEShuffleReadExec, AQEShuffleRe
 import org.apache.spark.sql.execution.exchange.{ENSURE_REQUIREMENTS, REBALANCE_PARTITIONS_BY_COL, REBALANCE_PARTITIONS_BY_NONE, REPARTITION_BY_COL, ShuffleOrigin}
 import org.crossdock.client.ReducerHosts
 
-import scala.jdk.CollectionConverters._
-
 /**
  * Cuts AQE's coalesced reads where a placed shuffle's partitions change host, so that a reduce
  * task reads from one host and runs there.
@@ -55,7 +53,7 @@ class SplitReadsAtHosts extends AQEShuffleReadRule with Logging {
           if (pieces.size == 1) {
             Seq(spec)
           } else {
-            pieces.asScala.toSeq.map { case Array(from, to) =>
+            Seq.tabulate(pieces.size)(pieces.get).map { case Array(from, to) =>
               val bytes = stage.mapStats.map(_.bytesByPartitionId.slice(from, to).sum)
               CoalescedPartitionSpec(from, to, bytes)
             }
@@ -65,7 +63,7 @@ class SplitReadsAtHosts extends AQEShuffleReadRule with Logging {
       if (specs.length == r.partitionSpecs.length) {
         r
       } else {
-        logInfo(s"Crossdock: cut the read of shuffle ${stage.shuffle.shuffleId} at its hosts' " +
+        logInfo(s"Crossdock: cut the read of query stage ${stage.id} at its hosts' " +
           s"boundaries: ${r.partitionSpecs.length} tasks become ${specs.length}")
         r.copy(partitionSpecs = specs)
       }

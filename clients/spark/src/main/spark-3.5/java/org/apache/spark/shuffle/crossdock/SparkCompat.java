@@ -1,0 +1,51 @@
+package org.apache.spark.shuffle.crossdock;
+
+import org.apache.spark.Aggregator;
+import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.util.collection.ExternalSorter;
+import scala.Option;
+import scala.math.Ordering;
+
+/**
+ * What differs between the Spark versions the client is built for, one small method each; this
+ * copy is Spark 3.5's (src/main/spark-4 holds Spark 4's). Spark 3.5 has no row-based shuffle
+ * checksums: its map statuses carry none and its sorter computes none.
+ */
+final class SparkCompat {
+  private SparkCompat() {}
+
+  /** The Spark line this build is for. */
+  static final String SPARK_LINE = "3.5";
+
+  /** A map's status (Spark 3.5 has no checksum to carry). */
+  static MapStatus mapStatus(BlockManagerId loc, long[] lengths, long mapTaskId, long checksum) {
+    return MapStatus$.MODULE$.apply(loc, lengths, mapTaskId);
+  }
+
+  /** The map side's sorter. */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static <K, V, C> ExternalSorter<K, V, C> mapSorter(TaskContext context,
+      Option<Aggregator<K, V, C>> aggregator, Partitioner partitioner,
+      ShuffleDependency<K, V, C> dep) {
+    return new ExternalSorter(context, aggregator, Option.apply(partitioner), Option.empty(),
+        dep.serializer());
+  }
+
+  /** Spark 3.5 computes no row-based checksum. */
+  static long checksum(ExternalSorter<?, ?, ?> sorter) {
+    return 0L;
+  }
+
+  /** The reduce side's sorter of a key-ordered shuffle (no aggregation, no partitioning). */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static <K, C> ExternalSorter<K, C, C> readSorter(TaskContext context, Option<Ordering<K>> ordering,
+      Serializer serializer) {
+    return new ExternalSorter(context, Option.empty(), Option.empty(), ordering, serializer);
+  }
+}

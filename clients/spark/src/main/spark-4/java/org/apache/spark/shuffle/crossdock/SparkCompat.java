@@ -1,0 +1,52 @@
+package org.apache.spark.shuffle.crossdock;
+
+import org.apache.spark.Aggregator;
+import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.util.collection.ExternalSorter;
+import scala.Option;
+import scala.math.Ordering;
+
+/**
+ * What differs between the Spark versions the client is built for, one small method each; this
+ * copy is Spark 4's (src/main/spark-3.5 holds Spark 3.5's). The Maven profile of the version
+ * picks the directory; everything else is one source for both.
+ */
+final class SparkCompat {
+  private SparkCompat() {}
+
+  /** The Spark line this build is for. */
+  static final String SPARK_LINE = "4";
+
+  /** A map's status: Spark 4 carries the map's row-based checksum. */
+  static MapStatus mapStatus(BlockManagerId loc, long[] lengths, long mapTaskId, long checksum) {
+    return MapStatus$.MODULE$.apply(loc, lengths, mapTaskId, checksum);
+  }
+
+  /** The map side's sorter, with the dependency's row-based checksums (Spark 4). */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static <K, V, C> ExternalSorter<K, V, C> mapSorter(TaskContext context,
+      Option<Aggregator<K, V, C>> aggregator, Partitioner partitioner,
+      ShuffleDependency<K, V, C> dep) {
+    return new ExternalSorter(context, aggregator, Option.apply(partitioner), Option.empty(),
+        dep.serializer(), dep.rowBasedChecksums());
+  }
+
+  /** The row-based checksum the map side's sorter aggregated. */
+  static long checksum(ExternalSorter<?, ?, ?> sorter) {
+    return sorter.getAggregatedChecksumValue();
+  }
+
+  /** The reduce side's sorter of a key-ordered shuffle (no aggregation, no partitioning). */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static <K, C> ExternalSorter<K, C, C> readSorter(TaskContext context, Option<Ordering<K>> ordering,
+      Serializer serializer) {
+    return new ExternalSorter(context, Option.empty(), Option.empty(), ordering, serializer,
+        ExternalSorter.$lessinit$greater$default$6());
+  }
+}
