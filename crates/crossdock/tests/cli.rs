@@ -327,4 +327,30 @@ fn spark_conf_prints_the_three_properties() {
     ]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("make build"));
+
+    // Spark 3.5 loads the shuffle manager before `spark.jars`: the jar goes on the class path.
+    let out = run(&[
+        "spark-conf",
+        "--coordinator",
+        "10.1.2.3:7337",
+        "--jar",
+        jar.to_str().unwrap(),
+        "--spark",
+        "3.5",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let canonical = jar.canonicalize().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(
+        lines[2],
+        format!("spark.driver.extraClassPath={}", canonical.display())
+    );
+    assert_eq!(
+        lines[3],
+        format!("spark.executor.extraClassPath={}", canonical.display())
+    );
+    let other = run(&["spark-conf", "--coordinator", "h:1", "--spark", "3.4"]);
+    assert!(!other.status.success(), "only 4 and 3.5 are built");
 }
