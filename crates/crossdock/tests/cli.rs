@@ -292,13 +292,19 @@ fn spark_conf_prints_the_three_properties() {
     let dir = tempfile::tempdir().unwrap();
     let jar = dir.path().join("client.jar");
     std::fs::write(&jar, b"PK").unwrap();
-    let out = run(&[
-        "spark-conf",
-        "--coordinator",
-        "10.1.2.3:7337",
-        "--jar",
-        jar.to_str().unwrap(),
-    ]);
+    // `crossdock spark-conf` for this jar, for the Spark line `spark`.
+    let conf = |spark: &str| {
+        run(&[
+            "spark-conf",
+            "--coordinator",
+            "10.1.2.3:7337",
+            "--jar",
+            jar.to_str().unwrap(),
+            "--spark",
+            spark,
+        ])
+    };
+    let out = conf("4");
     assert!(
         out.status.success(),
         "{}",
@@ -329,15 +335,7 @@ fn spark_conf_prints_the_three_properties() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("make build"));
 
     // Spark 3.5 loads the shuffle manager before `spark.jars`: the jar goes on the class path.
-    let out = run(&[
-        "spark-conf",
-        "--coordinator",
-        "10.1.2.3:7337",
-        "--jar",
-        jar.to_str().unwrap(),
-        "--spark",
-        "3.5",
-    ]);
+    let out = conf("3.5");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let canonical = jar.canonicalize().unwrap();
