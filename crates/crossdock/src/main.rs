@@ -567,7 +567,10 @@ fn find_spark_jar(spark: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().context("the binary has no directory")?;
     let (built, name) = if spark == "3.5" {
-        ("spark-3.5/crossdock-spark-3.5.jar", "crossdock-spark-3.5.jar")
+        (
+            "spark-3.5/crossdock-spark-3.5.jar",
+            "crossdock-spark-3.5.jar",
+        )
     } else {
         ("crossdock-spark.jar", "crossdock-spark.jar")
     };

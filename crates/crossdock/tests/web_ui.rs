@@ -135,7 +135,21 @@ fn sum(workers: &[Value], field: &str) -> u64 {
 
 #[test]
 fn web_ui_and_rest_api_show_the_service_as_it_is() {
-    let (sa, _dir) = standalone_of("2", &["--replication", "2"]);
+    // Durability object-store: every commit waits for its upload, so all three tiers hold
+    // the shuffle when the page is read.
+    let store = tempfile::tempdir().unwrap();
+    let store_url = format!("file://{}", store.path().display());
+    let (sa, _dir) = standalone_of(
+        "2",
+        &[
+            "--replication",
+            "2",
+            "--durability",
+            "object-store",
+            "--object-store",
+            &store_url,
+        ],
+    );
     let m = sa.metrics.clone();
     let pushed = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -147,8 +161,14 @@ fn web_ui_and_rest_api_show_the_service_as_it_is() {
 
     // Workers: every copy is counted where it was pushed (the replica by forwarding), the
     // read where it was served.
-    let workers = wait_for_workers(&m, "the pushes and the read", |ws| {
-        sum(ws, "pushed_bytes") == 2 * total && sum(ws, "fetched_bytes") == HOT as u64 * 4
+    let workers = wait_for_workers(&m, "the pushes, the read and the uploads", |ws| {
+        sum(ws, "pushed_bytes") == 2 * total
+            && sum(ws, "fetched_bytes") == HOT as u64 * 4
+            && ws.iter().all(|w| {
+                // Each copy's file, written and uploaded whole (record headers included).
+                let disk = w["stored_bytes"].as_u64().unwrap();
+                disk > total && w["object_bytes"].as_u64().unwrap() == disk
+            })
     });
     assert_eq!(workers.len(), 2);
     for w in &workers {
@@ -271,6 +291,8 @@ fn web_ui_and_rest_api_show_the_service_as_it_is() {
         assert!(row.contains(w["addr"].as_str().unwrap()), "{row}");
         for f in [
             "memory_budget",
+            "stored_bytes",
+            "object_bytes",
             "pushed_bytes",
             "fetched_bytes",
             "partition_copies",
@@ -278,7 +300,7 @@ fn web_ui_and_rest_api_show_the_service_as_it_is() {
             assert_eq!(cell(row, f), w[f].to_string(), "worker {} {f}", w["id"]);
         }
     }
-    for f in ["workers_alive", "apps", "shuffles"] {
+    for f in ["workers_alive", "apps", "shuffles", "object_bytes"] {
         assert_eq!(cell(&dom, f), cluster[f].to_string(), "{f}");
     }
     // The app id is shown as text: escaped in the serialised DOM, never an element.

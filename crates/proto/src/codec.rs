@@ -344,6 +344,7 @@ mod tests {
                 disk_full: false,
                 pushed_bytes: Appended(None),
                 fetched_bytes: Appended(None),
+                object_bytes: Appended(None),
             }
         );
     }

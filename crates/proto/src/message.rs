@@ -319,6 +319,9 @@ crate::wire_enum! {
             /// Payload bytes the worker has sent to readers since it started (appended in
             /// version 2).
             fetched_bytes: Appended<u64>,
+            /// Bytes of the worker's partition files stored in the object store (appended
+            /// in version 2).
+            object_bytes: Appended<u64>,
         },
 
         // Control plane: coordinator to worker.

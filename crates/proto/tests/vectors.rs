@@ -256,6 +256,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 disk_full: false,
                 pushed_bytes: Appended::of(5 << 30),
                 fetched_bytes: Appended::of(3 << 30),
+                object_bytes: Appended::of(7 << 30),
             },
         ),
         (

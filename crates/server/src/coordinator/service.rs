@@ -108,12 +108,14 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             disk_full,
             pushed_bytes,
             fetched_bytes,
+            object_bytes,
         } => {
             let load = Load {
                 buffered: buffered_bytes,
                 stored: stored_bytes,
                 pushed: pushed_bytes.value(),
                 fetched: fetched_bytes.value(),
+                object: object_bytes.value(),
             };
             let revived = coord.lock().heartbeat(worker_id, load, disk_full, now)?;
             if revived {

@@ -64,6 +64,7 @@ async fn session(worker: &Worker) -> Result<(), ClientError> {
             disk_full: worker.store.disk_full(),
             pushed_bytes: Appended::of(worker.metrics.pushed_bytes.load(Ordering::Relaxed)),
             fetched_bytes: Appended::of(worker.metrics.fetched_bytes.load(Ordering::Relaxed)),
+            object_bytes: Appended::of(worker.store.object_bytes()),
         };
         match conn.call(&hb).await {
             Ok(_) => {}

@@ -41,6 +41,8 @@ pub struct Load {
     pub pushed: u64,
     /// Payload bytes sent to readers since the worker process started.
     pub fetched: u64,
+    /// Bytes of its partition files stored in the object store.
+    pub object: u64,
 }
 
 impl Load {

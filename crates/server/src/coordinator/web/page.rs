@@ -125,6 +125,12 @@ pub fn overview(o: &Overview) -> String {
             human_bytes(c.stored_bytes),
         ),
         tile(
+            "object_bytes",
+            "in object store",
+            c.object_bytes,
+            human_bytes(c.object_bytes),
+        ),
+        tile(
             "push_bytes_per_sec",
             "pushed",
             c.push_bytes_per_sec.round() as u64,
@@ -154,7 +160,7 @@ fn workers_table(h: &mut String, workers: &[Worker]) {
     }
     h.push_str(
         "<table id=\"workers\"><tr><th>id</th><th>address</th><th>host</th><th>zone</th>\
-         <th>state</th><th>memory budget</th><th>in memory</th><th>on disk</th>\
+         <th>state</th><th>memory budget</th><th>in memory</th><th>on disk</th><th>in object store</th>\
          <th>push</th><th>fetch</th><th>pushed</th><th>fetched</th><th>partition copies</th>\
          <th>last heartbeat</th></tr>",
     );
@@ -166,7 +172,7 @@ fn workers_table(h: &mut String, workers: &[Worker]) {
         };
         h.push_str(&format!(
             "<tr data-worker=\"{}\"><td>{}</td><td data-field=\"addr\">{}</td><td>{}</td><td>{}</td>\
-             <td{class} data-field=\"state\">{}</td>{}{}{}{}{}{}{}{}<td class=\"n\">{} ms ago</td></tr>",
+             <td{class} data-field=\"state\">{}</td>{}{}{}{}{}{}{}{}{}<td class=\"n\">{} ms ago</td></tr>",
             w.id,
             w.id,
             esc(&w.addr),
@@ -176,6 +182,7 @@ fn workers_table(h: &mut String, workers: &[Worker]) {
             bytes_td("memory_budget", w.memory_budget),
             bytes_td("buffered_bytes", w.buffered_bytes),
             bytes_td("stored_bytes", w.stored_bytes),
+            bytes_td("object_bytes", w.object_bytes),
             rate_td("push_bytes_per_sec", w.push_bytes_per_sec),
             rate_td("fetch_bytes_per_sec", w.fetch_bytes_per_sec),
             bytes_td("pushed_bytes", w.pushed_bytes),

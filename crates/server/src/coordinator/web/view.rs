@@ -38,6 +38,8 @@ pub struct Cluster {
     pub buffered_bytes: u64,
     /// Bytes the live workers hold on disk.
     pub stored_bytes: u64,
+    /// Bytes of the live workers' partition files in the object store.
+    pub object_bytes: u64,
     /// Payload bytes per second pushed to the live workers (between their last heartbeats).
     pub push_bytes_per_sec: f64,
     /// Payload bytes per second the live workers sent to readers.
@@ -59,6 +61,8 @@ pub struct Worker {
     pub memory_budget: u64,
     pub buffered_bytes: u64,
     pub stored_bytes: u64,
+    /// Bytes of its partition files in the object store (the third tier).
+    pub object_bytes: u64,
     pub push_bytes_per_sec: f64,
     pub fetch_bytes_per_sec: f64,
     /// Payload bytes accepted from pushes since the worker process started (as of its
@@ -169,6 +173,7 @@ pub fn overview(coord: &Coordinator) -> Overview {
                 memory_budget: w.memory_budget,
                 buffered_bytes: w.load.buffered,
                 stored_bytes: w.load.stored,
+                object_bytes: w.load.object,
                 push_bytes_per_sec: w.rates.push,
                 fetch_bytes_per_sec: w.rates.fetch,
                 pushed_bytes: w.load.pushed,
@@ -233,6 +238,7 @@ pub fn overview(coord: &Coordinator) -> Overview {
         memory_budget: live.clone().map(|w| w.memory_budget).sum(),
         buffered_bytes: live.clone().map(|w| w.buffered_bytes).sum(),
         stored_bytes: live.clone().map(|w| w.stored_bytes).sum(),
+        object_bytes: live.clone().map(|w| w.object_bytes).sum(),
         push_bytes_per_sec: live.clone().map(|w| w.push_bytes_per_sec).sum(),
         fetch_bytes_per_sec: live.map(|w| w.fetch_bytes_per_sec).sum(),
     };

@@ -135,6 +135,15 @@ impl ShuffleStore {
         out
     }
 
+    /// Bytes of partition files stored in the object store (uploaded prefixes).
+    pub fn object_bytes(&self) -> u64 {
+        self.registry
+            .every_partition()
+            .iter()
+            .map(|p| p.lock().uploaded_to)
+            .sum()
+    }
+
     /// Bytes of partition files on local disk.
     pub fn stored_bytes(&self) -> u64 {
         self.disk.stored_bytes()

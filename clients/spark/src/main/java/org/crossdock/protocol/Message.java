@@ -559,11 +559,13 @@ public sealed interface Message extends Encodable {
   }
 
   /**
-   * pushedBytes and fetchedBytes were appended in version 2: empty from a worker that predates
-   * them, and then encoded as nothing (a decoded heartbeat encodes back to its own bytes).
+   * pushedBytes, fetchedBytes and objectBytes were appended in version 2: empty from a worker
+   * that predates them, and then encoded as nothing (a decoded heartbeat encodes back to its own
+   * bytes).
    */
   record Heartbeat(int workerId, long bufferedBytes, long storedBytes, boolean diskFull,
-      java.util.OptionalLong pushedBytes, java.util.OptionalLong fetchedBytes) implements Message {
+      java.util.OptionalLong pushedBytes, java.util.OptionalLong fetchedBytes,
+      java.util.OptionalLong objectBytes) implements Message {
     public int kind() {
       return KIND_HEARTBEAT;
     }
@@ -575,11 +577,13 @@ public sealed interface Message extends Encodable {
       w.bool(diskFull);
       w.appendedU64(pushedBytes);
       w.appendedU64(fetchedBytes);
+      w.appendedU64(objectBytes);
     }
 
     public static Heartbeat decode(Reader r) throws ProtocolException {
       return new Heartbeat(r.u32("worker_id"), r.u64("buffered_bytes"), r.u64("stored_bytes"),
-          r.bool("disk_full"), r.appendedU64("pushed_bytes"), r.appendedU64("fetched_bytes"));
+          r.bool("disk_full"), r.appendedU64("pushed_bytes"), r.appendedU64("fetched_bytes"),
+          r.appendedU64("object_bytes"));
     }
   }
 

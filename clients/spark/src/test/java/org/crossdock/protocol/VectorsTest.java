@@ -108,7 +108,7 @@ class VectorsTest {
     ByteBuffer body = ByteBuffer.allocate(21);
     body.putInt(3).putLong(4096).putLong(1L << 40).put((byte) 0).flip();
     Heartbeat old = new Heartbeat(3, 4096, 1L << 40, false, java.util.OptionalLong.empty(),
-        java.util.OptionalLong.empty());
+        java.util.OptionalLong.empty(), java.util.OptionalLong.empty());
     assertEquals(old, Codec.decodeBody(Message.KIND_HEARTBEAT, body));
     // It encodes back to the bytes it was read from.
     byte[] frame = Codec.encodeFrame(old, 1);
@@ -245,7 +245,8 @@ class VectorsTest {
       o.put("worker_id", u(h.workerId())).put("buffered_bytes", h.bufferedBytes())
           .put("stored_bytes", h.storedBytes()).put("disk_full", h.diskFull())
           .put("pushed_bytes", h.pushedBytes().getAsLong())
-          .put("fetched_bytes", h.fetchedBytes().getAsLong());
+          .put("fetched_bytes", h.fetchedBytes().getAsLong())
+          .put("object_bytes", h.objectBytes().getAsLong());
     } else if (m instanceof PrepareShuffle p) {
       o.put("app_id", p.appId()).put("shuffle_id", u(p.shuffleId())).put("num_maps", u(p.numMaps()))
           .put("num_partitions", u(p.numPartitions()));
@@ -411,7 +412,8 @@ class VectorsTest {
       case "Heartbeat":
         return new Heartbeat(i(n, "worker_id"), l(n, "buffered_bytes"), l(n, "stored_bytes"),
             n.get("disk_full").asBoolean(), java.util.OptionalLong.of(l(n, "pushed_bytes")),
-            java.util.OptionalLong.of(l(n, "fetched_bytes")));
+            java.util.OptionalLong.of(l(n, "fetched_bytes")),
+            java.util.OptionalLong.of(l(n, "object_bytes")));
       case "PrepareShuffle":
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
             i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")));
