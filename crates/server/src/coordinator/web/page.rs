@@ -16,7 +16,7 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#2
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em}\
 .sub{color:#666;font-size:.9em}table{border-collapse:collapse;font-size:.9em}\
 th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:left}\
-td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}\
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th{background:#f4f4f4}\
 .tiles{display:flex;gap:1em;flex-wrap:wrap}.tile{border:1px solid #ddd;border-radius:4px;\
 padding:.5em .9em;min-width:8em}.tile b{display:block;font-size:1.3em}\
 .lost{color:#b00}.full{color:#b60}.bar{background:#4a7fb5;height:1em}\
