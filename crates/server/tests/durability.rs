@@ -395,15 +395,15 @@ async fn a_worker_with_a_full_disk_fails_commits_clearly_and_gets_no_new_partiti
     let c = Cluster::start_with(1, 1, Durability::Disk).await;
     let full = start_worker(&c.coord_addr, "127.0.0.1:0", disk.dir.path().join("w")).await;
     let full_addr = full.worker.addr.to_string();
-    c.coord.register_app("probe", 60_000).await.unwrap();
     eventually("the second worker registered", || async {
-        // A new shuffle each time: one registered again keeps its first placement,
-        // which a probe made before the worker registered would have on one worker.
-        let p = c
-            .coord
-            .register_shuffle("probe", rand_id(), 1, 2)
-            .await
-            .unwrap();
+        // A new app and shuffle each time: a shuffle registered again keeps its first
+        // placement, and a new one of the same app and size, registered while an earlier
+        // one is unfinished, takes that one's layout (a join's sides meet on one host), so
+        // a probe made before the worker registered would keep every later one on one
+        // worker.
+        let app = format!("probe-{}", rand_id());
+        c.coord.register_app(&app, 60_000).await.unwrap();
+        let p = c.coord.register_shuffle(&app, 0, 1, 2).await.unwrap();
         p.workers.len() == 2
     })
     .await;
