@@ -24,7 +24,7 @@ pub mod view;
 
 use std::sync::Arc;
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -33,63 +33,57 @@ use serde::Serialize;
 
 use super::node::Coordinator;
 
+/// The coordinator the handlers read.
+type Coord = State<Arc<Coordinator>>;
+
 /// The UI's and the API's routes, for the metrics listener to serve.
 pub fn router(coord: Arc<Coordinator>) -> Router {
-    let c = coord.clone();
-    let overview_page = get(move || {
-        let c = c.clone();
-        async move { html(page::overview(&view::overview(&c))) }
-    });
-    let c = coord.clone();
-    let shuffle_page = get(move |Path((app, id)): Path<(String, u32)>| {
-        let c = c.clone();
-        async move {
-            match view::shuffle(&c, &app, id) {
-                Some(s) => html(page::shuffle(&s)),
-                None => (
-                    StatusCode::NOT_FOUND,
-                    html(format!(
-                        "<!doctype html><title>Not found</title><p>No shuffle {id} of app \
-                         {} is registered. <a href=\"/\">Overview</a></p>",
-                        page::esc(&app)
-                    )),
-                )
-                    .into_response(),
-            }
-        }
-    });
-    let c = coord.clone();
-    let cluster = get(move || {
-        let c = c.clone();
-        async move { json(&view::overview(&c).cluster) }
-    });
-    let c = coord.clone();
-    let workers = get(move || {
-        let c = c.clone();
-        async move { json(&view::overview(&c).workers) }
-    });
-    let c = coord.clone();
-    let apps = get(move || {
-        let c = c.clone();
-        async move { json(&view::overview(&c).apps) }
-    });
-    let c = coord;
-    let shuffle = get(move |Path((app, id)): Path<(String, u32)>| {
-        let c = c.clone();
-        async move {
-            match view::shuffle(&c, &app, id) {
-                Some(s) => json(&s),
-                None => not_found(&format!("no shuffle {id} of app '{app}' is registered")),
-            }
-        }
-    });
     Router::new()
-        .route("/", overview_page)
-        .route("/apps/{app}/shuffles/{id}", shuffle_page)
-        .route("/api/v1/cluster", cluster)
-        .route("/api/v1/workers", workers)
-        .route("/api/v1/apps", apps)
-        .route("/api/v1/apps/{app}/shuffles/{id}", shuffle)
+        .route("/", get(overview_page))
+        .route("/apps/{app}/shuffles/{id}", get(shuffle_page))
+        .route("/api/v1/cluster", get(cluster))
+        .route("/api/v1/workers", get(workers))
+        .route("/api/v1/apps", get(apps))
+        .route("/api/v1/apps/{app}/shuffles/{id}", get(shuffle))
+        .with_state(coord)
+}
+
+async fn overview_page(State(c): Coord) -> Response {
+    html(page::overview(&view::overview(&c)))
+}
+
+async fn shuffle_page(State(c): Coord, Path((app, id)): Path<(String, u32)>) -> Response {
+    match view::shuffle(&c, &app, id) {
+        Some(s) => html(page::shuffle(&s)),
+        None => (
+            StatusCode::NOT_FOUND,
+            html(format!(
+                "<!doctype html><title>Not found</title><p>No shuffle {id} of app {} is \
+                 registered. <a href=\"/\">Overview</a></p>",
+                page::esc(&app)
+            )),
+        )
+            .into_response(),
+    }
+}
+
+async fn cluster(State(c): Coord) -> Response {
+    json(&view::overview(&c).cluster)
+}
+
+async fn workers(State(c): Coord) -> Response {
+    json(&view::overview(&c).workers)
+}
+
+async fn apps(State(c): Coord) -> Response {
+    json(&view::overview(&c).apps)
+}
+
+async fn shuffle(State(c): Coord, Path((app, id)): Path<(String, u32)>) -> Response {
+    match view::shuffle(&c, &app, id) {
+        Some(s) => json(&s),
+        None => not_found(&format!("no shuffle {id} of app '{app}' is registered")),
+    }
 }
 
 fn html(body: String) -> Response {
