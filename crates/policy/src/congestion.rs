@@ -9,15 +9,24 @@
 //! the output is the delay inserted before dispatching the next write. The dissertation does
 //! not say what the 2x is measured against or whether the delay can go negative; we compare
 //! with the average at the last adjustment (initially the first sample) and floor at 0.
+//!
+//! The dissertation averages over every task of one job. A service runs for months, where an
+//! average since start would stop moving; [`CongestionThrottle::windowed`] averages the last
+//! `n` samples instead (the same rule, a moving average).
+
+use std::collections::VecDeque;
 
 /// The throttle's state.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CongestionThrottle {
     step_ms: f64,
     delay_ms: f64,
     reference: Option<f64>,
     sum: f64,
     count: u64,
+    /// With a window: the samples in it, oldest first, and its size.
+    recent: VecDeque<f64>,
+    window: usize,
 }
 
 impl CongestionThrottle {
@@ -29,6 +38,16 @@ impl CongestionThrottle {
             reference: None,
             sum: 0.0,
             count: 0,
+            recent: VecDeque::new(),
+            window: 0,
+        }
+    }
+
+    /// A throttle whose average covers only the last `window` samples (at least 1).
+    pub fn windowed(step_ms: f64, window: usize) -> Self {
+        CongestionThrottle {
+            window: window.max(1),
+            ..CongestionThrottle::new(step_ms)
         }
     }
 
@@ -48,8 +67,21 @@ impl CongestionThrottle {
 
     /// Records one completed write of `latency_ms` and returns the new delay.
     pub fn on_complete(&mut self, latency_ms: f64) -> f64 {
-        self.sum += latency_ms.max(0.0);
+        let sample = latency_ms.max(0.0);
+        self.sum += sample;
         self.count += 1;
+        if self.window > 0 {
+            self.recent.push_back(sample);
+            if self.recent.len() > self.window {
+                let old = self.recent.pop_front().unwrap_or(0.0);
+                self.sum -= old;
+                self.count -= 1;
+            }
+            // Summing the window again keeps float error from piling up over months.
+            if self.count > 0 && self.recent.len() == self.window {
+                self.sum = self.recent.iter().sum();
+            }
+        }
         let avg = self.average_ms();
         match self.reference {
             None => self.reference = Some(avg),
@@ -95,6 +127,36 @@ mod tests {
             assert_eq!(t.on_complete(0.0), 50.0);
         }
         assert_eq!(t.on_complete(0.0), 0.0);
+    }
+
+    #[test]
+    fn windowed_average_follows_recent_samples_only() {
+        let mut t = CongestionThrottle::windowed(50.0, 4);
+        for _ in 0..1000 {
+            t.on_complete(2.0);
+        }
+        assert_eq!(t.average_ms(), 2.0);
+        // Four slow writes fill the window: the average doubles at once (+50 per doubling
+        // seen: 2 -> 4.5 -> 7 -> 9.5 -> 12 crosses 4 and 9.5 (>= 2 x 4.5)).
+        for _ in 0..4 {
+            t.on_complete(12.0);
+        }
+        assert_eq!(t.average_ms(), 12.0);
+        assert_eq!(t.delay_ms(), 100.0);
+        // Fast again: the window forgets the slow writes and the delay comes back down.
+        for _ in 0..4 {
+            t.on_complete(2.0);
+        }
+        assert_eq!(t.delay_ms(), 0.0);
+        // The cumulative throttle after 1000 fast writes barely notices 4 slow ones.
+        let mut c = CongestionThrottle::new(50.0);
+        for _ in 0..1000 {
+            c.on_complete(2.0);
+        }
+        for _ in 0..4 {
+            c.on_complete(12.0);
+        }
+        assert_eq!(c.delay_ms(), 0.0);
     }
 
     #[test]

@@ -237,6 +237,40 @@ pub fn migration_delay(nodes: u32, locality: f64) -> f64 {
     -(nodes as f64) * (miss / (1.0 + miss)).ln()
 }
 
+/// One application waiting for a unit of a contended service resource (a worker's memory
+/// credit for a push, its buffer credit for a fetch stream).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServiceRequest {
+    /// The application's remaining work, as [`remaining_work`] computes it.
+    pub work: RemainingWork,
+    /// The application's execution slackness ([`execution_slackness`]): how much longer it
+    /// has existed than its service alone would have taken.
+    pub slackness: f64,
+    /// Arrival order of the request (smaller: earlier), the tie-break.
+    pub arrival: u64,
+}
+
+/// Which waiting request a resource serves next under FCS.
+///
+/// The dissertation's two rules carried over from reduce slots to a service's resources:
+/// Algorithm 2 serves jobs "of increasing remaining work" (least `T_rs` first, ties by
+/// `R_left`), and Algorithm 1's `IsPreemptable` stops passing over a job whose slackness
+/// reached the cap: such a request can no longer wait for smaller ones and is served
+/// first (the earliest of them when several are). Progress and "newly launched" have no
+/// meaning for a request that has not started, so only the slackness bound applies.
+/// Ties in remaining work go to the earlier request. `None` for no requests.
+pub fn select_request(requests: &[ServiceRequest], cfg: &FcsConfig) -> Option<usize> {
+    let starved = (0..requests.len())
+        .filter(|&i| requests[i].slackness >= cfg.slack_cap)
+        .min_by_key(|&i| requests[i].arrival);
+    starved.or_else(|| {
+        (0..requests.len()).min_by(|&a, &b| {
+            let (ra, rb) = (&requests[a], &requests[b]);
+            ra.work.cmp_work(&rb.work).then(ra.arrival.cmp(&rb.arrival))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,5 +428,73 @@ mod tests {
         // M = 20, L = 0.95 gives D ~ 61.
         let d = migration_delay(20, 0.95);
         assert!((d - 60.89).abs() < 0.01, "{d}");
+    }
+    fn request(t_rs: f64, r_left: u64, slackness: f64, arrival: u64) -> ServiceRequest {
+        ServiceRequest {
+            work: work(t_rs, r_left),
+            slackness,
+            arrival,
+        }
+    }
+
+    #[test]
+    fn requests_served_least_remaining_work_first() {
+        let cfg = FcsConfig::default();
+        // A large application (100 maps left at 20 per wave of 30 s: 150 s) asked first; a
+        // small one (2 maps left: 3 s) later; the small one is served first.
+        let large = remaining_work(&JobProgress {
+            maps_left: 100,
+            maps_per_wave: 20.0,
+            avg_map_secs: 30.0,
+            reduce_total: 1 << 30,
+            reduce_done: 0,
+        });
+        let small = remaining_work(&JobProgress {
+            maps_left: 2,
+            maps_per_wave: 20.0,
+            avg_map_secs: 30.0,
+            reduce_total: 1 << 20,
+            reduce_done: 0,
+        });
+        let reqs = [
+            ServiceRequest {
+                work: large,
+                slackness: 1.0,
+                arrival: 0,
+            },
+            ServiceRequest {
+                work: small,
+                slackness: 1.0,
+                arrival: 1,
+            },
+        ];
+        assert_eq!(select_request(&reqs, &cfg), Some(1));
+        // Equal shuffle time: fewer bytes left wins; equal work: the earlier request.
+        let tie = [request(0.0, 9, 1.0, 0), request(0.0, 3, 1.0, 1)];
+        assert_eq!(select_request(&tie, &cfg), Some(1));
+        let same = [request(0.0, 3, 1.0, 7), request(0.0, 3, 1.0, 2)];
+        assert_eq!(select_request(&same, &cfg), Some(1));
+        assert_eq!(select_request(&[], &cfg), None);
+    }
+
+    #[test]
+    fn slackness_cap_stops_the_large_application_from_starving() {
+        let cfg = FcsConfig::default();
+        // The dissertation's cap of 5: 0.5 done after 10 s of service while alive 100 s is
+        // slack 5, so the large application is served before the smaller ones.
+        let slack = execution_slackness(100.0, 10.0, 0.5);
+        assert_eq!(slack, 5.0);
+        let reqs = [
+            request(1.0, 10, 1.0, 0),
+            request(500.0, 1 << 30, slack, 5),
+            request(2.0, 10, 1.0, 1),
+        ];
+        assert_eq!(select_request(&reqs, &cfg), Some(1));
+        // Just under the cap it still waits.
+        let under = [request(1.0, 10, 1.0, 0), request(500.0, 1 << 30, 4.99, 5)];
+        assert_eq!(select_request(&under, &cfg), Some(0));
+        // Among several at the cap, the earliest goes first.
+        let both = [request(500.0, 1, 6.0, 9), request(900.0, 1, 5.0, 4)];
+        assert_eq!(select_request(&both, &cfg), Some(1));
     }
 }
