@@ -46,6 +46,10 @@ pub struct FileConfig {
     pub max_maps: Option<u32>,
     pub max_lease: Option<String>,
     pub prediction_threshold: Option<f64>,
+    pub scheduling: Option<String>,
+    pub app_memory_share: Option<f64>,
+    pub app_stored_quota: Option<String>,
+    pub congestion_step: Option<String>,
     pub secret_file: Option<PathBuf>,
     /// `false` turns authentication off (as `--no-auth`).
     pub auth: Option<bool>,

@@ -5,6 +5,7 @@ mod auth;
 mod bench;
 mod config;
 mod limits;
+mod tenancy;
 mod tls;
 
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ use crossdock_server::worker::{Worker, WorkerConfig};
 use auth::{AuthArgs, Missing};
 use config::{human_bytes, parse_duration, parse_size, FileConfig};
 use limits::{LimitArgs, QuotaArgs};
+use tenancy::TenancyArgs;
 
 const DEFAULT_COORDINATOR_LISTEN: &str = "127.0.0.1:7337";
 const DEFAULT_WORKER_LISTEN: &str = "127.0.0.1:7338";
@@ -151,6 +153,8 @@ struct StandaloneArgs {
     #[command(flatten)]
     quotas: QuotaArgs,
     #[command(flatten)]
+    tenancy: TenancyArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -228,6 +232,8 @@ struct WorkerArgs {
     /// object store, e.g. 100GiB [default: no quota; evict only when the disk is full].
     #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
     disk_quota: Option<String>,
+    #[command(flatten)]
+    tenancy: TenancyArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -335,6 +341,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
     let quotas = a.quotas.resolve(&file)?;
     let secret = a.common.auth.resolve(&file, Missing::Generate)?;
     let tls = a.common.tls.resolve(&file)?;
+    let tenancy = a.tenancy.resolve(&file)?;
     let cfg = StandaloneConfig {
         listen: pick(a.listen, file.listen, || DEFAULT_COORDINATOR_LISTEN.into()),
         workers: pick(a.workers, file.workers, || 2),
@@ -355,6 +362,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         quotas,
         secret,
         tls,
+        tenancy,
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
@@ -454,6 +462,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         .auth
         .resolve(&file, Missing::Required("a worker"))?;
     let tls = a.common.tls.resolve(&file)?;
+    let tenancy = a.tenancy.resolve(&file)?;
     let dirs: Vec<PathBuf> = match a.data_dir {
         Some(list) => list
             .split(',')
@@ -482,6 +491,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         limits,
         secret,
         tls,
+        tenancy,
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");

@@ -1,31 +1,183 @@
-//! The worker's memory budget: credits for buffered shuffle bytes.
+//! The worker's memory budget: credits for buffered shuffle bytes, shared between the
+//! applications by a scheduling order and a per-application quota.
 //!
 //! A push takes credit for its payload *before* the payload is read from the socket, so
 //! the worker never holds more buffered bytes than its budget. When no credit is left
 //! the connection simply stops reading: the pusher's TCP window fills and its writes
 //! wait. Credit returns when a batch has been written to its partition file (or its
-//! shuffle is deleted).
+//! shuffle is deleted). Fetch streams take their read buffers from a budget of their own.
+//!
+//! **Who is served when credit returns** is the [`Order`]: first come first served
+//! ([`Order::Fifo`]), or the Fair Completion Scheduler ([`Order::FairCompletion`]): the
+//! application with the least remaining work first, unless an application's slackness
+//! reached the cap (the decision is [`crossdock_policy::fair_completion::select_request`];
+//! the worker refreshes every application's remaining work with [`MemoryBudget::set_work`]).
+//! Either way a request that cannot be served yet is not passed by later ones, so a large
+//! batch is never starved by a stream of small ones.
+//!
+//! **Quota**: an application holds at most [`MemoryBudget::app_limit`] bytes of credit at
+//! once. A request beyond it waits for the application's own credit to return and never
+//! blocks the others (it is skipped, not queued ahead of them); the flusher writes an
+//! application at its quota to disk first (see `storage::disk`). An application holding
+//! nothing may always take one request, so a batch larger than the quota still passes.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, Semaphore};
+use crossdock_policy::fair_completion::{
+    execution_slackness, select_request, FcsConfig, RemainingWork, ServiceRequest,
+};
+use tokio::sync::{oneshot, Notify};
 
-/// A byte budget with a FIFO queue of waiters.
+/// The order in which waiting requests are served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Order {
+    /// Arrival order.
+    Fifo,
+    /// Least remaining work first, bounded by the slackness cap (Wang 2014, Chapter 4).
+    FairCompletion(FcsConfig),
+}
+
+impl Order {
+    /// Fair completion with the dissertation's parameters.
+    pub fn fair() -> Order {
+        Order::FairCompletion(FcsConfig::default())
+    }
+
+    /// The setting's name: `fifo` or `fair`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Order::Fifo => "fifo",
+            Order::FairCompletion(_) => "fair",
+        }
+    }
+}
+
+/// How a budget is shared between applications.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sharing {
+    pub order: Order,
+    /// The share of the budget one application may hold, in (0, 1].
+    pub app_share: f64,
+}
+
+impl Default for Sharing {
+    /// First come first served, no quota: one application alone gets the whole budget.
+    fn default() -> Self {
+        Sharing {
+            order: Order::Fifo,
+            app_share: 1.0,
+        }
+    }
+}
+
+/// One application's credit on this budget.
+#[derive(Debug, Clone)]
+struct AppCredit {
+    /// Bytes it holds now.
+    held: u64,
+    /// The most it held at once.
+    peak: u64,
+    /// Bytes it was granted since it first asked (its progress).
+    granted: u64,
+    /// When it first asked.
+    first: Instant,
+    /// Time it spent with at least one request waiting, before `blocked_since`.
+    blocked: Duration,
+    /// Since when it has a request waiting, if it has.
+    blocked_since: Option<Instant>,
+    /// Its requests waiting.
+    waiting: usize,
+}
+
+impl AppCredit {
+    fn new(now: Instant) -> Self {
+        AppCredit {
+            held: 0,
+            peak: 0,
+            granted: 0,
+            first: now,
+            blocked: Duration::ZERO,
+            blocked_since: None,
+            waiting: 0,
+        }
+    }
+
+    /// `E_slack` of the dissertation: its lifetime here over the lifetime its service alone
+    /// would have needed for the progress made (`granted` of `granted + r_left` bytes).
+    fn slackness(&self, now: Instant, r_left: u64) -> f64 {
+        let total = now.duration_since(self.first).as_secs_f64();
+        let blocked = self.blocked + self.blocked_since.map_or(Duration::ZERO, |s| now - s);
+        let service = (total - blocked.as_secs_f64()).max(0.0);
+        let done = self.granted as f64;
+        let progress = if done + r_left as f64 > 0.0 {
+            done / (done + r_left as f64)
+        } else {
+            0.0
+        };
+        execution_slackness(total, service, progress)
+    }
+}
+
+struct Waiter {
+    /// Arrival order, also the waiter's identity.
+    arrival: u64,
+    app: Arc<str>,
+    n: u64,
+    tx: oneshot::Sender<()>,
+    /// Counted in its application's `waiting` (it did not pass at once).
+    counted: bool,
+}
+
+#[derive(Default)]
+struct State {
+    free: u64,
+    apps: HashMap<Arc<str>, AppCredit>,
+    /// In arrival order.
+    waiters: Vec<Waiter>,
+    next_arrival: u64,
+    /// Every application's remaining work, as last computed by the worker.
+    work: HashMap<Arc<str>, RemainingWork>,
+}
+
+/// A byte budget with an ordered queue of waiters and a per-application quota.
 pub struct MemoryBudget {
     total: u64,
-    credits: Semaphore,
+    app_limit: u64,
+    order: Order,
+    /// `total - free`, readable without the lock.
+    used: AtomicU64,
     peak: AtomicU64,
+    state: Mutex<State>,
     /// Woken when a taker had to wait, so the flusher can make room early.
     pub pressure: Notify,
 }
 
 impl MemoryBudget {
-    /// A budget of `total` bytes (at most 2^61 - 1, tokio's semaphore limit).
+    /// A budget of `total` bytes, first come first served, no quota.
     pub fn new(total: u64) -> Self {
+        MemoryBudget::shared(total, Sharing::default())
+    }
+
+    /// A budget of `total` bytes shared as `sharing` says.
+    pub fn shared(total: u64, sharing: Sharing) -> Self {
+        let share = if sharing.app_share > 0.0 && sharing.app_share <= 1.0 {
+            sharing.app_share
+        } else {
+            1.0
+        };
         MemoryBudget {
             total,
-            credits: Semaphore::new(total as usize),
+            app_limit: ((total as f64 * share) as u64).clamp(1, total.max(1)),
+            order: sharing.order,
+            used: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            state: Mutex::new(State {
+                free: total,
+                ..State::default()
+            }),
             pressure: Notify::new(),
         }
     }
@@ -35,9 +187,19 @@ impl MemoryBudget {
         self.total
     }
 
+    /// The most one application may hold at once.
+    pub fn app_limit(&self) -> u64 {
+        self.app_limit
+    }
+
+    /// The order waiters are served in.
+    pub fn order(&self) -> Order {
+        self.order
+    }
+
     /// Bytes currently taken.
     pub fn used(&self) -> u64 {
-        self.total - self.credits.available_permits() as u64
+        self.used.load(Ordering::Relaxed)
     }
 
     /// The largest number of bytes taken at once since start.
@@ -45,51 +207,234 @@ impl MemoryBudget {
         self.peak.load(Ordering::Relaxed)
     }
 
-    /// Takes `n` bytes of credit, waiting (in FIFO order) until they are free.
-    /// `n` must not exceed the budget, or this would wait forever; callers check.
-    pub async fn take(&self, n: u64) {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("memory budget lock")
+    }
+
+    /// Takes `n` bytes of credit for `app`, waiting until the order serves it, the budget
+    /// has them and the application's quota allows them. `n` must not exceed the budget,
+    /// or this would wait forever; callers check. Cancel-safe: a dropped wait leaves the
+    /// queue, and credit granted to it returns.
+    pub async fn take(&self, app: &str, n: u64) {
         debug_assert!(n <= self.total);
-        let n32 = u32::try_from(n).expect("batch sizes fit in u32");
-        match self.credits.try_acquire_many(n32) {
-            Ok(p) => p.forget(),
-            Err(_) => {
-                self.pressure.notify_one();
-                self.credits
-                    .acquire_many(n32)
-                    .await
-                    .expect("budget semaphore is never closed")
-                    .forget();
+        let now = Instant::now();
+        let (arrival, rx) = {
+            let mut st = self.lock();
+            let app: Arc<str> = match st.apps.get_key_value(app) {
+                Some((k, _)) => k.clone(),
+                None => {
+                    let k: Arc<str> = app.into();
+                    st.apps.insert(k.clone(), AppCredit::new(now));
+                    k
+                }
+            };
+            let arrival = st.next_arrival;
+            st.next_arrival += 1;
+            let (tx, rx) = oneshot::channel();
+            st.waiters.push(Waiter {
+                arrival,
+                app: app.clone(),
+                n,
+                tx,
+                counted: false,
+            });
+            self.dispatch(&mut st, now);
+            if !st.waiters.iter().any(|w| w.arrival == arrival) {
+                drop(st);
+                self.peak.fetch_max(self.used(), Ordering::Relaxed);
+                return;
             }
-        }
+            if let Some(w) = st.waiters.iter_mut().find(|w| w.arrival == arrival) {
+                w.counted = true;
+            }
+            let a = st.apps.get_mut(&app).expect("entry made above");
+            a.waiting += 1;
+            a.blocked_since.get_or_insert(now);
+            (arrival, rx)
+        };
+        self.pressure.notify_one();
+        let mut guard = Waiting {
+            budget: self,
+            arrival,
+            app,
+            n,
+            done: false,
+        };
+        // The sender lives in the queue until the grant; the guard keeps the queue right.
+        let _ = rx.await;
+        guard.done = true;
         self.peak.fetch_max(self.used(), Ordering::Relaxed);
     }
 
-    /// Returns `n` bytes of credit.
-    pub fn give_back(&self, n: u64) {
-        if n > 0 {
-            self.credits.add_permits(n as usize);
+    /// Returns `n` bytes of credit taken for `app`.
+    pub fn give_back(&self, app: &str, n: u64) {
+        if n == 0 {
+            return;
         }
+        let mut st = self.lock();
+        self.release(&mut st, app, n);
+        self.dispatch(&mut st, Instant::now());
+    }
+
+    fn release(&self, st: &mut State, app: &str, n: u64) {
+        st.free = (st.free + n).min(self.total);
+        self.used.store(self.total - st.free, Ordering::Relaxed);
+        if let Some(a) = st.apps.get_mut(app) {
+            a.held = a.held.saturating_sub(n);
+        }
+    }
+
+    /// Bytes `app` holds now.
+    pub fn held(&self, app: &str) -> u64 {
+        self.lock().apps.get(app).map_or(0, |a| a.held)
+    }
+
+    /// The most `app` held at once (0 for an app it does not know).
+    pub fn peak_held(&self, app: &str) -> u64 {
+        self.lock().apps.get(app).map_or(0, |a| a.peak)
+    }
+
+    /// The applications holding credit, with what they hold.
+    pub fn holders(&self) -> Vec<(Arc<str>, u64)> {
+        self.lock()
+            .apps
+            .iter()
+            .filter(|(_, a)| a.held > 0)
+            .map(|(k, a)| (k.clone(), a.held))
+            .collect()
+    }
+
+    /// Requests waiting, and how many of them wait on their application's quota.
+    pub fn waiting(&self) -> (usize, usize) {
+        let st = self.lock();
+        let quota = st
+            .waiters
+            .iter()
+            .filter(|w| !self.within_quota(&st, w))
+            .count();
+        (st.waiters.len(), quota)
+    }
+
+    /// Sets every application's remaining work (FCS orders by it; an application missing
+    /// from `work` counts as having none left, so a newcomer is served early) and serves
+    /// whoever the new order lets through.
+    pub fn set_work(&self, work: HashMap<Arc<str>, RemainingWork>) {
+        let mut st = self.lock();
+        st.work = work;
+        self.dispatch(&mut st, Instant::now());
+    }
+
+    /// Forgets a deleted application (what it still holds returns as it is given back).
+    pub fn forget(&self, app: &str) {
+        let mut st = self.lock();
+        if !st.waiters.iter().any(|w| &*w.app == app) {
+            st.apps.remove(app);
+        }
+        st.work.remove(app);
+    }
+
+    fn within_quota(&self, st: &State, w: &Waiter) -> bool {
+        if self.app_limit >= self.total {
+            return true;
+        }
+        let held = st.apps.get(&w.app).map_or(0, |a| a.held);
+        held == 0 || held + w.n <= self.app_limit
+    }
+
+    /// Grants waiting requests while the order's choice fits in the free credit.
+    fn dispatch(&self, st: &mut State, now: Instant) {
+        loop {
+            let eligible: Vec<usize> = (0..st.waiters.len())
+                .filter(|&i| self.within_quota(st, &st.waiters[i]))
+                .collect();
+            let pick = match self.order {
+                Order::Fifo => eligible.first().copied(),
+                Order::FairCompletion(cfg) => {
+                    let requests: Vec<ServiceRequest> = eligible
+                        .iter()
+                        .map(|&i| {
+                            let w = &st.waiters[i];
+                            let work = st.work.get(&w.app).copied().unwrap_or(RemainingWork {
+                                t_rs: 0.0,
+                                r_left: 0,
+                            });
+                            let slackness = st
+                                .apps
+                                .get(&w.app)
+                                .map_or(1.0, |a| a.slackness(now, work.r_left));
+                            ServiceRequest {
+                                work,
+                                slackness,
+                                arrival: w.arrival,
+                            }
+                        })
+                        .collect();
+                    select_request(&requests, &cfg).map(|k| eligible[k])
+                }
+            };
+            let Some(i) = pick else { return };
+            if st.waiters[i].n > st.free {
+                return;
+            }
+            let w = st.waiters.remove(i);
+            st.free -= w.n;
+            self.used.store(self.total - st.free, Ordering::Relaxed);
+            if let Some(a) = st.apps.get_mut(&w.app) {
+                a.held += w.n;
+                a.peak = a.peak.max(a.held);
+                a.granted += w.n;
+                if w.counted {
+                    a.waiting = a.waiting.saturating_sub(1);
+                    if a.waiting == 0 {
+                        let since = a.blocked_since.take().unwrap_or(now);
+                        a.blocked += now.saturating_duration_since(since);
+                    }
+                }
+            }
+            if w.tx.send(()).is_err() {
+                // Nobody waits for it any more (cannot happen while `Waiting` cleans up
+                // under the lock, but credit must never leak).
+                self.release(st, &w.app, w.n);
+            }
+        }
+    }
+}
+
+/// A request in the queue; dropped before its grant, it leaves the queue, and dropped
+/// after the grant but before its taker saw it, it returns the credit.
+struct Waiting<'a> {
+    budget: &'a MemoryBudget,
+    arrival: u64,
+    app: &'a str,
+    n: u64,
+    done: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let b = self.budget;
+        let mut st = b.lock();
+        let now = Instant::now();
+        if let Some(pos) = st.waiters.iter().position(|w| w.arrival == self.arrival) {
+            st.waiters.remove(pos);
+            // Counted: it was queued before this guard existed.
+            if let Some(a) = st.apps.get_mut(self.app) {
+                a.waiting = a.waiting.saturating_sub(1);
+                if a.waiting == 0 {
+                    if let Some(since) = a.blocked_since.take() {
+                        a.blocked += now.saturating_duration_since(since);
+                    }
+                }
+            }
+        } else {
+            b.release(&mut st, self.app, self.n);
+        }
+        b.dispatch(&mut st, now);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    #[tokio::test]
-    async fn take_waits_until_credit_returns() {
-        let b = Arc::new(MemoryBudget::new(100));
-        b.take(80).await;
-        assert_eq!(b.used(), 80);
-        let b2 = b.clone();
-        let waiter = tokio::spawn(async move { b2.take(30).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiter.is_finished(), "must wait: only 20 bytes free");
-        b.give_back(80);
-        waiter.await.unwrap();
-        assert_eq!(b.used(), 30);
-        assert_eq!(b.peak(), 80);
-    }
-}
+mod tests;

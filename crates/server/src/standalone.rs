@@ -44,6 +44,8 @@ pub struct StandaloneConfig {
     /// TLS on every connection this server accepts and opens to its peers
     /// (`docs/security.md`, "TLS"); `None`: plain TCP.
     pub tls: Option<crossdock_client::tls::ServerTls>,
+    /// How each worker is shared between applications.
+    pub tenancy: crate::worker::config::Tenancy,
 }
 
 /// A running standalone cluster.
@@ -98,6 +100,7 @@ impl Standalone {
                 limits: cfg.limits.clone(),
                 secret: cfg.secret.clone(),
                 tls: cfg.tls.clone(),
+                tenancy: cfg.tenancy,
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

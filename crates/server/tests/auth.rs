@@ -323,6 +323,7 @@ async fn a_worker_with_the_wrong_secret_is_never_given_data() {
         limits: Default::default(),
         secret: Some(std::sync::Arc::new(wrong)),
         tls: None,
+        tenancy: Default::default(),
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let w = Worker::start(cfg, shutdown).await.unwrap();

@@ -223,6 +223,7 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         limits: Default::default(),
         secret: Some(common::secret()),
         tls: None,
+        tenancy: Default::default(),
     };
     let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
         .await

@@ -443,6 +443,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             limits: Default::default(),
             secret: Some(common::secret()),
             tls: None,
+            tenancy: Default::default(),
         },
         worker_shutdown,
     )
@@ -664,6 +665,7 @@ async fn worker_labels_reach_clients_and_replicas_cross_zones() {
                 limits: Default::default(),
                 secret: Some(common::secret()),
                 tls: None,
+                tenancy: Default::default(),
             },
             shutdown.clone(),
         )

@@ -2,10 +2,49 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossdock_proto::auth::ClusterSecret;
 
 use crate::limits::ConnLimits;
+use crate::memory::{Order, Sharing};
+
+/// How a worker shares itself between applications (`docs/operations.md`, "Many
+/// applications on one service").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tenancy {
+    /// Who gets memory credit (pushes) and fetch buffer credit first when they are short.
+    pub order: Order,
+    /// The share of the push budget, and of the fetch buffers, one app may hold, in (0, 1].
+    pub app_memory_share: f64,
+    /// Most payload bytes one app may have stored on this worker; `None`: no limit.
+    pub app_stored_quota: Option<u64>,
+    /// Congestion throttling's step per doubling of write latency; zero turns it off.
+    pub congestion_step: Duration,
+}
+
+impl Default for Tenancy {
+    /// Fair completion order, no quota (an app alone gets the whole worker), the
+    /// dissertation's 50 ms congestion step.
+    fn default() -> Self {
+        Tenancy {
+            order: Order::fair(),
+            app_memory_share: 1.0,
+            app_stored_quota: None,
+            congestion_step: Duration::from_millis(50),
+        }
+    }
+}
+
+impl Tenancy {
+    /// How the memory budgets are shared.
+    pub fn sharing(&self) -> Sharing {
+        Sharing {
+            order: self.order,
+            app_share: self.app_memory_share,
+        }
+    }
+}
 
 /// Largest batch a worker accepts by default.
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
@@ -51,6 +90,8 @@ pub struct WorkerConfig {
     /// TLS on every connection this server accepts and opens to its peers
     /// (`docs/security.md`, "TLS"); `None`: plain TCP.
     pub tls: Option<crossdock_client::tls::ServerTls>,
+    /// How the worker is shared between applications.
+    pub tenancy: Tenancy,
 }
 
 impl WorkerConfig {

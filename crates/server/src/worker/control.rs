@@ -113,6 +113,8 @@ pub async fn handle(
         Message::DeleteApp { app_id, everywhere } => {
             store.delete_app(&app_id, everywhere);
             worker.metrics.apps.forget(&app_id);
+            store.budget.forget(&app_id);
+            worker.fetch_budget.forget(&app_id);
             now(Ok(Message::Ok)).await
         }
         Message::SyncCommits {

@@ -70,6 +70,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     let mut buf: Vec<u8> = Vec::new();
     let mut credit = Credit {
         budget: &worker.fetch_budget,
+        app: &app_id,
         held: 0,
     };
     let mut rest = &view.pieces[..];
@@ -105,6 +106,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     m.fetched_batches.fetch_add(batches, Ordering::Relaxed);
     m.fetched_bytes.fetch_add(bytes, Ordering::Relaxed);
     m.apps.fetched(&app_id, bytes);
+    store.count_fetched(&app_id, shuffle_id, bytes);
     write_message(w, request_id, &Message::FetchEnd { batches, bytes }).await?;
     if let Some(t) = first {
         // Nothing to send but the end: that is the first frame.
@@ -135,6 +137,7 @@ async fn report_if_lost(
 /// Credit held from a memory budget, returned when dropped.
 struct Credit<'a> {
     budget: &'a MemoryBudget,
+    app: &'a str,
     held: u64,
 }
 
@@ -145,8 +148,9 @@ impl Credit<'_> {
     async fn grow_to(&mut self, n: u64) {
         let n = n.min(self.budget.total());
         if n > self.held {
-            self.budget.give_back(std::mem::take(&mut self.held));
-            self.budget.take(n).await;
+            self.budget
+                .give_back(self.app, std::mem::take(&mut self.held));
+            self.budget.take(self.app, n).await;
             self.held = n;
         }
     }
@@ -154,7 +158,7 @@ impl Credit<'_> {
 
 impl Drop for Credit<'_> {
     fn drop(&mut self) {
-        self.budget.give_back(self.held);
+        self.budget.give_back(self.app, self.held);
     }
 }
 

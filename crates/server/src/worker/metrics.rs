@@ -1,5 +1,6 @@
 //! The worker's counters and its part of the `/metrics` page.
 
+use std::fmt::Write;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::per_app::{self, AppTraffic, LABELLED_APPS};
@@ -44,7 +45,9 @@ impl Page<'_> {
         let labels = format!("worker=\"{}\"", m.worker_id.load(Ordering::Relaxed));
         let (apps, shuffles, partitions) = self.store.counts();
         let budget = &self.store.budget;
-        let rows: [(&str, &str, &str, u64); 19] = [
+        let (waiters, quota_waiters) = budget.waiting();
+        let congestion = &self.store.congestion;
+        let rows: [(&str, &str, &str, u64); 22] = [
             ("crossdock_worker_pushed_bytes_total", "counter", "Payload bytes accepted from pushes.", get(&m.pushed_bytes)),
             ("crossdock_worker_pushed_batches_total", "counter", "Batches accepted from pushes.", get(&m.pushed_batches)),
             ("crossdock_worker_duplicate_batches_total", "counter", "Pushed batches dropped as duplicates of stored ones.", get(&m.duplicate_batches)),
@@ -64,6 +67,9 @@ impl Page<'_> {
             ("crossdock_worker_apps", "gauge", "Apps with data on this worker.", apps),
             ("crossdock_worker_shuffles", "gauge", "Shuffles with data on this worker.", shuffles),
             ("crossdock_worker_partitions", "gauge", "Partitions placed on this worker.", partitions),
+            ("crossdock_worker_push_waiters", "gauge", "Pushes waiting for memory credit (fair completion or FIFO order, see --scheduling).", waiters as u64),
+            ("crossdock_worker_quota_waiters", "gauge", "Pushes waiting because their app holds its share of the memory budget (--app-memory-share).", quota_waiters as u64),
+            ("crossdock_worker_throttled_pushes_total", "counter", "Pushes of the heaviest app delayed by congestion throttling.", get(&congestion.delayed)),
         ];
         for (name, kind, help, v) in rows {
             describe(out, name, kind, help);
@@ -94,6 +100,17 @@ impl Page<'_> {
             "crossdock_worker_flush_seconds",
             "One flush of a partition's batches to its file (a blocking thread's wait included; a disk commit's sync is not).",
             &labels,
+        );
+        describe(
+            out,
+            "crossdock_worker_congestion_delay_seconds",
+            "gauge",
+            "The delay congestion throttling adds to the heaviest app's pushes (0: writes are not slowing down).",
+        );
+        let _ = writeln!(
+            out,
+            "crossdock_worker_congestion_delay_seconds{{{labels}}} {}",
+            congestion.delay().as_secs_f64()
         );
         s.upload_latency.render_labelled(
             out,

@@ -40,6 +40,7 @@ use std::time::Duration;
 use crossdock_client::Keyring;
 use tokio::net::TcpListener;
 
+use crate::congestion::Congestion;
 use crate::limits::Gate;
 use crate::memory::MemoryBudget;
 use crate::net::ShutdownSignal;
@@ -106,10 +107,13 @@ impl Worker {
                 })
             }
         };
+        let sharing = cfg.tenancy.sharing();
         let store = ShuffleStore::new(
             cfg.data_dirs(),
-            Arc::new(MemoryBudget::new(push)),
+            Arc::new(MemoryBudget::shared(push, sharing)),
             max_batch,
+            cfg.tenancy.app_stored_quota,
+            Arc::new(Congestion::new(cfg.tenancy.congestion_step)),
             tier,
         );
         match store.recover() {
@@ -123,7 +127,7 @@ impl Worker {
             addr,
             advertised: advertised.clone(),
             store,
-            fetch_budget: Arc::new(MemoryBudget::new(fetch)),
+            fetch_budget: Arc::new(MemoryBudget::shared(fetch, sharing)),
             metrics: Arc::new(WorkerMetrics::default()),
             memory: cfg.memory,
             incarnation,
@@ -141,7 +145,7 @@ impl Worker {
             gate: Gate::new(cfg.limits.clone()),
             secret: cfg.secret.clone(),
         });
-        tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), "worker listening");
+        tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), order = sharing.order.name(), app_memory_share = sharing.app_share, app_stored_quota = ?cfg.tenancy.app_stored_quota, "worker listening");
         let w = worker.clone();
         tokio::spawn(crate::net::accept_loop(
             "worker",
@@ -152,8 +156,25 @@ impl Worker {
             move |stream, peer| conn::serve(stream, peer, w.clone()),
         ));
         tokio::spawn(flusher(worker.store.clone(), shutdown.clone()));
+        if matches!(sharing.order, crate::memory::Order::FairCompletion(_)) {
+            tokio::spawn(fair_completion(worker.clone(), shutdown.clone()));
+        }
         tokio::spawn(membership::run(worker.clone(), shutdown));
         Ok(worker)
+    }
+}
+
+/// Refreshes every app's remaining work in both budgets every 100 ms, the order the Fair
+/// Completion Scheduler serves their waiters in.
+async fn fair_completion(worker: Arc<Worker>, mut shutdown: ShutdownSignal) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let work = worker.store.remaining_work();
+        worker.fetch_budget.set_work(work.clone());
+        worker.store.budget.set_work(work);
     }
 }
 

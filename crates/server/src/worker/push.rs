@@ -65,11 +65,14 @@ pub async fn handle<R: AsyncRead + Unpin>(
             return Ok(next);
         }
     };
-    store.budget.take(payload_len).await;
+    if let Some(delay) = store.congestion.delay_for(&store.budget, &header.app_id) {
+        tokio::time::sleep(delay).await;
+    }
+    store.budget.take(&header.app_id, payload_len).await;
     let payload = match read_exact_bytes(r, payload_len as usize).await {
         Ok(p) => p,
         Err(e) => {
-            store.budget.give_back(payload_len);
+            store.budget.give_back(&header.app_id, payload_len);
             return Err(e);
         }
     };

@@ -63,6 +63,7 @@ impl Cluster {
                 crossdock_server::coordinator::config::DEFAULT_PREDICTION_THRESHOLD,
             secret: Some(super::secret()),
             tls: None,
+            tenancy: Default::default(),
         };
         configure(&mut cfg);
         let sa = Standalone::start(cfg, shutdown).await.unwrap();

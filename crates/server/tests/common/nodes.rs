@@ -9,6 +9,7 @@ use bytes::Bytes;
 use crossdock_client::{ClientError, CoordinatorClient, Keyring, Placement, ShuffleStatus};
 use crossdock_proto::{AttemptId, CommitStatus, Durability};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::worker::config::Tenancy;
 use crossdock_server::worker::{Worker, WorkerConfig};
 
 use super::{payload, push_batch, read_batches, reader, stat};
@@ -46,6 +47,26 @@ pub async fn start_worker_on(
     dirs: Vec<std::path::PathBuf>,
     tier: Option<&TierCfg>,
 ) -> Node {
+    start_worker_shared(
+        coordinator,
+        listen,
+        dirs,
+        tier,
+        64 << 20,
+        Tenancy::default(),
+    )
+    .await
+}
+
+/// A worker with `memory` bytes of budget shared between apps as `tenancy` says.
+pub async fn start_worker_shared(
+    coordinator: &str,
+    listen: &str,
+    dirs: Vec<std::path::PathBuf>,
+    tier: Option<&TierCfg>,
+    memory: u64,
+    tenancy: Tenancy,
+) -> Node {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
     let worker = Worker::start(
@@ -55,7 +76,7 @@ pub async fn start_worker_on(
             host: String::new(),
             zone: String::new(),
             coordinator: coordinator.into(),
-            memory: 64 << 20,
+            memory,
             data_dir: dir,
             extra_data_dirs: extra,
             object_store: tier.map(|t| t.url.clone()),
@@ -63,6 +84,7 @@ pub async fn start_worker_on(
             limits: Default::default(),
             secret: Some(super::secret()),
             tls: None,
+            tenancy,
         },
         shutdown,
     )
@@ -86,6 +108,30 @@ impl Cluster {
         durability: Durability,
         tier: Option<TierCfg>,
     ) -> Cluster {
+        Cluster::start_full(
+            workers,
+            replication,
+            durability,
+            tier,
+            64 << 20,
+            Tenancy::default(),
+        )
+        .await
+    }
+
+    /// One worker of `memory` bytes shared between apps as `tenancy` says.
+    pub async fn start_shared(memory: u64, tenancy: Tenancy) -> Cluster {
+        Cluster::start_full(1, 1, Durability::Memory, None, memory, tenancy).await
+    }
+
+    pub async fn start_full(
+        workers: usize,
+        replication: u32,
+        durability: Durability,
+        tier: Option<TierCfg>,
+        memory: u64,
+        tenancy: Tenancy,
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("coordinator"));
@@ -98,7 +144,17 @@ impl Cluster {
         let mut nodes = Vec::new();
         for i in 0..workers {
             let dir = dir.path().join(format!("w{i}"));
-            nodes.push(start_worker_on(&coord_addr, "127.0.0.1:0", vec![dir], tier.as_ref()).await);
+            nodes.push(
+                start_worker_shared(
+                    &coord_addr,
+                    "127.0.0.1:0",
+                    vec![dir],
+                    tier.as_ref(),
+                    memory,
+                    tenancy,
+                )
+                .await,
+            );
         }
         for _ in 0..500 {
             if coordinator.lock().counts().2 == workers as u64 {

@@ -76,10 +76,10 @@ impl Adoption<'_> {
                 if map_attempts.get(h.map as usize) == Some(&h.attempt) {
                     let payload = bytes::Bytes::copy_from_slice(&buf[pos + r.payload.start..end]);
                     let n = payload.len() as u64;
-                    self.budget.take(n).await;
+                    self.budget.take(&part.app_id, n).await;
                     match part.insert(h.map, h.attempt, h.seq, h.crc, payload) {
                         Insert::Stored => restored += n,
-                        _ => self.budget.give_back(n),
+                        _ => self.budget.give_back(&part.app_id, n),
                     }
                 }
                 pos = end;

@@ -5,9 +5,12 @@
 //! **Flush policy** ([`LocalDisk::relieve_pressure`]): batches stay in memory, where
 //! reducers read them fastest, until the buffered bytes pass 90% of the budget; then the
 //! largest partitions are written, each as one vectored sequential write straight from
-//! the batch buffers, until the buffered bytes are under 70%. A partition idle for
-//! [`IDLE_FLUSH`] is written too, so memory held by finished or abandoned shuffles
-//! returns to the budget.
+//! the batch buffers, until the buffered bytes are under 70%. The same rule holds per
+//! application against its quota (`MemoryBudget::app_limit`): an application holding more
+//! than 90% of its quota has its largest partitions written until it holds under 70%, so
+//! its pushes waiting on the quota go on even while the worker as a whole has room. A
+//! partition idle for [`IDLE_FLUSH`] is written too, so memory held by finished or
+//! abandoned shuffles returns to the budget.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,6 +24,7 @@ use super::layout;
 use super::metrics::StorageMetrics;
 use super::partition::{FlushJob, Partition};
 use super::upload::Uploader;
+use crate::congestion::Congestion;
 use crate::memory::MemoryBudget;
 
 /// A partition that received nothing for this long is written to disk.
@@ -45,6 +49,8 @@ pub struct LocalDisk {
     metrics: Arc<StorageMetrics>,
     /// Where written files go next, if anywhere.
     uploads: Option<Arc<Uploader>>,
+    /// Told how long each flush took per byte.
+    congestion: Arc<Congestion>,
 }
 
 impl LocalDisk {
@@ -53,6 +59,7 @@ impl LocalDisk {
         budget: Arc<MemoryBudget>,
         metrics: Arc<StorageMetrics>,
         uploads: Option<Arc<Uploader>>,
+        congestion: Arc<Congestion>,
     ) -> Arc<LocalDisk> {
         let total = budget.total();
         Arc::new(LocalDisk {
@@ -65,6 +72,7 @@ impl LocalDisk {
             disk_full: AtomicBool::new(false),
             metrics,
             uploads,
+            congestion,
         })
     }
 
@@ -108,7 +116,7 @@ impl LocalDisk {
     /// Drops a deleted partition's memory and disk accounting.
     pub fn release(&self, part: &Partition) {
         let (memory, disk) = part.delete();
-        self.budget.give_back(memory);
+        self.budget.give_back(&part.app_id, memory);
         self.stored_bytes.fetch_sub(disk, Ordering::Relaxed);
     }
 
@@ -127,9 +135,24 @@ impl LocalDisk {
         parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let mut used = self.budget.used();
         let pressed = used > self.high_water;
+        // Apps past 90% of their quota, with what they hold.
+        let limit = self.budget.app_limit();
+        let mut over: std::collections::HashMap<Arc<str>, u64> = if limit < self.budget.total() {
+            self.budget
+                .holders()
+                .into_iter()
+                .filter(|(_, held)| *held > limit / 10 * 9)
+                .collect()
+        } else {
+            Default::default()
+        };
         for (bytes, idle, p) in parts {
-            if (pressed && used > self.low_water) || idle {
+            let app_over = over.get_mut(&p.app_id).filter(|h| **h > limit / 10 * 7);
+            if (pressed && used > self.low_water) || idle || app_over.is_some() {
                 used = used.saturating_sub(bytes);
+                if let Some(h) = app_over {
+                    *h = h.saturating_sub(bytes);
+                }
                 self.schedule_flush(p);
             }
         }
@@ -150,7 +173,9 @@ impl LocalDisk {
                 let written = tokio::task::spawn_blocking(move || write_job(&path, job)).await;
                 match written {
                     Ok((job, Ok(()))) => {
-                        disk.metrics.flush_latency.observe(started.elapsed());
+                        let took = started.elapsed();
+                        disk.metrics.flush_latency.observe(took);
+                        disk.congestion.on_flush(job.file_bytes, took);
                         disk.flushed(&part, &job)
                     }
                     Ok((job, Err(e))) => {
@@ -176,7 +201,7 @@ impl LocalDisk {
     fn flushed(&self, part: &Arc<Partition>, job: &FlushJob) {
         self.disk_full.store(false, Ordering::Release);
         if let Some(freed) = part.complete_flush(job) {
-            self.budget.give_back(freed);
+            self.budget.give_back(&part.app_id, freed);
             StorageMetrics::add(&self.metrics.flushed_bytes, job.payload_bytes);
             self.stored_bytes
                 .fetch_add(job.file_bytes, Ordering::Relaxed);

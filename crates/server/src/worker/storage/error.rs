@@ -87,6 +87,13 @@ pub enum StorageError {
     StillRestoring { partition: u32, secs: u64 },
     #[error("shuffle {shuffle} of app '{app}' was deleted")]
     Deleted { app: String, shuffle: u32 },
+    #[error("app '{app}' has {held} bytes stored on this worker and a push of {len} more would pass its quota of {quota} bytes (the worker's --app-stored-quota, or less if the app asked for less); delete finished shuffles or raise the quota")]
+    QuotaExceeded {
+        app: String,
+        held: u64,
+        len: u64,
+        quota: u64,
+    },
     #[error("disk full: this worker cannot write to {dirs} and its memory is used up; it takes no more data until space is freed")]
     DiskFull { dirs: String },
     #[error("the coordinator commits to the object store, but this worker has none: start every worker with --object-store")]
@@ -201,6 +208,7 @@ impl Coded for StorageError {
             | E::NoObjectStore => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
+            E::QuotaExceeded { .. } => ErrorCode::LimitExceeded,
             E::BadChecksum { .. } => ErrorCode::BadChecksum,
             E::PushAfterCommit { .. } => ErrorCode::PushAfterCommit,
             E::CommitMismatch { .. } => ErrorCode::CommitMismatch,

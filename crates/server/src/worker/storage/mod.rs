@@ -47,7 +47,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use crossdock_proto::{AttemptId, Durability, PartitionBytes, PushHeader, ResumePoint};
 
+use crate::congestion::Congestion;
 use crate::memory::MemoryBudget;
+use crossdock_policy::fair_completion::RemainingWork;
 use disk::LocalDisk;
 pub use error::StorageError;
 pub use metrics::StorageMetrics;
@@ -70,6 +72,10 @@ pub struct ShuffleStore {
     pub budget: Arc<MemoryBudget>,
     /// Largest payload one push may carry.
     pub max_batch: u64,
+    /// Most payload bytes one app may have stored here (memory, disk and object store).
+    pub app_stored_quota: Option<u64>,
+    /// Slows the heaviest pusher when writes slow down.
+    pub congestion: Arc<Congestion>,
     metrics: Arc<StorageMetrics>,
 }
 
@@ -80,16 +86,26 @@ impl ShuffleStore {
         roots: Vec<PathBuf>,
         budget: Arc<MemoryBudget>,
         max_batch: u64,
+        app_stored_quota: Option<u64>,
+        congestion: Arc<Congestion>,
         tier: Option<Tier>,
     ) -> Arc<ShuffleStore> {
         let metrics = Arc::new(StorageMetrics::default());
         let uploads = tier.map(|t| Uploader::new(t, metrics.clone()));
-        let disk = LocalDisk::new(roots.clone(), budget.clone(), metrics.clone(), uploads);
+        let disk = LocalDisk::new(
+            roots.clone(),
+            budget.clone(),
+            metrics.clone(),
+            uploads,
+            congestion.clone(),
+        );
         Arc::new(ShuffleStore {
             registry: Registry::new(roots),
             disk,
             budget,
             max_batch,
+            app_stored_quota,
+            congestion,
             metrics,
         })
     }
@@ -191,6 +207,17 @@ impl ShuffleStore {
             return Err(self.disk.full_error());
         }
         shuffle.admit(h.map_id, h.attempt_id, h.batch_seq)?;
+        if let Some(quota) = self.app_stored_quota {
+            let held = self.registry.app_accepted(&h.app_id);
+            if held + payload_len > quota {
+                return Err(StorageError::QuotaExceeded {
+                    app: h.app_id.clone(),
+                    held,
+                    len: payload_len,
+                    quota,
+                });
+            }
+        }
         Ok((shuffle, part))
     }
 
@@ -207,7 +234,7 @@ impl ShuffleStore {
         let len = payload.len() as u64;
         let crc = crossdock_proto::checksum(&payload);
         if crc != h.crc32c {
-            self.budget.give_back(len);
+            self.budget.give_back(&h.app_id, len);
             return Err(StorageError::BadChecksum {
                 partition: h.partition,
                 map: h.map_id,
@@ -219,17 +246,18 @@ impl ShuffleStore {
         }
         match part.insert(h.map_id, h.attempt_id, h.batch_seq, h.crc32c, payload) {
             Insert::Stored => {
+                shuffle.accepted.fetch_add(len, Ordering::Relaxed);
                 if self.budget.used() > self.disk.high_water() {
                     self.budget.pressure.notify_one();
                 }
                 Ok(true)
             }
             Insert::Duplicate => {
-                self.budget.give_back(len);
+                self.budget.give_back(&h.app_id, len);
                 Ok(false)
             }
             Insert::Deleted => {
-                self.budget.give_back(len);
+                self.budget.give_back(&h.app_id, len);
                 Err(StorageError::Deleted {
                     app: shuffle.app_id.clone(),
                     shuffle: shuffle.shuffle_id,
@@ -404,6 +432,32 @@ impl ShuffleStore {
             }
         }
         tracing::info!(app = %s.app_id, shuffle = s.shuffle_id, "deleted shuffle data");
+    }
+
+    /// Every app's remaining work on this worker (the sum over its shuffles of bytes left,
+    /// the longest of their remaining shuffle times): what the Fair Completion Scheduler
+    /// orders the budgets' waiters by (see [`Shuffle::remaining_work`]).
+    pub fn remaining_work(&self) -> HashMap<Arc<str>, RemainingWork> {
+        let mut out: HashMap<Arc<str>, RemainingWork> = HashMap::new();
+        for s in self.registry.every_shuffle() {
+            let w = s.remaining_work();
+            let e = out
+                .entry(Arc::from(s.app_id.as_str()))
+                .or_insert(RemainingWork {
+                    t_rs: 0.0,
+                    r_left: 0,
+                });
+            e.t_rs = e.t_rs.max(w.t_rs);
+            e.r_left = e.r_left.saturating_add(w.r_left);
+        }
+        out
+    }
+
+    /// Counts `bytes` of a shuffle sent to its readers.
+    pub fn count_fetched(&self, app_id: &str, shuffle_id: u32, bytes: u64) {
+        if let Ok(s) = self.shuffle(app_id, shuffle_id) {
+            s.fetched.fetch_add(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Runs the flush policy and then the eviction policy (see [`disk`]).

@@ -116,6 +116,22 @@ impl Registry {
         removed.into_iter().flat_map(|m| m.into_values()).collect()
     }
 
+    /// Payload bytes stored here for `app`'s pushes, over all its shuffles.
+    pub fn app_accepted(&self, app_id: &str) -> u64 {
+        let apps = self.apps.read().expect("lock");
+        apps.get(app_id).map_or(0, |s| {
+            s.values()
+                .map(|s| s.accepted.load(std::sync::atomic::Ordering::Relaxed))
+                .sum()
+        })
+    }
+
+    /// Every shuffle held.
+    pub fn every_shuffle(&self) -> Vec<Arc<Shuffle>> {
+        let apps = self.apps.read().expect("lock");
+        apps.values().flat_map(|s| s.values()).cloned().collect()
+    }
+
     /// Every partition of every shuffle held.
     pub fn every_partition(&self) -> Vec<Arc<Partition>> {
         let apps = self.apps.read().expect("lock");

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use crossdock_proto::{AttemptId, PartitionBytes};
 
@@ -25,6 +26,12 @@ pub struct Shuffle {
     /// Committed attempt per map (its raw id), [`AttemptId::NONE`] until the
     /// coordinator says otherwise.
     committed: Vec<AtomicU32>,
+    /// When this worker learnt of the shuffle (the start of its map stage here).
+    pub created: Instant,
+    /// Payload bytes stored here from its pushes (both copies count where they are held).
+    pub accepted: AtomicU64,
+    /// Payload bytes of it sent to readers.
+    pub fetched: AtomicU64,
 }
 
 impl Shuffle {
@@ -40,6 +47,9 @@ impl Shuffle {
             committed: (0..meta.num_maps)
                 .map(|_| AtomicU32::new(AttemptId::NONE.0))
                 .collect(),
+            created: Instant::now(),
+            accepted: AtomicU64::new(0),
+            fetched: AtomicU64::new(0),
         }
     }
 
@@ -47,6 +57,36 @@ impl Shuffle {
     pub fn committed(&self, map: u32) -> Option<AttemptId> {
         let slot = self.committed.get(map as usize)?;
         AttemptId(slot.load(Ordering::Acquire)).some()
+    }
+
+    /// How many maps have committed.
+    pub fn committed_count(&self) -> u32 {
+        self.committed
+            .iter()
+            .filter(|a| AttemptId(a.load(Ordering::Relaxed)).some().is_some())
+            .count() as u32
+    }
+
+    /// The shuffle's remaining work on this worker, the Fair Completion Scheduler's input
+    /// (Wang 2014, Section 4.3) from what the coordinator told this worker: its map count
+    /// and each map's commit. `T_rs`: the maps left take as many more waves of the time
+    /// the committed ones took (the time since the shuffle began here; before the first
+    /// commit, that time counts as one wave, a lower bound). `R_left`: the bytes held here
+    /// not yet read, plus the maps left times the bytes per committed map so far.
+    pub fn remaining_work(&self) -> crossdock_policy::fair_completion::RemainingWork {
+        let committed = self.committed_count();
+        let maps_left = self.num_maps.saturating_sub(committed) as u64;
+        let accepted = self.accepted.load(Ordering::Relaxed);
+        let per_map = accepted / committed.max(1) as u64;
+        crossdock_policy::fair_completion::remaining_work(
+            &crossdock_policy::fair_completion::JobProgress {
+                maps_left,
+                maps_per_wave: committed.max(1) as f64,
+                avg_map_secs: self.created.elapsed().as_secs_f64(),
+                reduce_total: accepted.saturating_add(maps_left.saturating_mul(per_map)),
+                reduce_done: self.fetched.load(Ordering::Relaxed),
+            },
+        )
     }
 
     /// True if any map has committed.

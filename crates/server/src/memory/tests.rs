@@ -1,0 +1,181 @@
+use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+fn fcs() -> Sharing {
+    Sharing {
+        order: Order::FairCompletion(FcsConfig::default()),
+        app_share: 1.0,
+    }
+}
+
+fn work(t_rs: f64, r_left: u64) -> RemainingWork {
+    RemainingWork { t_rs, r_left }
+}
+
+/// Starts a take of `n` for `app` and waits until it is queued (or served).
+async fn queue(b: &Arc<MemoryBudget>, app: &'static str, n: u64) -> JoinHandle<()> {
+    let before = b.waiting().0;
+    let b2 = b.clone();
+    let h = tokio::spawn(async move { b2.take(app, n).await });
+    for _ in 0..200 {
+        if b.waiting().0 > before || h.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    h
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+#[tokio::test]
+async fn take_waits_until_credit_returns() {
+    let b = Arc::new(MemoryBudget::new(100));
+    b.take("a", 80).await;
+    assert_eq!(b.used(), 80);
+    let waiter = queue(&b, "a", 30).await;
+    settle().await;
+    assert!(!waiter.is_finished(), "must wait: only 20 bytes free");
+    b.give_back("a", 80);
+    waiter.await.unwrap();
+    assert_eq!(b.used(), 30);
+    assert_eq!(b.peak(), 80);
+    assert_eq!(b.held("a"), 30);
+}
+
+#[tokio::test]
+async fn fifo_serves_in_arrival_order_and_nobody_passes_the_head() {
+    let b = Arc::new(MemoryBudget::new(100));
+    b.take("big", 100).await;
+    let first = queue(&b, "big", 60).await;
+    let second = queue(&b, "small", 10).await;
+    b.give_back("big", 50);
+    settle().await;
+    // 50 free: the head needs 60, and the 10 behind it does not pass.
+    assert!(!first.is_finished() && !second.is_finished());
+    b.give_back("big", 50);
+    first.await.unwrap();
+    second.await.unwrap();
+    assert_eq!(b.used(), 70);
+}
+
+#[tokio::test]
+async fn fair_completion_serves_the_least_remaining_work_first() {
+    let b = Arc::new(MemoryBudget::shared(100, fcs()));
+    b.set_work(HashMap::from([
+        (Arc::from("large"), work(150.0, 1 << 30)),
+        (Arc::from("small"), work(3.0, 1 << 20)),
+    ]));
+    b.take("large", 100).await;
+    let large = queue(&b, "large", 60).await;
+    let small = queue(&b, "small", 60).await;
+    b.give_back("large", 60);
+    settle().await;
+    assert!(
+        small.is_finished(),
+        "the small app came later but is served first"
+    );
+    assert!(!large.is_finished());
+    b.give_back("small", 60);
+    large.await.unwrap();
+    small.await.unwrap();
+    // Under FIFO the same arrivals serve the large app first.
+    let f = Arc::new(MemoryBudget::new(100));
+    f.take("large", 100).await;
+    let large = queue(&f, "large", 60).await;
+    let small = queue(&f, "small", 60).await;
+    f.give_back("large", 60);
+    settle().await;
+    assert!(large.is_finished() && !small.is_finished());
+    f.give_back("large", 60);
+    small.await.unwrap();
+}
+
+#[tokio::test]
+async fn slackness_cap_serves_a_starved_large_app_first() {
+    let b = Arc::new(MemoryBudget::shared(100, fcs()));
+    b.set_work(HashMap::from([
+        (Arc::from("large"), work(150.0, 100)),
+        (Arc::from("small"), work(1.0, 10)),
+    ]));
+    // The large app got 100 bytes and then waited 100 ms: its service is near zero and its
+    // lifetime 100 ms at half its work done, a slackness far above the cap of 5.
+    b.take("large", 100).await;
+    let large = queue(&b, "large", 50).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let small = queue(&b, "small", 50).await;
+    b.give_back("large", 50);
+    settle().await;
+    assert!(
+        large.is_finished(),
+        "slack past the cap: no longer passed over"
+    );
+    assert!(!small.is_finished());
+    b.give_back("large", 100);
+    small.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_app_at_its_quota_waits_for_its_own_credit_and_blocks_nobody() {
+    let b = Arc::new(MemoryBudget::shared(
+        100,
+        Sharing {
+            order: Order::Fifo,
+            app_share: 0.5,
+        },
+    ));
+    assert_eq!(b.app_limit(), 50);
+    b.take("flood", 40).await;
+    // 40 + 20 > 50: it waits although 60 bytes are free...
+    let over = queue(&b, "flood", 20).await;
+    settle().await;
+    assert!(!over.is_finished());
+    assert_eq!(b.waiting(), (1, 1));
+    // ...and another app behind it is served at once.
+    b.take("other", 50).await;
+    assert_eq!(b.held("other"), 50);
+    // Its own credit returning lets it through.
+    b.give_back("flood", 40);
+    over.await.unwrap();
+    assert_eq!(b.held("flood"), 20);
+    // An app holding nothing passes with a request larger than the quota.
+    b.take("huge", 30).await;
+    let b2 = Arc::new(MemoryBudget::shared(
+        100,
+        Sharing {
+            order: Order::Fifo,
+            app_share: 0.1,
+        },
+    ));
+    b2.take("one", 30).await;
+    assert_eq!(b2.held("one"), 30);
+}
+
+#[tokio::test]
+async fn a_dropped_wait_leaves_the_queue_and_leaks_nothing() {
+    let b = Arc::new(MemoryBudget::new(100));
+    b.take("a", 100).await;
+    let gone = queue(&b, "a", 50).await;
+    let next = queue(&b, "b", 50).await;
+    gone.abort();
+    let _ = gone.await;
+    assert_eq!(b.waiting().0, 1);
+    b.give_back("a", 50);
+    next.await.unwrap();
+    assert_eq!(b.used(), 100);
+    b.give_back("a", 50);
+    b.give_back("b", 50);
+    assert_eq!(b.used(), 0);
+    // A timed-out take (a cancelled future) does not hold credit either.
+    b.take("c", 100).await;
+    let r = tokio::time::timeout(Duration::from_millis(10), b.take("d", 10)).await;
+    assert!(r.is_err());
+    b.give_back("c", 100);
+    assert_eq!(b.used(), 0);
+    assert_eq!(b.held("d"), 0);
+}
