@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-durability clean
+.PHONY: all setup build build-spark-3.5 test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-durability bench-multi-app clean
 
 all: build
 
@@ -81,6 +81,11 @@ bench-prediction: build
 ## over plain TCP and over TLS, alternating run by run
 bench-native: build
 	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --compare-tls --json
+
+## bench-multi-app: a large Spark application and three small ones started during it, each against its
+## time alone: vanilla, one Crossdock service in FIFO order, and in fair completion order (MULTI_APP_ARGS="--runs 3")
+bench-multi-app: build
+	.venv/bin/python bench/multi_app.py $(MULTI_APP_ARGS)
 
 ## bench-durability: what each commit rule costs (memory, disk, object store: directory and S3)
 bench-durability: build
