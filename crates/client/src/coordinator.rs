@@ -1,6 +1,7 @@
 //! Typed calls to the coordinator.
 
 use bytes::Bytes;
+use crossdock_proto::codec::Appended;
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, WorkerInfo};
 use tokio::sync::Mutex;
 
@@ -108,9 +109,24 @@ impl CoordinatorClient {
     /// keyring keeps from now on. Registering an app id that is already registered
     /// succeeds only for a client that holds its token.
     pub async fn register_app(&self, app_id: &str, lease_ms: u32) -> Result<Bytes> {
+        self.register_app_limited(app_id, lease_ms, 0, 0).await
+    }
+
+    /// [`register_app`](Self::register_app), asking every worker to hold the app to at
+    /// most `stored_quota` bytes stored and `memory_share_ppm` parts per million of its
+    /// memory where that is stricter than the worker's own settings (0: no request).
+    pub async fn register_app_limited(
+        &self,
+        app_id: &str,
+        lease_ms: u32,
+        stored_quota: u64,
+        memory_share_ppm: u64,
+    ) -> Result<Bytes> {
         let msg = Message::RegisterApp {
             app_id: app_id.into(),
             lease_ms,
+            stored_quota: Appended::of(stored_quota),
+            memory_share_ppm: Appended::of(memory_share_ppm),
         };
         match self.call(&msg).await? {
             Message::AppRegistered { token } => {

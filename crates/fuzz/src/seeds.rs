@@ -162,6 +162,8 @@ fn journal_records() -> Vec<Record> {
         Record::App {
             app_id: "app-1".into(),
             lease_ms: 60_000,
+            stored_quota: crossdock_proto::codec::Appended::of(1 << 30),
+            memory_share_ppm: crossdock_proto::codec::Appended::of(500_000),
         },
         Record::AppGone {
             app_id: "app-1".into(),

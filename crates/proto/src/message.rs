@@ -217,6 +217,12 @@ crate::wire_enum! {
         RegisterApp = 0x10 {
             app_id: String,
             lease_ms: u32,
+            /// Most shuffle bytes the app may store on one worker, if it asks for less
+            /// than the workers allow (0: the workers' setting).
+            stored_quota: Appended<u64>,
+            /// The share of a worker's memory the app may hold, in parts per million, if
+            /// it asks for less than the workers allow (0: the workers' setting).
+            memory_share_ppm: Appended<u64>,
         },
         RenewLease = 0x11 {
             app_id: String,
@@ -334,6 +340,10 @@ crate::wire_enum! {
             /// Per entry of `partitions`: the replica's address to forward pushed batches
             /// to, or an empty string. Sent again when a partition's replica changes.
             forward_to: Vec<String>,
+            /// The limits the app asked for when it registered (`RegisterApp`), which the
+            /// worker applies where they are stricter than its own (0: none asked).
+            app_stored_quota: Appended<u64>,
+            app_memory_share_ppm: Appended<u64>,
         },
         MapCommitted = 0x31 {
             app_id: String,

@@ -78,6 +78,8 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::RegisterApp {
                 app_id: "app-1".into(),
                 lease_ms: 60_000,
+                stored_quota: Appended::of(200 << 30),
+                memory_share_ppm: Appended::of(250_000),
             },
         ),
         (
@@ -269,6 +271,8 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 num_partitions: 4,
                 partitions: vec![1, 3],
                 forward_to: vec!["127.0.0.1:7002".into(), String::new()],
+                app_stored_quota: Appended::of(200 << 30),
+                app_memory_share_ppm: Appended::of(250_000),
             },
         ),
         (
@@ -438,6 +442,8 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
     let ok = Message::RegisterApp {
         app_id: "app-1".into(),
         lease_ms: 1,
+        stored_quota: Appended::default(),
+        memory_share_ppm: Appended::default(),
     }
     .encode_frame(1);
     let mut bad_version = ok.clone();
@@ -469,6 +475,8 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         num_partitions: 1,
         partitions: vec![],
         forward_to: vec![],
+        app_stored_quota: Appended::default(),
+        app_memory_share_ppm: Appended::default(),
     }
     .encode_frame(1);
     let n = huge_list.len();

@@ -186,6 +186,8 @@ mod tests {
         let reg = Message::RegisterApp {
             app_id: "x".into(),
             lease_ms: 1000,
+            stored_quota: Default::default(),
+            memory_share_ppm: Default::default(),
         };
         assert!(a.check(&reg).is_ok());
         for m in [fetch("x"), delete("x"), Message::GetWorkerStats] {

@@ -8,11 +8,12 @@
 //!
 //! Shared by both, lowest in the crate: [`error`] (the wire reply and how each layer's
 //! errors become one), [`auth`] (what a connection proved and may ask), [`limits`] (what a peer may hold: connections, time, frame
-//! memory), [`memory`] (byte budgets shared between apps by FIFO or fair completion, with quotas), [`congestion`] (slowing the heaviest pusher when writes slow down), [`metrics`] (the Prometheus
+//! memory), [`app_limits`] (stricter limits an app asks for), [`memory`] (byte budgets shared between apps by FIFO or fair completion, with quotas), [`congestion`] (slowing the heaviest pusher when writes slow down), [`metrics`] (the Prometheus
 //! endpoint), [`names`] (client ids as file names and keys), [`net`] (accept loop,
 //! shutdown), [`peers`] (cached connections to other servers), [`units`] (byte counts for people). Every module imports only modules below it and never its parent
 //! (`tests/layers.rs` checks it).
 
+pub mod app_limits;
 pub mod auth;
 pub mod congestion;
 pub mod coordinator;

@@ -140,6 +140,8 @@ struct State {
     next_arrival: u64,
     /// Every application's remaining work, as last computed by the worker.
     work: HashMap<Arc<str>, RemainingWork>,
+    /// Applications that asked for a smaller share than `app_limit`: their limit.
+    limits: HashMap<Arc<str>, u64>,
 }
 
 /// A byte budget with an ordered queue of waiters and a per-application quota.
@@ -315,6 +317,42 @@ impl MemoryBudget {
         (st.waiters.len(), quota)
     }
 
+    /// Holds `app` to `share` of the budget where that is below the budget's own
+    /// per-application limit (`None`: back to the budget's own).
+    pub fn set_app_share(&self, app: &str, share: Option<f64>) {
+        let mut st = self.lock();
+        match share {
+            Some(s) if s > 0.0 => {
+                let limit = ((self.total as f64 * s) as u64).clamp(1, self.app_limit);
+                st.limits.insert(app.into(), limit);
+            }
+            _ => {
+                st.limits.remove(app);
+            }
+        }
+        self.dispatch(&mut st, Instant::now());
+    }
+
+    /// The most `app` may hold at once.
+    pub fn limit_of(&self, app: &str) -> u64 {
+        let st = self.lock();
+        Self::limit_in(self.app_limit, &st, app)
+    }
+
+    fn limit_in(app_limit: u64, st: &State, app: &str) -> u64 {
+        st.limits.get(app).copied().unwrap_or(app_limit)
+    }
+
+    /// The applications holding credit, with what they hold and their limit.
+    pub fn holders_with_limits(&self) -> Vec<(Arc<str>, u64, u64)> {
+        let st = self.lock();
+        st.apps
+            .iter()
+            .filter(|(_, a)| a.held > 0)
+            .map(|(k, a)| (k.clone(), a.held, Self::limit_in(self.app_limit, &st, k)))
+            .collect()
+    }
+
     /// Sets every application's remaining work (FCS orders by it; an application missing
     /// from `work` counts as having none left, so a newcomer is served early) and serves
     /// whoever the new order lets through.
@@ -331,14 +369,16 @@ impl MemoryBudget {
             st.apps.remove(app);
         }
         st.work.remove(app);
+        st.limits.remove(app);
     }
 
     fn within_quota(&self, st: &State, w: &Waiter) -> bool {
-        if self.app_limit >= self.total {
+        let limit = Self::limit_in(self.app_limit, st, &w.app);
+        if limit >= self.total {
             return true;
         }
         let held = st.apps.get(&w.app).map_or(0, |a| a.held);
-        held == 0 || held + w.n <= self.app_limit
+        held == 0 || held + w.n <= limit
     }
 
     /// Grants waiting requests while the order's choice fits in the free credit.

@@ -88,6 +88,8 @@ fn attacks(app: &str, attacker_addr: &str) -> Vec<(&'static str, Message)> {
                 num_partitions: 2,
                 partitions: vec![0, 1],
                 forward_to: vec![attacker_addr.into(), attacker_addr.into()],
+                app_stored_quota: Default::default(),
+                app_memory_share_ppm: Default::default(),
             },
         ),
         (

@@ -145,3 +145,62 @@ async fn an_app_holds_no_more_than_its_memory_share_and_waits_instead_of_failing
         "{page}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_may_ask_for_stricter_limits_but_never_looser_ones() {
+    let c = Cluster::start_shared(
+        16 << 20,
+        Tenancy {
+            app_stored_quota: Some(1 << 20),
+            ..Tenancy::default()
+        },
+    )
+    .await;
+    let worker = c.nodes[0].worker.clone();
+    let batch = payload(0, 0, 0, 100 << 10);
+    // Pushes 100 KiB batches of `app` until one is refused; returns the bytes stored.
+    let fill = |app: &'static str, addr: String| {
+        let batch = batch.clone();
+        async move {
+            let mut stored = 0u64;
+            for map in 0..100 {
+                match push_to(&addr, app, 0, map, 0, &batch).await {
+                    Ok(()) => stored += batch.len() as u64,
+                    Err(e) => {
+                        assert_eq!(e.code(), Some(ErrorCode::LimitExceeded), "{e}");
+                        return (stored, e.to_string());
+                    }
+                }
+            }
+            panic!("{app} was never refused");
+        }
+    };
+    // Asks for 300 KiB and a quarter of the memory: both are stricter than the worker's.
+    c.coord
+        .register_app_limited("modest", 60_000, 300 << 10, 250_000)
+        .await
+        .unwrap();
+    let p = c.coord.register_shuffle("modest", 0, 100, 1).await.unwrap();
+    let (stored, msg) = fill("modest", p.worker_of(0).unwrap().addr.clone()).await;
+    assert_eq!(stored, 3 * (100 << 10));
+    assert!(msg.contains("quota of 307200 bytes"), "{msg}");
+    let push_budget = worker.store.budget.total();
+    assert_eq!(worker.store.budget.limit_of("modest"), push_budget / 4);
+    // Asks for 4 MiB and all the memory: the worker's 1 MiB and its own share hold.
+    c.coord
+        .register_app_limited("greedy", 60_000, 4 << 20, 1_000_000)
+        .await
+        .unwrap();
+    let p = c.coord.register_shuffle("greedy", 0, 100, 1).await.unwrap();
+    let (stored, msg) = fill("greedy", p.worker_of(0).unwrap().addr.clone()).await;
+    assert_eq!(stored, 10 * (100 << 10));
+    assert!(msg.contains("quota of 1048576 bytes"), "{msg}");
+    assert_eq!(worker.store.budget.limit_of("greedy"), push_budget);
+    // A share above the whole is refused at registration.
+    let err = c
+        .coord
+        .register_app_limited("confused", 60_000, 0, 1_000_001)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::InvalidArgument), "{err}");
+}

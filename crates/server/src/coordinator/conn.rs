@@ -6,6 +6,7 @@
 //! request, and stops reading while there is none. A client that sends requests and
 //! never reads the replies therefore pins a bounded amount of memory.
 
+use crate::app_limits::AppLimits;
 use std::io;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -155,11 +156,21 @@ async fn handle(
     access: &Mutex<Access>,
     msg: Message,
 ) -> Result<Message, ServerError> {
-    let Message::RegisterApp { app_id, lease_ms } = msg else {
+    let Message::RegisterApp {
+        app_id,
+        lease_ms,
+        stored_quota,
+        memory_share_ppm,
+    } = msg
+    else {
         return service::handle(coord, msg).await;
     };
     let owner = access.lock().expect("access lock").owns(&app_id);
-    let reply = service::register_app(coord, &app_id, lease_ms, owner).await?;
+    let limits = AppLimits {
+        stored_quota: stored_quota.value(),
+        memory_share_ppm: memory_share_ppm.value(),
+    };
+    let reply = service::register_app(coord, &app_id, lease_ms, limits, owner).await?;
     access.lock().expect("access lock").grant(&app_id)?;
     Ok(reply)
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use std::time::Instant;
 
+use crossdock_proto::codec::Appended;
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionBytes, PartitionStat};
 
 use super::calls::{call_all, delete_app_on, delete_shuffle_on, notify_commit};
@@ -16,6 +17,7 @@ use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
 use super::state::{Labels, Load, Rejoin, StateError};
 use super::{prediction, recovery};
+use crate::app_limits::AppLimits;
 use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
 
@@ -27,8 +29,13 @@ pub async fn register_app(
     coord: &Arc<Coordinator>,
     app_id: &str,
     lease_ms: u32,
+    limits: AppLimits,
     owner: bool,
 ) -> Result<Message, ServerError> {
+    limits.check().map_err(|e| ServerError {
+        code: crossdock_proto::ErrorCode::InvalidArgument,
+        message: format!("app '{app_id}' asked for {e}"),
+    })?;
     {
         let mut st = coord.lock();
         if !owner && st.has_app(app_id) {
@@ -38,10 +45,13 @@ pub async fn register_app(
             )));
         }
         st.register_app(app_id, lease_ms, Instant::now())?;
+        st.set_app_limits(app_id, limits);
     }
     coord.log(&[Record::App {
         app_id: app_id.to_string(),
         lease_ms,
+        stored_quota: Appended::of(limits.stored_quota),
+        memory_share_ppm: Appended::of(limits.memory_share_ppm),
     }])?;
     let token = match &coord.cfg.secret {
         Some(secret) => secret.app_token(app_id),
@@ -123,8 +133,17 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             }
             Ok(Message::Ok)
         }
-        Message::RegisterApp { app_id, lease_ms } => {
-            register_app(coord, &app_id, lease_ms, true).await
+        Message::RegisterApp {
+            app_id,
+            lease_ms,
+            stored_quota,
+            memory_share_ppm,
+        } => {
+            let limits = AppLimits {
+                stored_quota: stored_quota.value(),
+                memory_share_ppm: memory_share_ppm.value(),
+            };
+            register_app(coord, &app_id, lease_ms, limits, true).await
         }
         Message::RenewLease { app_id } => {
             coord.lock().renew_lease(&app_id, now)?;

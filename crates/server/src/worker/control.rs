@@ -1,6 +1,7 @@
 //! The coordinator's calls to a worker (placing partitions, commits, copy checks and
 //! adoption, deletion) and `GetWorkerStats`. Each is one call into the storage layer.
 
+use crate::app_limits::AppLimits;
 use std::io;
 use std::sync::Arc;
 
@@ -31,7 +32,19 @@ pub async fn handle(
             num_partitions,
             partitions,
             forward_to,
+            app_stored_quota,
+            app_memory_share_ppm,
         } => {
+            let limits = AppLimits {
+                stored_quota: app_stored_quota.value(),
+                memory_share_ppm: app_memory_share_ppm.value(),
+            };
+            if limits.is_set() {
+                store.set_app_limits(&app_id, limits);
+                worker
+                    .fetch_budget
+                    .set_app_share(&app_id, limits.memory_share());
+            }
             let meta = ShuffleMeta {
                 app_id,
                 shuffle_id,

@@ -231,6 +231,8 @@ mod tests {
             Record::App {
                 app_id: "a".into(),
                 lease_ms: 5000,
+                stored_quota: crossdock_proto::codec::Appended::of(1 << 30),
+                memory_share_ppm: crossdock_proto::codec::Appended::of(250_000),
             },
             Record::Shuffle {
                 app_id: "a".into(),

@@ -2,7 +2,7 @@
 //! once (tag, fields in order) like the protocol's messages.
 
 use bytes::{BufMut, Bytes};
-use crossdock_proto::codec::Reader;
+use crossdock_proto::codec::{Appended, Reader};
 use crossdock_proto::{checksum, AttemptId, DecodeError, PartitionStat};
 
 crossdock_proto::wire_enum! {
@@ -17,6 +17,9 @@ crossdock_proto::wire_enum! {
         App = 2 {
             app_id: String,
             lease_ms: u32,
+            /// The limits it asked for (absent in journals written before them).
+            stored_quota: Appended<u64>,
+            memory_share_ppm: Appended<u64>,
         },
         AppGone = 3 {
             app_id: String,

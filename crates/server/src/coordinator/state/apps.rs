@@ -1,5 +1,6 @@
 //! The registered apps, their leases and their shuffles.
 
+use crate::app_limits::AppLimits;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,6 +14,8 @@ use super::progress::ShuffleEntry;
 pub struct App {
     pub lease: Duration,
     pub expires: Instant,
+    /// The limits it asked the workers to hold it to.
+    pub limits: AppLimits,
     shuffles: HashMap<u32, Arc<ShuffleEntry>>,
     /// Final partition sizes of its last completed shuffles (soft state).
     history: SizeHistory,
@@ -68,12 +71,27 @@ impl Apps {
         let app = self.apps.entry(app_id.to_string()).or_insert_with(|| App {
             lease,
             expires: now + lease,
+            limits: AppLimits::default(),
             shuffles: HashMap::new(),
             history: SizeHistory::default(),
         });
         app.lease = lease;
         app.expires = now + lease;
         Ok(())
+    }
+
+    /// Sets the limits an app asked for (each registration says them again).
+    pub fn set_limits(&mut self, app_id: &str, limits: AppLimits) {
+        if let Some(app) = self.apps.get_mut(app_id) {
+            app.limits = limits;
+        }
+    }
+
+    /// The limits an app asked for (none for an unknown app).
+    pub fn limits(&self, app_id: &str) -> AppLimits {
+        self.apps
+            .get(app_id)
+            .map_or(AppLimits::default(), |a| a.limits)
     }
 
     /// Extends an app's lease by its length from `now`.

@@ -226,6 +226,11 @@ impl State {
         self.apps.register(app_id, lease_ms, now)
     }
 
+    /// Sets the limits a registered app asked for.
+    pub fn set_app_limits(&mut self, app_id: &str, limits: crate::app_limits::AppLimits) {
+        self.apps.set_limits(app_id, limits);
+    }
+
     pub fn renew_lease(&mut self, app_id: &str, now: Instant) -> Result<(), StateError> {
         self.apps.renew(app_id, now)
     }

@@ -1,6 +1,7 @@
 //! Where partitions go: a new shuffle's layout, and the moves when a worker is lost.
 //! The choice of worker is the pure policy of `crossdock_policy::load_aware`.
 
+use crossdock_proto::codec::Appended;
 use std::collections::BTreeSet;
 
 use crossdock_policy::load_aware::{place_in_blocks, place_partitions, WorkerLoad};
@@ -200,6 +201,7 @@ impl Placer<'_> {
                 }
             })
             .collect();
+        let limits = self.apps.limits(app_id);
         Message::PrepareShuffle {
             app_id: app_id.to_string(),
             shuffle_id,
@@ -207,6 +209,8 @@ impl Placer<'_> {
             num_partitions: s.num_partitions,
             partitions: parts,
             forward_to,
+            app_stored_quota: Appended::of(limits.stored_quota),
+            app_memory_share_ppm: Appended::of(limits.memory_share_ppm),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The coordinator's state as journal records, and back: a snapshot writes it out, a
 //! restart replays the snapshot and the log after it.
 
+use crate::app_limits::AppLimits;
+use crossdock_proto::codec::Appended;
 use std::time::Instant;
 
 use super::apps::Apps;
@@ -22,6 +24,8 @@ pub fn snapshot(members: &Membership, apps: &Apps) -> Vec<Record> {
         out.push(Record::App {
             app_id: app_id.clone(),
             lease_ms: app.lease.as_millis().min(u32::MAX as u128) as u32,
+            stored_quota: Appended::of(app.limits.stored_quota),
+            memory_share_ppm: Appended::of(app.limits.memory_share_ppm),
         });
         for (shuffle_id, s) in app.shuffles() {
             let p = s.lock();
@@ -72,8 +76,20 @@ pub fn apply(
             addr,
             incarnation,
         } => members.restore(id, addr, incarnation, now),
-        Record::App { app_id, lease_ms } => {
+        Record::App {
+            app_id,
+            lease_ms,
+            stored_quota,
+            memory_share_ppm,
+        } => {
             let _ = apps.register(&app_id, lease_ms.max(1), now);
+            apps.set_limits(
+                &app_id,
+                AppLimits {
+                    stored_quota: stored_quota.value(),
+                    memory_share_ppm: memory_share_ppm.value(),
+                },
+            );
         }
         Record::AppGone { app_id } => {
             apps.remove(&app_id);

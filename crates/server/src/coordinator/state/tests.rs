@@ -289,6 +289,11 @@ fn a_snapshot_replays_to_the_same_state() {
         st.register_worker(&format!("w{i}"), 1 << 30, 10 + i as u64, Instant::now());
     }
     st.register_app("a", 5000, Instant::now()).unwrap();
+    let limits = crate::app_limits::AppLimits {
+        stored_quota: 1 << 30,
+        memory_share_ppm: 250_000,
+    };
+    st.set_app_limits("a", limits);
     let e = st.plan_shuffle("a", 4, 3, 5).unwrap().unwrap_err();
     let e = st.record_shuffle("a", 4, e).unwrap();
     e.record_commit(0, AttemptId(2), &[stat(1, 10), stat(4, 3)]);
@@ -298,6 +303,8 @@ fn a_snapshot_replays_to_the_same_state() {
         restored.apply(r, Instant::now());
     }
     assert_eq!(restored.snapshot(), st.snapshot());
+    // The limits the app asked for survive, and go to the workers with every placement.
+    assert_eq!(restored.apps.limits("a"), limits);
     let (a, b) = (
         st.status(&e),
         restored.status(&restored.shuffle("a", 4).unwrap()),

@@ -135,23 +135,21 @@ impl LocalDisk {
         parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let mut used = self.budget.used();
         let pressed = used > self.high_water;
-        // Apps past 90% of their quota, with what they hold.
-        let limit = self.budget.app_limit();
-        let mut over: std::collections::HashMap<Arc<str>, u64> = if limit < self.budget.total() {
-            self.budget
-                .holders()
-                .into_iter()
-                .filter(|(_, held)| *held > limit / 10 * 9)
-                .collect()
-        } else {
-            Default::default()
-        };
+        // Apps past 90% of their share, with what they hold above 70% of it.
+        let total = self.budget.total();
+        let mut over: std::collections::HashMap<Arc<str>, u64> = self
+            .budget
+            .holders_with_limits()
+            .into_iter()
+            .filter(|&(_, held, limit)| limit < total && held > limit / 10 * 9)
+            .map(|(app, held, limit)| (app, held - limit / 10 * 7))
+            .collect();
         for (bytes, idle, p) in parts {
-            let app_over = over.get_mut(&p.app_id).filter(|h| **h > limit / 10 * 7);
+            let app_over = over.get_mut(&p.app_id).filter(|excess| **excess > 0);
             if (pressed && used > self.low_water) || idle || app_over.is_some() {
                 used = used.saturating_sub(bytes);
-                if let Some(h) = app_over {
-                    *h = h.saturating_sub(bytes);
+                if let Some(excess) = app_over {
+                    *excess = excess.saturating_sub(bytes);
                 }
                 self.schedule_flush(p);
             }

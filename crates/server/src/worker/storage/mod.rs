@@ -47,6 +47,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use crossdock_proto::{AttemptId, Durability, PartitionBytes, PushHeader, ResumePoint};
 
+use crate::app_limits::{stricter, AppLimits};
 use crate::congestion::Congestion;
 use crate::memory::MemoryBudget;
 use crossdock_policy::fair_completion::RemainingWork;
@@ -76,6 +77,8 @@ pub struct ShuffleStore {
     pub app_stored_quota: Option<u64>,
     /// Slows the heaviest pusher when writes slow down.
     pub congestion: Arc<Congestion>,
+    /// Stored quotas apps asked for themselves, where stricter than `app_stored_quota`.
+    asked_quotas: std::sync::Mutex<HashMap<String, u64>>,
     metrics: Arc<StorageMetrics>,
 }
 
@@ -106,6 +109,7 @@ impl ShuffleStore {
             max_batch,
             app_stored_quota,
             congestion,
+            asked_quotas: Default::default(),
             metrics,
         })
     }
@@ -207,7 +211,7 @@ impl ShuffleStore {
             return Err(self.disk.full_error());
         }
         shuffle.admit(h.map_id, h.attempt_id, h.batch_seq)?;
-        if let Some(quota) = self.app_stored_quota {
+        if let Some(quota) = self.stored_quota_of(&h.app_id) {
             let held = self.registry.app_accepted(&h.app_id);
             if held + payload_len > quota {
                 return Err(StorageError::QuotaExceeded {
@@ -399,6 +403,7 @@ impl ShuffleStore {
 
     /// Deletes all data of an app; `everywhere` as for [`ShuffleStore::delete_shuffle`].
     pub fn delete_app(&self, app_id: &str, everywhere: bool) {
+        self.asked_quotas.lock().expect("quota lock").remove(app_id);
         for s in self.registry.remove_app(app_id) {
             self.drop_shuffle(&s);
         }
@@ -432,6 +437,28 @@ impl ShuffleStore {
             }
         }
         tracing::info!(app = %s.app_id, shuffle = s.shuffle_id, "deleted shuffle data");
+    }
+
+    /// Applies the limits an app asked for where they are stricter than this worker's.
+    pub fn set_app_limits(&self, app_id: &str, limits: AppLimits) {
+        let mut asked = self.asked_quotas.lock().expect("quota lock");
+        match limits.stored_quota() {
+            Some(q) => asked.insert(app_id.to_string(), q),
+            None => asked.remove(app_id),
+        };
+        drop(asked);
+        self.budget.set_app_share(app_id, limits.memory_share());
+    }
+
+    /// The stored quota `app_id` is held to: the stricter of this worker's and its own.
+    pub fn stored_quota_of(&self, app_id: &str) -> Option<u64> {
+        let asked = self
+            .asked_quotas
+            .lock()
+            .expect("quota lock")
+            .get(app_id)
+            .copied();
+        stricter(self.app_stored_quota, asked)
     }
 
     /// Every app's remaining work on this worker (the sum over its shuffles of bytes left,

@@ -26,6 +26,9 @@ pub struct Shuffle {
     /// Committed attempt per map (its raw id), [`AttemptId::NONE`] until the
     /// coordinator says otherwise.
     committed: Vec<AtomicU32>,
+    /// How many entries of `committed` hold an attempt (kept beside it, so that the
+    /// scheduler's every-100-ms look at each shuffle does not walk every map).
+    committed_maps: AtomicU32,
     /// When this worker learnt of the shuffle (the start of its map stage here).
     pub created: Instant,
     /// Payload bytes stored here from its pushes (both copies count where they are held).
@@ -47,6 +50,7 @@ impl Shuffle {
             committed: (0..meta.num_maps)
                 .map(|_| AtomicU32::new(AttemptId::NONE.0))
                 .collect(),
+            committed_maps: AtomicU32::new(0),
             created: Instant::now(),
             accepted: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
@@ -61,10 +65,7 @@ impl Shuffle {
 
     /// How many maps have committed.
     pub fn committed_count(&self) -> u32 {
-        self.committed
-            .iter()
-            .filter(|a| AttemptId(a.load(Ordering::Relaxed)).some().is_some())
-            .count() as u32
+        self.committed_maps.load(Ordering::Relaxed)
     }
 
     /// The shuffle's remaining work on this worker, the Fair Completion Scheduler's input
@@ -227,8 +228,23 @@ impl Shuffle {
                 }
             }
         }
-        slot.store(attempt.0, Ordering::Release);
+        let before = AttemptId(slot.swap(attempt.0, Ordering::AcqRel));
+        self.count_commit(before, attempt);
         Ok(())
+    }
+
+    /// Keeps `committed_maps` right when a map's committed attempt goes from `before` to
+    /// `after`.
+    fn count_commit(&self, before: AttemptId, after: AttemptId) {
+        match (before.is_none(), after.is_none()) {
+            (true, false) => {
+                self.committed_maps.fetch_add(1, Ordering::Relaxed);
+            }
+            (false, true) => {
+                self.committed_maps.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
     }
 
     /// Takes the coordinator's view of which attempt counts for every map (after either
@@ -241,7 +257,8 @@ impl Shuffle {
             });
         }
         for (slot, a) in self.committed.iter().zip(map_attempts) {
-            slot.store(a.0, Ordering::Release);
+            let before = AttemptId(slot.swap(a.0, Ordering::AcqRel));
+            self.count_commit(before, *a);
         }
         Ok(())
     }
@@ -310,6 +327,10 @@ mod tests {
         ));
         s.commit(0, a0, &report(3)).unwrap();
         assert_eq!(s.committed(0), Some(a0));
+        assert_eq!(s.committed_count(), 1);
+        // The same commit again does not count twice.
+        s.commit(0, a0, &report(3)).unwrap();
+        assert_eq!(s.committed_count(), 1);
         assert_eq!(s.first_uncommitted(0, 2), Some((1, 1)));
         assert!(matches!(
             s.admit(0, AttemptId(1), 0),
@@ -322,6 +343,12 @@ mod tests {
         ));
         s.commit(0, AttemptId::NONE, &[]).unwrap();
         assert_eq!(s.committed(0), None, "revoked");
+        assert_eq!(s.committed_count(), 0);
+        s.sync_commits(&[a0, a0]).unwrap();
+        assert_eq!(s.committed_count(), 2);
+        s.sync_commits(&[a0, AttemptId::NONE]).unwrap();
+        assert_eq!(s.committed_count(), 1);
+        s.commit(0, AttemptId::NONE, &[]).unwrap();
         assert_eq!(
             s.held_whole(&[a0, AttemptId::NONE], &[0, 1], &[3, 0]),
             vec![0, 1]

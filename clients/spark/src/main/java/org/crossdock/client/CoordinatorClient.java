@@ -94,7 +94,19 @@ public final class CoordinatorClient implements Closeable {
    * handle) and call {@link #authenticateAs}.
    */
   public byte[] registerApp(String appId, int leaseMs) throws IOException {
-    Message r = call(new Message.RegisterApp(appId, leaseMs));
+    return registerApp(appId, leaseMs, 0, 0);
+  }
+
+  /**
+   * {@link #registerApp(String, int)}, asking every worker to hold the app to at most
+   * {@code storedQuota} bytes stored and {@code memorySharePpm} parts per million of its memory
+   * where that is stricter than the worker's own settings (0: no request). A worker never
+   * raises a limit for an app's asking.
+   */
+  public byte[] registerApp(String appId, int leaseMs, long storedQuota, long memorySharePpm)
+      throws IOException {
+    Message r = call(new Message.RegisterApp(appId, leaseMs,
+        java.util.OptionalLong.of(storedQuota), java.util.OptionalLong.of(memorySharePpm)));
     if (!(r instanceof Message.AppRegistered a)) {
       throw Futures.unexpected(addr, r);
     }

@@ -315,7 +315,17 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  record RegisterApp(String appId, int leaseMs) implements Message {
+  /**
+   * Registers an app. The appended limits ask the workers to hold it to less than their
+   * settings allow (0: no request); absent, as an older client sends it.
+   */
+  record RegisterApp(String appId, int leaseMs, java.util.OptionalLong storedQuota,
+      java.util.OptionalLong memorySharePpm) implements Message {
+    /** A registration asking for no limits of its own. */
+    public RegisterApp(String appId, int leaseMs) {
+      this(appId, leaseMs, java.util.OptionalLong.of(0), java.util.OptionalLong.of(0));
+    }
+
     public int kind() {
       return KIND_REGISTER_APP;
     }
@@ -323,10 +333,13 @@ public sealed interface Message extends Encodable {
     public void encode(Writer w) {
       w.str(appId);
       w.u32(leaseMs);
+      w.appendedU64(storedQuota);
+      w.appendedU64(memorySharePpm);
     }
 
     public static RegisterApp decode(Reader r) throws ProtocolException {
-      return new RegisterApp(r.str("app_id"), r.u32("lease_ms"));
+      return new RegisterApp(r.str("app_id"), r.u32("lease_ms"), r.appendedU64("stored_quota"),
+          r.appendedU64("memory_share_ppm"));
     }
   }
 
@@ -588,7 +601,8 @@ public sealed interface Message extends Encodable {
   }
 
   record PrepareShuffle(String appId, int shuffleId, int numMaps, int numPartitions,
-      int[] partitions, List<String> forwardTo) implements Message {
+      int[] partitions, List<String> forwardTo, java.util.OptionalLong appStoredQuota,
+      java.util.OptionalLong appMemorySharePpm) implements Message {
     public int kind() {
       return KIND_PREPARE_SHUFFLE;
     }
@@ -600,11 +614,14 @@ public sealed interface Message extends Encodable {
       w.u32(numPartitions);
       w.u32List(partitions);
       w.strList(forwardTo);
+      w.appendedU64(appStoredQuota);
+      w.appendedU64(appMemorySharePpm);
     }
 
     public static PrepareShuffle decode(Reader r) throws ProtocolException {
       return new PrepareShuffle(r.str("app_id"), r.u32("shuffle_id"), r.u32("num_maps"),
-          r.u32("num_partitions"), r.u32List("partitions"), r.strList("forward_to"));
+          r.u32("num_partitions"), r.u32List("partitions"), r.strList("forward_to"),
+          r.appendedU64("app_stored_quota"), r.appendedU64("app_memory_share_ppm"));
     }
   }
 

@@ -346,6 +346,31 @@ class RealServerTest {
   }
 
   @Test
+  void anAppIsRefusedPastTheStoredQuotaItAskedFor() throws Exception {
+    String app = "java-quota";
+    // 250 kB stored per worker, where the test cluster's workers have no quota of their own.
+    byte[] token = coord.registerApp(app, 60_000, 250_000, 0);
+    pool.authenticateAs(app, token);
+    Placement pl = coord.registerShuffle(app, 1, 1, 1);
+    try (MapPusher p = new MapPusher(pool, app, 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
+      IOException e = assertThrows(IOException.class, () -> {
+        for (int s = 0; s < 10; s++) {
+          p.push(0, pl.addrOf(0), payload(0, 0, s, 100_000), 100_000);
+          p.awaitAll();
+        }
+      });
+      assertTrue(e.getMessage().contains("limit_exceeded")
+          && e.getMessage().contains("quota of 250000 bytes"), e.getMessage());
+      assertEquals(300_000, p.pushedBytes(), "two batches fit, the third is refused");
+    }
+    // A share above the whole is refused at registration.
+    CrossdockException e = assertThrows(CrossdockException.class,
+        () -> coord.registerApp("java-quota-2", 60_000, 0, 1_000_001));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+    coord.unregisterApp(app);
+  }
+
+  @Test
   void unreachableCoordinatorFailsFast() throws Exception {
     String addr = CrossdockServer.unusedAddr();
     long t0 = System.nanoTime();

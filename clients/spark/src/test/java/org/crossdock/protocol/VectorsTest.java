@@ -185,7 +185,9 @@ class VectorsTest {
     } else if (m instanceof AppRegistered a) {
       o.put("token", hex(a.token()));
     } else if (m instanceof RegisterApp r) {
-      o.put("app_id", r.appId()).put("lease_ms", u(r.leaseMs()));
+      o.put("app_id", r.appId()).put("lease_ms", u(r.leaseMs()))
+          .put("stored_quota", r.storedQuota().getAsLong())
+          .put("memory_share_ppm", r.memorySharePpm().getAsLong());
     } else if (m instanceof RenewLease r) {
       o.put("app_id", r.appId());
     } else if (m instanceof UnregisterApp r) {
@@ -253,6 +255,8 @@ class VectorsTest {
       o.set("partitions", u32s(p.partitions()));
       ArrayNode f = o.putArray("forward_to");
       p.forwardTo().forEach(f::add);
+      o.put("app_stored_quota", p.appStoredQuota().getAsLong())
+          .put("app_memory_share_ppm", p.appMemorySharePpm().getAsLong());
     } else if (m instanceof MapCommitted c) {
       o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId())).put("map_id", u(c.mapId()))
           .put("attempt_id", u(c.attemptId()));
@@ -361,7 +365,10 @@ class VectorsTest {
       case "Authenticate": return new Authenticate(s(n, "app_id"), bytes(n.get("proof")));
       case "AppRegistered": return new AppRegistered(bytes(n.get("token")));
       case "Error": return new Message.Error(i(n, "code"), s(n, "message"));
-      case "RegisterApp": return new RegisterApp(s(n, "app_id"), i(n, "lease_ms"));
+      case "RegisterApp":
+        return new RegisterApp(s(n, "app_id"), i(n, "lease_ms"),
+            java.util.OptionalLong.of(l(n, "stored_quota")),
+            java.util.OptionalLong.of(l(n, "memory_share_ppm")));
       case "RenewLease": return new RenewLease(s(n, "app_id"));
       case "UnregisterApp": return new UnregisterApp(s(n, "app_id"));
       case "RegisterShuffle":
@@ -416,7 +423,9 @@ class VectorsTest {
             java.util.OptionalLong.of(l(n, "object_bytes")));
       case "PrepareShuffle":
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
-            i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")));
+            i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")),
+            java.util.OptionalLong.of(l(n, "app_stored_quota")),
+            java.util.OptionalLong.of(l(n, "app_memory_share_ppm")));
       case "MapCommitted": {
         List<PartitionBytes> ps = new ArrayList<>();
         for (JsonNode p : n.get("partitions")) {

@@ -21,6 +21,10 @@ public final class CrossdockConf {
   public static final String LOCALITY = "spark.crossdock.locality";
   /** PEM file of the authorities the Crossdock servers' certificates are checked against. */
   public static final String TLS_CA = "spark.crossdock.tls.ca";
+  /** Most shuffle bytes this application may store on one worker, if less than the workers allow. */
+  public static final String APP_STORED_QUOTA = "spark.crossdock.app.storedQuota";
+  /** The share (0 to 1] of a worker's memory this application may hold, if less than allowed. */
+  public static final String APP_MEMORY_SHARE = "spark.crossdock.app.memoryShare";
 
   public static final String DEFAULT_BATCH_SIZE = "1m";
   public static final String DEFAULT_MAX_IN_FLIGHT = "32m";
@@ -52,6 +56,10 @@ public final class CrossdockConf {
   public final boolean locality;
   /** TLS to the servers, or null for plain TCP (when {@link #TLS_CA} is not set). */
   public final org.crossdock.client.Tls tls;
+  /** {@link #APP_STORED_QUOTA} in bytes, 0 when not set. */
+  public final long appStoredQuota;
+  /** {@link #APP_MEMORY_SHARE} in parts per million, 0 when not set. */
+  public final long appMemorySharePpm;
 
   public CrossdockConf(SparkConf conf) {
     String c = conf.get(COORDINATOR, "").trim();
@@ -90,6 +98,18 @@ public final class CrossdockConf {
           + maxSpark);
     }
     this.route = new RoutePolicy(mode, maxSpark, sparkShuffleUnavailable(conf));
+    this.appStoredQuota = conf.contains(APP_STORED_QUOTA)
+        ? conf.getSizeAsBytes(APP_STORED_QUOTA) : 0;
+    if (conf.contains(APP_STORED_QUOTA) && appStoredQuota <= 0) {
+      throw new IllegalArgumentException(APP_STORED_QUOTA + " must be positive, got "
+          + conf.get(APP_STORED_QUOTA));
+    }
+    double share = conf.getDouble(APP_MEMORY_SHARE, 0);
+    if (conf.contains(APP_MEMORY_SHARE) && !(share > 0 && share <= 1)) {
+      throw new IllegalArgumentException(APP_MEMORY_SHARE + " must be above 0 and at most 1, got "
+          + conf.get(APP_MEMORY_SHARE));
+    }
+    this.appMemorySharePpm = Math.round(share * 1_000_000);
   }
 
   /**

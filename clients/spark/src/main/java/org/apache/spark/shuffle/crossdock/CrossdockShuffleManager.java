@@ -251,7 +251,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
       // app-<timestamp>-0000, and users may fix the id). A random suffix per driver keeps
       // two applications from ever sharing, or reading, each other's shuffles.
       id = id + "-" + Long.toHexString(new java.security.SecureRandom().nextLong());
-      appToken = coordinator().registerApp(id, CrossdockConf.LEASE_MS);
+      appToken = coordinator().registerApp(id, CrossdockConf.LEASE_MS, conf.appStoredQuota,
+          conf.appMemorySharePpm);
       pool.authenticateAs(id, appToken);
       appId = id;
       renewer = Executors.newSingleThreadScheduledExecutor(r -> {
