@@ -73,6 +73,18 @@ impl Default for Sharing {
     }
 }
 
+/// What one application holds of a budget ([`MemoryBudget::holdings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    pub app: Arc<str>,
+    /// Bytes it holds.
+    pub held: u64,
+    /// The most it may hold.
+    pub limit: u64,
+    /// The largest of its requests waiting on `limit` (0: none).
+    pub blocked: u64,
+}
+
 /// One application's credit on this budget.
 #[derive(Debug, Clone)]
 struct AppCredit {
@@ -107,16 +119,22 @@ impl AppCredit {
 
     /// `E_slack` of the dissertation: its lifetime here over the lifetime its service alone
     /// would have needed for the progress made (`granted` of `granted + r_left` bytes).
-    fn slackness(&self, now: Instant, r_left: u64) -> f64 {
+    /// Before any progress, when the dissertation's formula has nothing to go on: its
+    /// lifetime over its service time, once it is no longer "newly launched" (older than
+    /// `min_secs`), so that an application never served cannot wait without bound.
+    fn slackness(&self, now: Instant, r_left: u64, min_secs: f64) -> f64 {
         let total = now.duration_since(self.first).as_secs_f64();
         let blocked = self.blocked + self.blocked_since.map_or(Duration::ZERO, |s| now - s);
         let service = (total - blocked.as_secs_f64()).max(0.0);
         let done = self.granted as f64;
-        let progress = if done + r_left as f64 > 0.0 {
-            done / (done + r_left as f64)
-        } else {
-            0.0
-        };
+        if done == 0.0 {
+            return if total < min_secs {
+                1.0
+            } else {
+                total / service.max(1e-3)
+            };
+        }
+        let progress = done / (done + r_left as f64);
         execution_slackness(total, service, progress)
     }
 }
@@ -255,15 +273,17 @@ impl MemoryBudget {
             (arrival, rx)
         };
         self.pressure.notify_one();
+        // The guard owns the receiver, so that a grant sent while the wait is being
+        // dropped still lands in it and the guard, under the lock, returns it once.
         let mut guard = Waiting {
             budget: self,
             arrival,
             app,
             n,
+            rx,
             done: false,
         };
-        // The sender lives in the queue until the grant; the guard keeps the queue right.
-        let _ = rx.await;
+        let _ = (&mut guard.rx).await;
         guard.done = true;
         self.peak.fetch_max(self.used(), Ordering::Relaxed);
     }
@@ -279,6 +299,7 @@ impl MemoryBudget {
     }
 
     fn release(&self, st: &mut State, app: &str, n: u64) {
+        debug_assert!(st.free + n <= self.total, "credit returned twice");
         st.free = (st.free + n).min(self.total);
         self.used.store(self.total - st.free, Ordering::Relaxed);
         if let Some(a) = st.apps.get_mut(app) {
@@ -343,13 +364,25 @@ impl MemoryBudget {
         st.limits.get(app).copied().unwrap_or(app_limit)
     }
 
-    /// The applications holding credit, with what they hold and their limit.
-    pub fn holders_with_limits(&self) -> Vec<(Arc<str>, u64, u64)> {
+    /// The applications holding credit: what each holds, its limit, and the largest of
+    /// its requests waiting on that limit (0: none).
+    pub fn holdings(&self) -> Vec<Holding> {
         let st = self.lock();
         st.apps
             .iter()
             .filter(|(_, a)| a.held > 0)
-            .map(|(k, a)| (k.clone(), a.held, Self::limit_in(self.app_limit, &st, k)))
+            .map(|(k, a)| Holding {
+                app: k.clone(),
+                held: a.held,
+                limit: Self::limit_in(self.app_limit, &st, k),
+                blocked: st
+                    .waiters
+                    .iter()
+                    .filter(|w| w.app == *k && !self.within_quota(&st, w))
+                    .map(|w| w.n)
+                    .max()
+                    .unwrap_or(0),
+            })
             .collect()
     }
 
@@ -370,6 +403,7 @@ impl MemoryBudget {
         }
         st.work.remove(app);
         st.limits.remove(app);
+        self.dispatch(&mut st, Instant::now());
     }
 
     fn within_quota(&self, st: &State, w: &Waiter) -> bool {
@@ -384,9 +418,20 @@ impl MemoryBudget {
     /// Grants waiting requests while the order's choice fits in the free credit.
     fn dispatch(&self, st: &mut State, now: Instant) {
         loop {
-            let eligible: Vec<usize> = (0..st.waiters.len())
-                .filter(|&i| self.within_quota(st, &st.waiters[i]))
-                .collect();
+            // In arrival order; a request waiting on its app's quota also holds back that
+            // app's later requests, so that its own small pushes cannot starve it.
+            let mut eligible: Vec<usize> = Vec::new();
+            let mut held_back: Vec<&Arc<str>> = Vec::new();
+            for (i, w) in st.waiters.iter().enumerate() {
+                if held_back.contains(&&w.app) {
+                    continue;
+                }
+                if self.within_quota(st, w) {
+                    eligible.push(i);
+                } else {
+                    held_back.push(&w.app);
+                }
+            }
             let pick = match self.order {
                 Order::Fifo => eligible.first().copied(),
                 Order::FairCompletion(cfg) => {
@@ -398,10 +443,9 @@ impl MemoryBudget {
                                 t_rs: 0.0,
                                 r_left: 0,
                             });
-                            let slackness = st
-                                .apps
-                                .get(&w.app)
-                                .map_or(1.0, |a| a.slackness(now, work.r_left));
+                            let slackness = st.apps.get(&w.app).map_or(1.0, |a| {
+                                a.slackness(now, work.r_left, cfg.min_service_secs)
+                            });
                             ServiceRequest {
                                 work,
                                 slackness,
@@ -431,11 +475,10 @@ impl MemoryBudget {
                     }
                 }
             }
-            if w.tx.send(()).is_err() {
-                // Nobody waits for it any more (cannot happen while `Waiting` cleans up
-                // under the lock, but credit must never leak).
-                self.release(st, &w.app, w.n);
-            }
+            // The receiver lives in the waiter's guard until the guard has taken the
+            // waiter out of the queue under this lock, so this send cannot fail.
+            let sent = w.tx.send(());
+            debug_assert!(sent.is_ok(), "a queued waiter's receiver is alive");
         }
     }
 }
@@ -447,6 +490,8 @@ struct Waiting<'a> {
     arrival: u64,
     app: &'a str,
     n: u64,
+    /// Dropped only after [`Drop::drop`] ran (fields drop after it).
+    rx: oneshot::Receiver<()>,
     done: bool,
 }
 

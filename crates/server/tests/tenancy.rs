@@ -204,3 +204,32 @@ async fn an_app_may_ask_for_stricter_limits_but_never_looser_ones() {
         .unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::InvalidArgument), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_waiting_on_its_share_is_flushed_at_once_not_after_the_idle_flush() {
+    // 12 MiB of push credit, a quarter for one app: 3 MiB. Holding one 2 MiB batch (under
+    // 90% of the share), the next 2 MiB waits; only a flush of its own data lets it in.
+    let c = Cluster::start_shared(
+        16 << 20,
+        Tenancy {
+            app_memory_share: 0.25,
+            ..Tenancy::default()
+        },
+    )
+    .await;
+    c.coord.register_app("chunky", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("chunky", 0, 8, 1).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let pushes = async {
+        for map in 0..8 {
+            let data = payload(map, 0, 0, 2 << 20);
+            push_to(&addr, "chunky", 0, map, 0, &data).await.unwrap();
+        }
+    };
+    // Each wait is one flush (milliseconds); the idle flush would take 30 s per push.
+    tokio::time::timeout(std::time::Duration::from_secs(20), pushes)
+        .await
+        .expect("pushes waiting on the share were left to the 30 s idle flush");
+    let worker = &c.nodes[0].worker;
+    assert!(worker.store.budget.peak_held("chunky") <= worker.store.budget.app_limit());
+}

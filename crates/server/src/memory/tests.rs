@@ -179,3 +179,58 @@ async fn a_dropped_wait_leaves_the_queue_and_leaks_nothing() {
     assert_eq!(b.used(), 0);
     assert_eq!(b.held("d"), 0);
 }
+
+#[tokio::test]
+async fn a_request_waiting_on_its_quota_holds_back_its_apps_later_ones() {
+    let b = Arc::new(MemoryBudget::shared(
+        100,
+        Sharing {
+            order: Order::Fifo,
+            app_share: 0.5,
+        },
+    ));
+    b.take("a", 40).await;
+    // 40 + 16 > 50: waits; a later 4 would fit but must not pass it.
+    let big = queue(&b, "a", 16).await;
+    let small = queue(&b, "a", 4).await;
+    settle().await;
+    assert!(!big.is_finished() && !small.is_finished());
+    // Another app is not held back.
+    b.take("b", 10).await;
+    b.give_back("a", 40);
+    big.await.unwrap();
+    small.await.unwrap();
+    assert_eq!(b.held("a"), 20);
+}
+
+#[tokio::test]
+async fn an_app_never_served_is_not_starved_by_smaller_ones() {
+    let cfg = FcsConfig {
+        min_service_secs: 0.05,
+        ..FcsConfig::default()
+    };
+    let b = Arc::new(MemoryBudget::shared(
+        100,
+        Sharing {
+            order: Order::FairCompletion(cfg),
+            app_share: 1.0,
+        },
+    ));
+    b.set_work(HashMap::from([
+        (Arc::from("big"), work(500.0, 1 << 30)),
+        (Arc::from("small"), work(1.0, 10)),
+    ]));
+    b.take("hog", 100).await;
+    // "big" has had nothing and waits past the "newly launched" bound: its lifetime is all
+    // waiting, a slackness far past the cap, so the smaller app arriving later goes after it.
+    let big = queue(&b, "big", 60).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let small = queue(&b, "small", 60).await;
+    b.give_back("hog", 60);
+    settle().await;
+    assert!(big.is_finished(), "served once past the slackness cap");
+    assert!(!small.is_finished());
+    b.give_back("hog", 40);
+    b.give_back("big", 60);
+    small.await.unwrap();
+}

@@ -39,7 +39,9 @@ pub async fn handle(
                 stored_quota: app_stored_quota.value(),
                 memory_share_ppm: app_memory_share_ppm.value(),
             };
-            if limits.is_set() {
+            // Absent: a coordinator that predates app limits, which changes nothing here.
+            // Present, even as zeros, it is what the app asked for at its last registration.
+            if app_stored_quota.0.is_some() || app_memory_share_ppm.0.is_some() {
                 store.set_app_limits(&app_id, limits);
                 worker
                     .fetch_budget

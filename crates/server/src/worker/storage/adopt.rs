@@ -51,6 +51,7 @@ impl Adoption<'_> {
                 restored += self.restore_segment(seg, &part, map_attempts).await?;
             }
             StorageMetrics::add(&self.metrics.adopted_bytes, restored);
+            shuffle.accepted.fetch_add(restored, Ordering::Relaxed);
             tracing::info!(app = %shuffle.app_id, shuffle_id = shuffle.shuffle_id, partition = p, segments = segments.len(), restored, "restored a partition from the object store");
         }
         Ok(shuffle.held_whole(map_attempts, partitions, expected))

@@ -6,9 +6,10 @@
 //! reducers read them fastest, until the buffered bytes pass 90% of the budget; then the
 //! largest partitions are written, each as one vectored sequential write straight from
 //! the batch buffers, until the buffered bytes are under 70%. The same rule holds per
-//! application against its quota (`MemoryBudget::app_limit`): an application holding more
-//! than 90% of its quota has its largest partitions written until it holds under 70%, so
-//! its pushes waiting on the quota go on even while the worker as a whole has room. A
+//! application against its share (`MemoryBudget::holdings`): an application holding more
+//! than 90% of its share, or with a push waiting on it, has its largest partitions written
+//! until it holds under 70% of it (less if the waiting push needs more room), so its
+//! pushes go on even while the worker as a whole has room. A
 //! partition idle for [`IDLE_FLUSH`] is written too, so memory held by finished or
 //! abandoned shuffles returns to the budget.
 
@@ -135,14 +136,18 @@ impl LocalDisk {
         parts.sort_by_key(|p| std::cmp::Reverse(p.0));
         let mut used = self.budget.used();
         let pressed = used > self.high_water;
-        // Apps past 90% of their share, with what they hold above 70% of it.
+        // Apps past 90% of their share, or with a push waiting on it: what they hold above
+        // 70% of it (or above what lets the waiting push through, if that is less).
         let total = self.budget.total();
         let mut over: std::collections::HashMap<Arc<str>, u64> = self
             .budget
-            .holders_with_limits()
+            .holdings()
             .into_iter()
-            .filter(|&(_, held, limit)| limit < total && held > limit / 10 * 9)
-            .map(|(app, held, limit)| (app, held - limit / 10 * 7))
+            .filter(|h| h.limit < total && (h.held > h.limit / 10 * 9 || h.blocked > 0))
+            .map(|h| {
+                let target = (h.limit / 10 * 7).min(h.limit.saturating_sub(h.blocked));
+                (h.app, h.held.saturating_sub(target))
+            })
             .collect();
         for (bytes, idle, p) in parts {
             let app_over = over.get_mut(&p.app_id).filter(|excess| **excess > 0);

@@ -211,7 +211,11 @@ impl ShuffleStore {
             return Err(self.disk.full_error());
         }
         shuffle.admit(h.map_id, h.attempt_id, h.batch_seq)?;
-        if let Some(quota) = self.stored_quota_of(&h.app_id) {
+        // A retry of a stored batch stores nothing more: it is answered, not refused.
+        let quota = self
+            .stored_quota_of(&h.app_id)
+            .filter(|_| !part.holds(h.map_id, h.attempt_id, h.batch_seq));
+        if let Some(quota) = quota {
             let held = self.registry.app_accepted(&h.app_id);
             if held + payload_len > quota {
                 return Err(StorageError::QuotaExceeded {

@@ -225,6 +225,14 @@ impl Partition {
         self.state.lock().expect("partition lock poisoned")
     }
 
+    /// Whether batch `seq` of `(map, attempt)` is stored (a push of it is a retry).
+    pub fn holds(&self, map: u32, attempt: AttemptId, seq: u32) -> bool {
+        self.lock()
+            .index
+            .get(&(map, attempt))
+            .is_some_and(|e| e.binary_search_by_key(&seq, |e| e.seq).is_ok())
+    }
+
     /// Stores a pushed batch in memory. The caller already holds credit for it.
     pub fn insert(
         &self,

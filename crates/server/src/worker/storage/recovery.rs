@@ -42,10 +42,15 @@ fn recover_root(registry: &Registry, disk: &LocalDisk, root: &Path) -> std::io::
                 }
                 Some(Ok(meta)) => meta,
             };
-            let partitions = recover_partitions(&dir, &meta, disk)?;
+            let (partitions, bytes) = recover_partitions(&dir, &meta, disk)?;
             found += partitions.len();
             let dirs = registry.shuffle_dirs(&meta.app_id, meta.shuffle_id);
-            registry.insert(&meta, dirs).add_recovered(partitions);
+            let shuffle = registry.insert(&meta, dirs);
+            shuffle.add_recovered(partitions);
+            // What it holds counts against its app's stored quota as pushed bytes do.
+            shuffle
+                .accepted
+                .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         }
     }
     Ok(found)
@@ -55,8 +60,9 @@ fn recover_partitions(
     dir: &Path,
     meta: &ShuffleMeta,
     disk: &LocalDisk,
-) -> std::io::Result<HashMap<u32, Arc<Partition>>> {
+) -> std::io::Result<(HashMap<u32, Arc<Partition>>, u64)> {
     let mut partitions = HashMap::new();
+    let mut total = 0;
     let owner: Arc<str> = meta.app_id.as_str().into();
     for f in std::fs::read_dir(dir)?.flatten() {
         let name = f.file_name().to_string_lossy().to_string();
@@ -73,7 +79,8 @@ fn recover_partitions(
         }
         let (part, bytes) = Partition::recover(p, owner.clone(), meta.shuffle_id, f.path())?;
         disk.add_stored(bytes);
+        total += bytes;
         partitions.insert(p, Arc::new(part));
     }
-    Ok(partitions)
+    Ok((partitions, total))
 }

@@ -110,6 +110,10 @@ public final class CrossdockConf {
           + conf.get(APP_MEMORY_SHARE));
     }
     this.appMemorySharePpm = Math.round(share * 1_000_000);
+    if (conf.contains(APP_MEMORY_SHARE) && appMemorySharePpm == 0) {
+      throw new IllegalArgumentException(APP_MEMORY_SHARE + " is below a millionth, the finest "
+          + "share a worker keeps: " + conf.get(APP_MEMORY_SHARE));
+    }
   }
 
   /**
