@@ -21,11 +21,6 @@ pub struct AppLimits {
 pub const WHOLE: u64 = 1_000_000;
 
 impl AppLimits {
-    /// Whether it asks for anything.
-    pub fn is_set(&self) -> bool {
-        self.stored_quota != 0 || self.memory_share_ppm != 0
-    }
-
     /// The share as a fraction, if one was asked for.
     pub fn memory_share(&self) -> Option<f64> {
         (self.memory_share_ppm != 0).then(|| self.memory_share_ppm as f64 / WHOLE as f64)
@@ -64,7 +59,6 @@ mod tests {
     #[test]
     fn zero_is_the_workers_setting_and_the_stricter_wins() {
         let none = AppLimits::default();
-        assert!(!none.is_set());
         assert_eq!((none.memory_share(), none.stored_quota()), (None, None));
         let some = AppLimits {
             stored_quota: 5,

@@ -74,12 +74,15 @@ impl Congestion {
         if delay.is_zero() {
             return None;
         }
-        let holders = budget.holders();
+        let holders = budget.holdings();
         if holders.len() < 2 {
             return None;
         }
-        let mine = holders.iter().find(|(a, _)| &**a == app).map_or(0, |h| h.1);
-        let heaviest = holders.iter().map(|h| h.1).max().unwrap_or(0);
+        let mine = holders
+            .iter()
+            .find(|h| &*h.app == app)
+            .map_or(0, |h| h.held);
+        let heaviest = holders.iter().map(|h| h.held).max().unwrap_or(0);
         (mine > 0 && mine == heaviest).then(|| {
             self.delayed.fetch_add(1, Ordering::Relaxed);
             delay

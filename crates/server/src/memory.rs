@@ -151,7 +151,6 @@ struct Waiter {
 
 #[derive(Default)]
 struct State {
-    free: u64,
     apps: HashMap<Arc<str>, AppCredit>,
     /// In arrival order.
     waiters: Vec<Waiter>,
@@ -167,7 +166,8 @@ pub struct MemoryBudget {
     total: u64,
     app_limit: u64,
     order: Order,
-    /// `total - free`, readable without the lock.
+    /// Bytes taken: changed only under the state's lock, read without it (the push path
+    /// reads it per batch). The free credit is `total - used`.
     used: AtomicU64,
     peak: AtomicU64,
     state: Mutex<State>,
@@ -194,10 +194,7 @@ impl MemoryBudget {
             order: sharing.order,
             used: AtomicU64::new(0),
             peak: AtomicU64::new(0),
-            state: Mutex::new(State {
-                free: total,
-                ..State::default()
-            }),
+            state: Mutex::new(State::default()),
             pressure: Notify::new(),
         }
     }
@@ -210,11 +207,6 @@ impl MemoryBudget {
     /// The most one application may hold at once.
     pub fn app_limit(&self) -> u64 {
         self.app_limit
-    }
-
-    /// The order waiters are served in.
-    pub fn order(&self) -> Order {
-        self.order
     }
 
     /// Bytes currently taken.
@@ -248,6 +240,17 @@ impl MemoryBudget {
                     k
                 }
             };
+            // Nobody queued and room: served at once, whatever the order (the order
+            // only decides between waiters), without a channel or a pass over the queue.
+            if st.waiters.is_empty()
+                && n <= self.total - self.used()
+                && self.quota_allows(&st, &app, n)
+            {
+                self.grant(&mut st, &app, n);
+                drop(st);
+                self.peak.fetch_max(self.used(), Ordering::Relaxed);
+                return;
+            }
             let arrival = st.next_arrival;
             st.next_arrival += 1;
             let (tx, rx) = oneshot::channel();
@@ -299,9 +302,9 @@ impl MemoryBudget {
     }
 
     fn release(&self, st: &mut State, app: &str, n: u64) {
-        debug_assert!(st.free + n <= self.total, "credit returned twice");
-        st.free = (st.free + n).min(self.total);
-        self.used.store(self.total - st.free, Ordering::Relaxed);
+        let used = self.used();
+        debug_assert!(n <= used, "credit returned twice");
+        self.used.store(used.saturating_sub(n), Ordering::Relaxed);
         if let Some(a) = st.apps.get_mut(app) {
             a.held = a.held.saturating_sub(n);
         }
@@ -315,16 +318,6 @@ impl MemoryBudget {
     /// The most `app` held at once (0 for an app it does not know).
     pub fn peak_held(&self, app: &str) -> u64 {
         self.lock().apps.get(app).map_or(0, |a| a.peak)
-    }
-
-    /// The applications holding credit, with what they hold.
-    pub fn holders(&self) -> Vec<(Arc<str>, u64)> {
-        self.lock()
-            .apps
-            .iter()
-            .filter(|(_, a)| a.held > 0)
-            .map(|(k, a)| (k.clone(), a.held))
-            .collect()
     }
 
     /// Requests waiting, and how many of them wait on their application's quota.
@@ -407,12 +400,27 @@ impl MemoryBudget {
     }
 
     fn within_quota(&self, st: &State, w: &Waiter) -> bool {
-        let limit = Self::limit_in(self.app_limit, st, &w.app);
+        self.quota_allows(st, &w.app, w.n)
+    }
+
+    /// Whether `app` may take `n` more under its limit (always, holding nothing).
+    fn quota_allows(&self, st: &State, app: &str, n: u64) -> bool {
+        let limit = Self::limit_in(self.app_limit, st, app);
         if limit >= self.total {
             return true;
         }
-        let held = st.apps.get(&w.app).map_or(0, |a| a.held);
-        held == 0 || held + w.n <= limit
+        let held = st.apps.get(app).map_or(0, |a| a.held);
+        held == 0 || held + n <= limit
+    }
+
+    /// Gives `n` bytes of credit to `app` (the caller checked they are free).
+    fn grant(&self, st: &mut State, app: &str, n: u64) {
+        self.used.fetch_add(n, Ordering::Relaxed);
+        if let Some(a) = st.apps.get_mut(app) {
+            a.held += n;
+            a.peak = a.peak.max(a.held);
+            a.granted += n;
+        }
     }
 
     /// Grants waiting requests while the order's choice fits in the free credit.
@@ -457,16 +465,12 @@ impl MemoryBudget {
                 }
             };
             let Some(i) = pick else { return };
-            if st.waiters[i].n > st.free {
+            if st.waiters[i].n > self.total - self.used() {
                 return;
             }
             let w = st.waiters.remove(i);
-            st.free -= w.n;
-            self.used.store(self.total - st.free, Ordering::Relaxed);
+            self.grant(st, &w.app, w.n);
             if let Some(a) = st.apps.get_mut(&w.app) {
-                a.held += w.n;
-                a.peak = a.peak.max(a.held);
-                a.granted += w.n;
                 if w.counted {
                     a.waiting = a.waiting.saturating_sub(1);
                     if a.waiting == 0 {
