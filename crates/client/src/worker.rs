@@ -148,6 +148,7 @@ impl PartitionReader {
             start_map: self.range.start_map,
             end_map: self.range.end_map,
             resume_after: self.last,
+            run_bytes: Default::default(),
         };
         let io = |source| ClientError::Io {
             addr: self.addr.clone(),

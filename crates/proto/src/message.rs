@@ -408,6 +408,10 @@ crate::wire_enum! {
             start_map: u32,
             end_map: u32,
             resume_after: Option<ResumePoint>,
+            /// A run's next segment, for a merging reader: the worker sends each map's
+            /// batches only until they add up to this many payload bytes (at least one
+            /// batch per map, so a map whose answer is shorter has no more). 0: all.
+            run_bytes: Appended<u64>,
         },
         FetchChunk = 0x42 {
             batches: Vec<FetchedBatch>,

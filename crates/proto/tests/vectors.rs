@@ -345,6 +345,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 start_map: 0,
                 end_map: 3,
                 resume_after: None,
+                run_bytes: Appended::default(),
             },
         ),
         (
@@ -360,6 +361,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     map_id: 1,
                     batch_seq: 4,
                 }),
+                run_bytes: Appended::of(64 << 10),
             },
         ),
         (
@@ -465,6 +467,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         start_map: 0,
         end_map: 1,
         resume_after: None,
+        run_bytes: Appended::default(),
     }
     .encode_frame(1);
     *bad_bool.last_mut().unwrap() = 7;

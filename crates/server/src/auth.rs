@@ -162,6 +162,7 @@ mod tests {
             start_map: 0,
             end_map: 1,
             resume_after: None,
+            run_bytes: Default::default(),
         }
     }
 

@@ -111,6 +111,7 @@ fn fetch(app: &str) -> Message {
         start_map: 0,
         end_map: 2,
         resume_after: None,
+        run_bytes: Default::default(),
     }
 }
 

@@ -156,6 +156,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                     start_map,
                     end_map,
                     resume_after,
+                    run_bytes,
                 } => {
                     let req = fetch::FetchRequest {
                         app_id,
@@ -163,6 +164,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                         partition,
                         maps: (start_map, end_map),
                         resume_after,
+                        run_bytes: run_bytes.value(),
                         received: std::time::Instant::now(),
                     };
                     send(tx, Reply::Fetch(h.request_id, req)).await?

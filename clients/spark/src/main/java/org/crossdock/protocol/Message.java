@@ -764,10 +764,19 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  /** {@code resumeAfter} is null for a fresh fetch; on the wire it is {@code bool has_resume}. */
-  record Fetch(
-      String appId, int shuffleId, int partition, int startMap, int endMap, ResumePoint resumeAfter)
-      implements Message {
+  /**
+   * {@code resumeAfter} is null for a fresh fetch; on the wire it is {@code bool has_resume}.
+   * {@code runBytes} (appended): a merging reader's per-map segment size; empty or 0 for all.
+   */
+  record Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
+      ResumePoint resumeAfter, java.util.OptionalLong runBytes) implements Message {
+    /** A fetch of everything after {@code resumeAfter} (no per-map cap). */
+    public Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
+        ResumePoint resumeAfter) {
+      this(appId, shuffleId, partition, startMap, endMap, resumeAfter,
+          java.util.OptionalLong.empty());
+    }
+
     public int kind() {
       return KIND_FETCH;
     }
@@ -782,12 +791,13 @@ public sealed interface Message extends Encodable {
       if (resumeAfter != null) {
         resumeAfter.encode(w);
       }
+      w.appendedU64(runBytes);
     }
 
     public static Fetch decode(Reader r) throws ProtocolException {
       return new Fetch(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
           r.u32("start_map"), r.u32("end_map"),
-          r.bool("has_resume") ? ResumePoint.decode(r) : null);
+          r.bool("has_resume") ? ResumePoint.decode(r) : null, r.appendedU64("run_bytes"));
     }
   }
 

@@ -286,6 +286,11 @@ class VectorsTest {
         o.putObject("resume_after").put("map_id", u(f.resumeAfter().mapId()))
             .put("batch_seq", u(f.resumeAfter().batchSeq()));
       }
+      if (f.runBytes().isPresent()) {
+        o.put("run_bytes", f.runBytes().getAsLong());
+      } else {
+        o.putNull("run_bytes");
+      }
     } else if (m instanceof FetchChunk c) {
       ArrayNode a = o.putArray("batches");
       for (FetchedBatch b : c.batches()) {
@@ -445,8 +450,10 @@ class VectorsTest {
       case "Fetch": {
         JsonNode r = n.get("resume_after");
         ResumePoint rp = (r == null || r.isNull()) ? null : new ResumePoint(i(r, "map_id"), i(r, "batch_seq"));
+        JsonNode cap = n.get("run_bytes");
         return new Fetch(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"), i(n, "start_map"),
-            i(n, "end_map"), rp);
+            i(n, "end_map"), rp, (cap == null || cap.isNull()) ? java.util.OptionalLong.empty()
+                : java.util.OptionalLong.of(cap.asLong()));
       }
       case "FetchChunk": {
         List<FetchedBatch> bs = new ArrayList<>();

@@ -21,6 +21,11 @@ public final class Segment {
   public final int endMap;
   /** Bytes planned (from the map outputs' sizes); what the request counts in flight. */
   public final long estimate;
+  /**
+   * For one map's sorted run read by a merge ({@link RunReader}): the most payload bytes one
+   * request asks for (the worker stops the run after the batch that reaches it); 0: all.
+   */
+  public final long runBytes;
   /** Where it can be read, preferred first (primary, replica). */
   List<String> copies;
 
@@ -52,21 +57,43 @@ public final class Segment {
   final List<String> unreachable = new ArrayList<>();
   /** How long the task was blocked on its batches so far (its wait, as the paper counts a block's). */
   long waitedNanos;
+  /** {@link #received} when the current request was sent. */
+  long receivedAtRequest;
 
   public Segment(int partition, int startMap, int endMap, long estimate, List<String> copies) {
+    this(partition, startMap, endMap, estimate, copies, 0);
+  }
+
+  /** A segment whose requests each bring at most {@code runBytes} of every map (and one batch). */
+  public Segment(int partition, int startMap, int endMap, long estimate, List<String> copies,
+      long runBytes) {
     if (copies.isEmpty()) {
       throw new IllegalArgumentException("no copy of partition " + partition + " to read from");
+    }
+    if (runBytes > 0 && endMap - startMap != 1) {
+      throw new IllegalArgumentException("a capped run is one map, not [" + startMap + ", "
+          + endMap + ")");
     }
     this.partition = partition;
     this.startMap = startMap;
     this.endMap = endMap;
     this.estimate = Math.max(0, estimate);
     this.copies = List.copyOf(copies);
+    this.runBytes = Math.max(0, runBytes);
   }
 
   /** The request that reads what is left of it. */
   Message.Fetch request(String appId, int shuffleId) {
-    return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume);
+    return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume,
+        runBytes > 0 ? java.util.OptionalLong.of(runBytes) : java.util.OptionalLong.empty());
+  }
+
+  /**
+   * Whether everything was received: the last request ended, and (for a capped run) it brought
+   * fewer than {@code runBytes}, which the worker only does at the run's end.
+   */
+  boolean readToEnd() {
+    return done && (runBytes == 0 || received - receivedAtRequest < runBytes);
   }
 
   /** The last batch received; null before any. */

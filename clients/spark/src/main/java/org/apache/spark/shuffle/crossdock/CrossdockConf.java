@@ -19,6 +19,8 @@ public final class CrossdockConf {
   public static final String ROUTE_MAX_SPARK_SIZE = "spark.crossdock.route.maxSparkShuffleSize";
   /** Whether SQL reduce tasks prefer the hosts of their partitions' workers. */
   public static final String LOCALITY = "spark.crossdock.locality";
+  /** Key-ordered shuffles pushed as sorted runs and merged once by the reader (default on). */
+  public static final String MERGE_SORTED_RUNS = "spark.crossdock.mergeSortedRuns";
   /** PEM file of the authorities the Crossdock servers' certificates are checked against. */
   public static final String TLS_CA = "spark.crossdock.tls.ca";
   /** Most shuffle bytes this application may store on one worker, if less than the workers allow. */
@@ -54,6 +56,8 @@ public final class CrossdockConf {
   public final RoutePolicy route;
   /** SQL reduce tasks prefer their partitions' hosts ({@link #LOCALITY}, default on). */
   public final boolean locality;
+  /** {@link #MERGE_SORTED_RUNS}. */
+  public final boolean mergeSortedRuns;
   /** TLS to the servers, or null for plain TCP (when {@link #TLS_CA} is not set). */
   public final org.crossdock.client.Tls tls;
   /** {@link #APP_STORED_QUOTA} in bytes, 0 when not set. */
@@ -89,6 +93,7 @@ public final class CrossdockConf {
           FETCH_POLICY + " must be adaptive or static, got '" + policy + "'");
     }
     this.locality = conf.getBoolean(LOCALITY, true);
+    this.mergeSortedRuns = conf.getBoolean(MERGE_SORTED_RUNS, true);
     String ca = conf.get(TLS_CA, "").trim();
     this.tls = ca.isEmpty() ? null : org.crossdock.client.Tls.trusting(java.nio.file.Path.of(ca));
     RoutePolicy.Mode mode = RoutePolicy.Mode.parse(ROUTE, conf.get(ROUTE, "auto"));
@@ -134,6 +139,17 @@ public final class CrossdockConf {
           + " so executors holding Spark's shuffle files could be released";
     }
     return null;
+  }
+
+  /**
+   * The batch size of a sorted shuffle's runs ({@link #MERGE_SORTED_RUNS}) with {@code maps}
+   * maps: a reader merging one partition holds about two batches of every map's run, so the
+   * batches are cut to fit {@code maps × 2} of them in the fetch limit, between 16 KiB (the
+   * least worth a request) and the push batch size.
+   */
+  public int runBatchBytes(int maps) {
+    long fit = fetchMaxInFlight / (2L * Math.max(1, maps));
+    return (int) Math.max(Math.min(16L << 10, batchSize), Math.min(batchSize, fit));
   }
 
   /**

@@ -13,6 +13,10 @@ import org.crossdock.client.Placement;
  * when each pushed batch is its own {@code wrapStream}-ed (compressed, encrypted) frame of
  * serialized records ({@link CrossdockDirectWriter}); false when a map's batches together are
  * one wrapped stream ({@link CrossdockShuffleWriter}).
+ *
+ * <p>{@code runBatchBytes} is positive for a key-ordered shuffle read by merging: every map
+ * sorts its records by key and pushes each partition as a sorted run in batches of that size,
+ * and the reader merges the runs ({@link MergingRecordIterator}) instead of sorting.
  */
 public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, C> {
   private static final long serialVersionUID = 1L;
@@ -29,12 +33,13 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
   public final int numMaps;
   public final Placement placement;
   public final boolean framedBatches;
+  public final int runBatchBytes;
   /** Crossdock's figures for the Spark UI (registered on the driver); null without a context. */
   public final CrossdockAccumulators accumulators;
 
   public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
       String coordinator, String appId, byte[] appToken, int numMaps, Placement placement,
-      boolean framedBatches, CrossdockAccumulators accumulators) {
+      boolean framedBatches, int runBatchBytes, CrossdockAccumulators accumulators) {
     super(shuffleId, dependency);
     this.coordinator = coordinator;
     this.appId = appId;
@@ -42,6 +47,12 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
     this.numMaps = numMaps;
     this.placement = placement;
     this.framedBatches = framedBatches;
+    this.runBatchBytes = runBatchBytes;
     this.accumulators = accumulators;
+  }
+
+  /** Whether maps push sorted runs that the reader merges. */
+  public boolean sortedRuns() {
+    return runBatchBytes > 0;
   }
 }

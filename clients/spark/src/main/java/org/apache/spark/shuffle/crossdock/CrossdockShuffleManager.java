@@ -305,8 +305,14 @@ public class CrossdockShuffleManager implements ShuffleManager {
         placement = coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions);
         registered.add(shuffleId);
       }
+      // A key-ordered shuffle without aggregation is pushed as sorted runs and merged by the
+      // reader (Hadoop-A's levitated merge); it needs the sorter's writer, not the direct one.
+      boolean merge = conf.mergeSortedRuns && dep.keyOrdering().isDefined()
+          && dep.aggregator().isEmpty();
+      int runBatch = merge ? conf.runBatchBytes(numMaps) : 0;
       return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, appToken, numMaps,
-          placement, CrossdockDirectWriter.canUse(dep), CrossdockAccumulators.registered());
+          placement, !merge && CrossdockDirectWriter.canUse(dep), runBatch,
+          CrossdockAccumulators.registered());
     } catch (CrossdockException e) {
       if (e.isTransport()) {
         throw unreachable(e);

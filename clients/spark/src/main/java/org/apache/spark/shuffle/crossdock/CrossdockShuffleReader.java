@@ -48,7 +48,8 @@ import org.slf4j.LoggerFactory;
  * AQE's skew splits and the local shuffle reader need). Batches arrive in (map, seq) order; each
  * map's batches form one stream, which is {@code wrapStream}-ed and deserialized with the
  * dependency's serializer. Aggregation and key ordering then follow Spark's {@code
- * BlockStoreShuffleReader} exactly. Any failure to get the bytes (unreachable or lost worker, a
+ * BlockStoreShuffleReader} exactly, except for a shuffle pushed as sorted runs, whose runs are
+ * merged once ({@link MergingRecordIterator}) instead of sorted again. Any failure to get the bytes (unreachable or lost worker, a
  * stream that cannot be resumed, CRC mismatch, a worker error, undecodable data) surfaces as
  * Spark's typed {@link FetchFailedException}, so Spark's stage recovery runs.
  */
@@ -82,6 +83,14 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
   @Override
   public Iterator<Product2<K, C>> read() {
     ShuffleDependency<K, ?, C> dep = handle.dependency();
+    if (handle.sortedRuns() && dep.keyOrdering().isDefined() && dep.aggregator().isEmpty()) {
+      // Sorted runs: merged once, in key order; no sorter, no spill.
+      MergingRecordIterator merged = new MergingRecordIterator(this, handle, manager, context,
+          metrics, startMap, endMap, startPartition, endPartition, conf,
+          dep.serializer().newInstance(), dep.keyOrdering().get());
+      context.addTaskCompletionListener((TaskCompletionListener) ctx -> merged.close());
+      return new InterruptibleIterator(context, merged);
+    }
     RecordIterator records = new RecordIterator(dep.serializer().newInstance());
     context.addTaskCompletionListener((TaskCompletionListener) ctx -> records.close());
 
@@ -145,6 +154,27 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     String msg = "Crossdock fetch of shuffle " + shuffleId + " partition " + partition + " maps ["
         + startMap + ", " + endMap + ") failed: " + what;
     return new FetchFailedException(location, shuffleId, mapTaskId, index, partition, msg, cause);
+  }
+
+  /**
+   * Whether a worker is on this executor's host: the same host, or a worker on a loopback
+   * address while the executor is named by a routable one. Two distinct loopback addresses are
+   * two hosts (that is how the tests emulate several hosts on one machine).
+   */
+  static boolean onThisHost(String addr) {
+    String host = Net.parse(addr).getHostString();
+    String mine = SparkEnv.get().blockManager().blockManagerId().host();
+    return host.equals(mine) || (isLoopback(host) && !isLoopback(mine))
+        || (isDefaultLoopback(host) && isDefaultLoopback(mine));
+  }
+
+  private static boolean isLoopback(String host) {
+    return host.startsWith("127.") || isDefaultLoopback(host);
+  }
+
+  /** The names of this machine's usual loopback address, which are one host. */
+  private static boolean isDefaultLoopback(String host) {
+    return host.equals("127.0.0.1") || host.equals("::1") || host.equals("localhost");
   }
 
   /** Records of every map of every partition in range, as (key, value) tuples. */
@@ -273,23 +303,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
      */
     private boolean isLocal(String addr) {
       // Asked for every batch; a task reads from a handful of workers.
-      return addr != null && localByWorker.computeIfAbsent(addr, RecordIterator::onThisHost);
-    }
-
-    private static boolean onThisHost(String addr) {
-      String host = Net.parse(addr).getHostString();
-      String mine = SparkEnv.get().blockManager().blockManagerId().host();
-      return host.equals(mine) || (isLoopback(host) && !isLoopback(mine))
-          || (isDefaultLoopback(host) && isDefaultLoopback(mine));
-    }
-
-    private static boolean isLoopback(String host) {
-      return host.startsWith("127.") || isDefaultLoopback(host);
-    }
-
-    /** The names of this machine's usual loopback address, which are one host. */
-    private static boolean isDefaultLoopback(String host) {
-      return host.equals("127.0.0.1") || host.equals("::1") || host.equals("localhost");
+      return addr != null && localByWorker.computeIfAbsent(addr, CrossdockShuffleReader::onThisHost);
     }
 
     /**

@@ -18,7 +18,9 @@ import scala.collection.Iterator;
  * <p>Records go through Spark's own {@link ExternalSorter} (partitioner, map-side combine when the
  * dependency asks for it, spilling within Spark's memory manager); the sorter then writes each
  * partition as one serialized, {@code wrapStream}-ed stream into a {@link
- * CrossdockMapOutputWriter}, which pushes it in batches. At the end the writer waits for every
+ * CrossdockMapOutputWriter}, which pushes it in batches. For a shuffle read by merging ({@link
+ * CrossdockShuffleHandle#sortedRuns}) the sorter orders each partition by key, so every partition
+ * is pushed as one sorted run. At the end the writer waits for every
  * acknowledgement and commits the attempt with its per-partition bytes and records.
  *
  * <p>Attempt ids, the commit, losing the race and the MapStatus are {@link MapAttempt}'s.
@@ -42,12 +44,16 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     ShuffleDependency<K, V, C> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
+    // For a merged shuffle the sorter also orders each partition's records by key: each
+    // partition is then written as one sorted run.
     sorter = SparkCompat.mapSorter(attempt.context,
-        dep.mapSideCombine() ? dep.aggregator() : (Option) Option.empty(), partitioner, dep);
+        dep.mapSideCombine() ? dep.aggregator() : (Option) Option.empty(), partitioner,
+        handle.sortedRuns() ? dep.keyOrdering() : (Option) Option.empty(), dep);
     ((ExternalSorter) sorter).insertAll(records);
 
     CrossdockMapOutputWriter out = new CrossdockMapOutputWriter(attempt.startPushing(),
-        attempt.placement(), attempt.numPartitions, attempt.conf.batchSize);
+        attempt.placement(), attempt.numPartitions,
+        handle.sortedRuns() ? handle.runBatchBytes : attempt.conf.batchSize);
     attempt.pushAndCommit(() -> {
       sorter.writePartitionedMapOutput(
           dep.shuffleId(), attempt.mapTaskId, out, out.countingRecords(attempt.metrics));

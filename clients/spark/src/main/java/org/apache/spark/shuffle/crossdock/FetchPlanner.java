@@ -74,6 +74,48 @@ final class FetchPlanner {
     return out;
   }
 
+  /**
+   * The runs of a merged read: one capped segment per (partition, map) that wrote anything to
+   * the partition (every map when the tracker has no sizes), in (partition, map) order. The cap
+   * shares the fetch limit out: about two segments of every run fit in it, and never less than
+   * 4 KiB is asked for at once.
+   */
+  static List<Segment> runs(int shuffleId, int startMap, int endMap, int startPartition,
+      int endPartition, Placement placement, CrossdockConf conf) {
+    int maps = Math.max(0, endMap - startMap);
+    int parts = Math.max(0, endPartition - startPartition);
+    long[][] sizes;
+    try {
+      sizes = sizes(shuffleId, startMap, endMap, startPartition, endPartition, maps, parts);
+    } catch (Exception e) {
+      if (!(e instanceof org.apache.spark.shuffle.FetchFailedException)) {
+        throw e;
+      }
+      sizes = null;
+    }
+    int n = 0;
+    for (int p = 0; p < parts; p++) {
+      for (int m = 0; m < maps; m++) {
+        if (sizes == null || sizes[p][m] > 0) {
+          n++;
+        }
+      }
+    }
+    long cap = Math.max(4L << 10, conf.fetchMaxInFlight / (2L * Math.max(1, n)));
+    List<Segment> out = new ArrayList<>(n);
+    for (int p = 0; p < parts; p++) {
+      int partition = startPartition + p;
+      List<String> copies = placement.copiesOf(partition);
+      for (int m = 0; m < maps; m++) {
+        if (sizes == null || sizes[p][m] > 0) {
+          long estimate = sizes == null ? cap : sizes[p][m];
+          out.add(new Segment(partition, startMap + m, startMap + m + 1, estimate, copies, cap));
+        }
+      }
+    }
+    return out;
+  }
+
   /** Bytes per (partition, map) of the read, from the map output tracker. */
   @SuppressWarnings("unchecked")
   private static long[][] sizes(int shuffleId, int startMap, int endMap, int startPartition,

@@ -272,6 +272,65 @@ class SparkLocalTest {
     assertEquals(want, got);
   }
 
+  /**
+   * A key-ordered shuffle is pushed as sorted runs and merged by the reader: every partition is
+   * in key order, holds exactly the records written (equal keys from many maps included), no
+   * reduce task spills, and every byte written is read once. 40 maps of 4 KiB batches against a
+   * 1 MiB fetch limit make every run come in many segments.
+   */
+  @Test
+  void keyOrderedShufflesAreMergedFromSortedRuns() throws Exception {
+    List<Tuple2<Integer, Integer>> data = new ArrayList<>();
+    java.util.Random r = new java.util.Random(11);
+    for (int i = 0; i < 60_000; i++) {
+      data.add(new Tuple2<>(r.nextInt(5_000), i));
+    }
+    JavaPairRDD<Integer, Integer> sorted = sc.parallelizePairs(data, 40)
+        .repartitionAndSortWithinPartitions(new HashPartitioner(3));
+    CrossdockShuffleHandle<?, ?, ?> h =
+        (CrossdockShuffleHandle<?, ?, ?>) shuffleDep(sorted).shuffleHandle();
+    assertTrue(h.sortedRuns(), "a key-ordered shuffle without aggregation is merged");
+    assertFalse(h.framedBatches, "sorted runs are written by the sorter's writer");
+    List<List<Tuple2<Integer, Integer>>> parts = new ArrayList<>();
+    List<SparkListenerTaskEnd> ends = taskEnds("merged", () -> parts.addAll(sorted.glom().collect()));
+    assertEquals(3, parts.size());
+    Map<Integer, List<Integer>> got = new TreeMap<>();
+    for (int p = 0; p < 3; p++) {
+      int last = Integer.MIN_VALUE;
+      for (Tuple2<Integer, Integer> t : parts.get(p)) {
+        assertEquals(p, Math.floorMod(t._1().hashCode(), 3), "record in its partition");
+        assertTrue(t._1() >= last, "partition " + p + " is in key order");
+        last = t._1();
+        got.computeIfAbsent(t._1(), k -> new ArrayList<>()).add(t._2());
+      }
+    }
+    Map<Integer, List<Integer>> want = new TreeMap<>();
+    for (Tuple2<Integer, Integer> t : data) {
+      want.computeIfAbsent(t._1(), k -> new ArrayList<>()).add(t._2());
+    }
+    for (List<Integer> v : got.values()) {
+      v.sort(null);
+    }
+    assertEquals(want, got, "every record read exactly once");
+    long written = 0, read = 0, reduceSpill = 0, recordsRead = 0;
+    for (SparkListenerTaskEnd e : ends) {
+      if (e.taskMetrics() == null) {
+        continue;
+      }
+      written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
+      long r2 = e.taskMetrics().shuffleReadMetrics().localBytesRead()
+          + e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
+      read += r2;
+      recordsRead += e.taskMetrics().shuffleReadMetrics().recordsRead();
+      if (e.taskMetrics().shuffleReadMetrics().recordsRead() > 0) {
+        reduceSpill += e.taskMetrics().memoryBytesSpilled() + e.taskMetrics().diskBytesSpilled();
+      }
+    }
+    assertEquals(written, read, "every byte written is read back once");
+    assertEquals(60_000, recordsRead);
+    assertEquals(0, reduceSpill, "the merge never spills");
+  }
+
   @Test
   void recordsLargerThanABatchAndJoin() {
     // Values of 20 KB with a 4 KB batch size: every record spans several batches.

@@ -31,9 +31,9 @@ final class SparkCompat {
   /** The map side's sorter, with the dependency's row-based checksums (Spark 4). */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static <K, V, C> ExternalSorter<K, V, C> mapSorter(TaskContext context,
-      Option<Aggregator<K, V, C>> aggregator, Partitioner partitioner,
+      Option<Aggregator<K, V, C>> aggregator, Partitioner partitioner, Option<Ordering<K>> ordering,
       ShuffleDependency<K, V, C> dep) {
-    return new ExternalSorter(context, aggregator, Option.apply(partitioner), Option.empty(),
+    return new ExternalSorter(context, aggregator, Option.apply(partitioner), ordering,
         dep.serializer(), dep.rowBasedChecksums());
   }
 

@@ -1,0 +1,340 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.PriorityQueue;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.FetchFailedException;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.ShuffleBlockId;
+import org.crossdock.client.Placement;
+import org.crossdock.client.fetch.FetchMonitor;
+import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.RunReader;
+import org.crossdock.client.fetch.Segment;
+import org.crossdock.protocol.AttemptIds;
+import org.crossdock.protocol.Message;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Tuple2;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.math.Ordering;
+
+/**
+ * The records of a key-ordered shuffle, merged once from the maps' sorted runs (Hadoop-A's
+ * network-levitated merge): every map pushed each partition's records sorted by key, so the
+ * reader opens one deserializing stream per (partition, map) run, keeps the head record of each
+ * in a priority queue ordered by the dependency's key ordering, and hands out the smallest. The
+ * bytes of a run are fetched a segment at a time ({@link RunReader}) as the merge drains them:
+ * nothing is spilled, each record is compared in one merge, and the memory held is the runs'
+ * segments (sized to the fetch limit) and their streams' buffers.
+ *
+ * <p>Ties between equal keys go to the lower (partition, map) run, so the order is deterministic.
+ * The records of several partitions are merged together, as Spark's reader sorts them together.
+ * Failures are handled as the sequential reader does: a run no copy can serve leads to one
+ * question to the coordinator (was a map's output lost: then a fetch failure that recomputes
+ * it; else the run is read on from its current copies).
+ */
+final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object>> {
+  private static final Logger LOG = LoggerFactory.getLogger(MergingRecordIterator.class);
+
+  private final CrossdockShuffleReader<?, ?> reader;
+  private final CrossdockShuffleHandle<?, ?, ?> handle;
+  private final CrossdockShuffleManager manager;
+  private final TaskContext context;
+  private final ShuffleReadMetricsReporter metrics;
+  private final int startMap;
+  private final int endMap;
+  private final int startPartition;
+  private final int endPartition;
+  private final CrossdockConf conf;
+  private final SerializerInstance serializer;
+  private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
+  private final Ordering<Object> ordering;
+  private final Map<String, Boolean> localByWorker = new ConcurrentHashMap<>();
+  private final Set<Integer> refreshed = new HashSet<>();
+  private final PriorityQueue<Cursor> heads;
+  private final List<Cursor> cursors = new ArrayList<>();
+  private RunReader runs;
+  private FetchMemoryConsumer memory;
+  private long reportedWaitNanos;
+  private boolean opened;
+  private boolean finished;
+
+  @SuppressWarnings("unchecked")
+  MergingRecordIterator(CrossdockShuffleReader<?, ?> reader, CrossdockShuffleHandle<?, ?, ?> handle,
+      CrossdockShuffleManager manager, TaskContext context, ShuffleReadMetricsReporter metrics,
+      int startMap, int endMap, int startPartition, int endPartition, CrossdockConf conf,
+      SerializerInstance serializer, Ordering<?> ordering) {
+    this.reader = reader;
+    this.handle = handle;
+    this.manager = manager;
+    this.context = context;
+    this.metrics = metrics;
+    this.startMap = startMap;
+    this.endMap = endMap;
+    this.startPartition = startPartition;
+    this.endPartition = endPartition;
+    this.conf = conf;
+    this.serializer = serializer;
+    this.ordering = (Ordering<Object>) ordering;
+    this.heads = new PriorityQueue<>((a, b) -> {
+      int c = this.ordering.compare(a.head._1(), b.head._1());
+      return c != 0 ? c : Integer.compare(a.index, b.index);
+    });
+  }
+
+  /**
+   * Plans the runs, asks for every head, and fills the queue with each run's first record (on
+   * the first {@link #hasNext}: a task that reads nothing asks nothing).
+   */
+  private void open() {
+    List<Segment> plan = startMap >= endMap || startPartition >= endPartition
+        ? List.of()
+        : FetchPlanner.runs(handle.shuffleId(), startMap, endMap, startPartition, endPartition,
+            placement(), conf);
+    memory = new FetchMemoryConsumer(context.taskMemoryManager());
+    RunReader.Settings settings = new RunReader.Settings(handle.appId, handle.appToken,
+        handle.shuffleId(), CrossdockConf.CONNECT_TIMEOUT_MS,
+        (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockConf.FETCH_MAX_RESUMES);
+    runs = new RunReader(settings, plan, FetchMonitor.shared(), memory, this::isLocal);
+    runs.start();
+    for (Segment s : plan) {
+      cursors.add(new Cursor(cursors.size(), s));
+    }
+    for (Cursor c : cursors) {
+      if (c.advance()) {
+        heads.add(c);
+      }
+    }
+  }
+
+  private Placement placement() {
+    try {
+      return manager.placement(handle, context);
+    } catch (IOException e) {
+      throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(startPartition, -1,
+          "the shuffle's placement could not be had: " + e.getMessage(), e));
+    }
+  }
+
+  @Override
+  public boolean hasNext() {
+    if (!opened) {
+      opened = true;
+      try {
+        open();
+      } finally {
+        reportWait();
+      }
+    }
+    if (heads.isEmpty()) {
+      finish();
+      return false;
+    }
+    return true;
+  }
+
+  @Override
+  public Tuple2<Object, Object> next() {
+    if (!hasNext()) {
+      throw new java.util.NoSuchElementException();
+    }
+    Cursor c = heads.poll();
+    Tuple2<Object, Object> r = c.head;
+    try {
+      if (c.advance()) {
+        heads.add(c);
+      }
+    } finally {
+      reportWait();
+    }
+    metrics.incRecordsRead(1);
+    return r;
+  }
+
+  private void reportWait() {
+    if (runs == null) {
+      return;
+    }
+    long ms = (runs.waitNanos() - reportedWaitNanos) / 1_000_000;
+    if (ms > 0) {
+      metrics.incFetchWaitTime(ms);
+      reportedWaitNanos += ms * 1_000_000;
+    }
+  }
+
+  private boolean isLocal(String addr) {
+    return addr != null && localByWorker.computeIfAbsent(addr, CrossdockShuffleReader::onThisHost);
+  }
+
+  private void finish() {
+    if (!finished) {
+      finished = true;
+      close();
+      context.taskMetrics().mergeShuffleReadMetrics();
+    }
+  }
+
+  /** Ends the read: connections closed, every byte of memory given back. */
+  void close() {
+    if (runs != null) {
+      if (handle.accumulators != null) {
+        handle.accumulators.fetchPeak.add(runs.peakBufferedBytes());
+      }
+      runs.close();
+    }
+  }
+
+  /**
+   * A run no copy could serve. Once per partition it reports the unreachable workers and asks
+   * the coordinator for the shuffle's state: a map of the range without committed output must
+   * be recomputed (a fetch failure attributed to it); otherwise the run is read on from the
+   * partition's current copies.
+   */
+  private void recover(FetchScheduler.SegmentFailed f) {
+    Segment s = f.segment;
+    int partition = s.partition;
+    if (!refreshed.add(partition)) {
+      manager.workersFailed(handle, f.unreachable());
+      throw CrossdockShuffleReader.sneakyThrow(
+          reader.fetchFailed(partition, s.startMap, f.getMessage(), f));
+    }
+    Message.ShuffleStatus status;
+    Placement placement;
+    try {
+      status = manager.reportAndRefresh(handle, f.unreachable());
+      placement = manager.placement(handle, context);
+    } catch (IOException ce) {
+      throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(partition, s.startMap,
+          f.getMessage() + "; the coordinator could not be asked for the shuffle's state: "
+              + ce.getMessage(), f));
+    }
+    int[] attempts = status.mapAttempts();
+    for (int m = startMap; m < endMap; m++) {
+      if (attempts[m] == AttemptIds.NO_ATTEMPT) {
+        throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(partition, m, "map " + m
+            + " has no committed output any more (its only copy was on a lost worker); it must be"
+            + " recomputed. First error: " + f.getMessage(), f));
+      }
+    }
+    LOG.warn("Crossdock merge of shuffle {}: {} failed ({}); continuing from its current copies",
+        handle.shuffleId(), s, f.getMessage());
+    runs.retry(s, placement.copiesOf(partition));
+  }
+
+  /** One run: its bytes as a stream, deserialized, and its current head record. */
+  private final class Cursor {
+    final int index;
+    final Segment run;
+    private Iterator<Tuple2<Object, Object>> records;
+    Tuple2<Object, Object> head;
+
+    Cursor(int index, Segment run) {
+      this.index = index;
+      this.run = run;
+    }
+
+    /** Moves to the run's next record; false at its end. */
+    boolean advance() {
+      try {
+        if (records == null) {
+          BlockId blockId = new ShuffleBlockId(handle.shuffleId(), run.startMap, run.partition);
+          InputStream wrapped = serializerManager.wrapStream(blockId, new RunStream(this));
+          records = serializer.deserializeStream(wrapped).asKeyValueIterator();
+        }
+        if (records.hasNext()) {
+          head = records.next();
+          return true;
+        }
+        head = null;
+        return false;
+      } catch (Throwable t) {
+        throw failure(t);
+      }
+    }
+
+    /** A fetch failure passes; undecodable bytes become one; anything else is rethrown. */
+    private RuntimeException failure(Throwable t) {
+      if (t instanceof FetchFailedException) {
+        return CrossdockShuffleReader.sneakyThrow(t);
+      }
+      for (Throwable c = t; c != null; c = c.getCause()) {
+        if (c instanceof java.io.InterruptedIOException) {
+          break;
+        }
+        if (c instanceof IOException) {
+          return CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(run.partition,
+              run.startMap, "undecodable data: " + c, t));
+        }
+      }
+      return CrossdockShuffleReader.sneakyThrow(t);
+    }
+  }
+
+  /** A run's batches as one stream, fetched segment by segment as it is read. */
+  private final class RunStream extends BatchStreams.BufferStream {
+    private final Cursor cursor;
+    private ByteBuffer buf;
+    private boolean eof;
+    private boolean counted;
+
+    RunStream(Cursor cursor) {
+      this.cursor = cursor;
+    }
+
+    @Override
+    ByteBuffer buffer() throws IOException {
+      while (!eof && (buf == null || !buf.hasRemaining())) {
+        FetchScheduler.Delivery d;
+        while (true) {
+          try {
+            d = runs.next(cursor.run);
+            break;
+          } catch (FetchScheduler.SegmentFailed f) {
+            recover(f);
+          }
+        }
+        if (d == null) {
+          eof = true;
+          buf = null;
+        } else {
+          long n = d.batch().payload().remaining();
+          boolean local = isLocal(d.source());
+          if (!counted) {
+            counted = true; // a run is a block: (map, partition)
+            if (local) {
+              metrics.incLocalBlocksFetched(1);
+            } else {
+              metrics.incRemoteBlocksFetched(1);
+            }
+          }
+          if (local) {
+            metrics.incLocalBytesRead(n);
+          } else {
+            metrics.incRemoteBytesRead(n);
+          }
+          buf = d.batch().payload().duplicate();
+        }
+      }
+      return eof ? null : buf;
+    }
+
+    @Override
+    public int available() {
+      return buf == null ? 0 : buf.remaining();
+    }
+  }
+}

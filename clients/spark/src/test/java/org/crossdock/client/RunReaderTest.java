@@ -1,0 +1,174 @@
+package org.crossdock.client;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.io.ByteArrayOutputStream;
+import java.util.ArrayList;
+import java.util.List;
+import org.crossdock.client.fetch.FetchMonitor;
+import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.RunReader;
+import org.crossdock.client.fetch.Segment;
+import org.crossdock.protocol.Message;
+import org.crossdock.protocol.Message.CommitStatus;
+import org.crossdock.protocol.Message.PartitionStat;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The merge's run reader against a real {@code crossdock standalone}: runs read a segment at a
+ * time (the worker's per-map cap), interleaved as a merge consumes them, each batch exactly once
+ * and in order, empty runs included, and every byte of memory given back.
+ */
+class RunReaderTest {
+  static final String APP = "java-runs";
+  static final int MAPS = 4;
+  static final int PARTS = 2;
+  static CrossdockServer server;
+  static CoordinatorClient coord;
+  static ConnectionPool pool;
+  static Placement pl;
+
+  /** Batches map {@code m} pushes to partition {@code p}: map 1 writes nothing to partition 1. */
+  static int batches(int m, int p) {
+    return new int[][] {{3, 3}, {5, 0}, {1, 1}, {4, 4}}[m][p];
+  }
+
+  static int size(int m) {
+    return 1000 + m;
+  }
+
+  @BeforeAll
+  static void start() throws Exception {
+    server = CrossdockServer.start();
+    coord = new CoordinatorClient(server.addr(), 3000, RealServerTest.TIMEOUT);
+    pool = new ConnectionPool(3000);
+    pool.authenticateAs(APP, coord.registerApp(APP, 60_000));
+    pl = coord.registerShuffle(APP, 1, MAPS, PARTS);
+    for (int m = 0; m < MAPS; m++) {
+      List<PartitionStat> stats = new ArrayList<>();
+      try (MapPusher p = new MapPusher(pool, APP, 1, m, 0, PARTS, 1 << 20, RealServerTest.TIMEOUT)) {
+        for (int part = 0; part < PARTS; part++) {
+          for (int s = 0; s < batches(m, part); s++) {
+            p.push(part, pl.addrOf(part), RealServerTest.payload(m, part, s, size(m)), size(m));
+          }
+          stats.add(new PartitionStat(part, (long) batches(m, part) * size(m), batches(m, part)));
+        }
+        p.awaitAll();
+      }
+      assertEquals(CommitStatus.COMMITTED, coord.commitMap(APP, 1, m, 0, stats).status());
+    }
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
+    if (coord != null) {
+      coord.close();
+    }
+    if (server != null) {
+      server.close();
+    }
+  }
+
+  static List<Segment> runs(long cap, List<String> extraFirstCopy) {
+    List<Segment> runs = new ArrayList<>();
+    for (int p = 0; p < PARTS; p++) {
+      List<String> copies = new ArrayList<>(extraFirstCopy);
+      copies.add(pl.addrOf(p));
+      for (int m = 0; m < MAPS; m++) {
+        runs.add(new Segment(p, m, m + 1, cap, copies, cap));
+      }
+    }
+    return runs;
+  }
+
+  /**
+   * Reads every run, one batch of each in turn (as a merge of equal-paced runs does), checking
+   * each batch is its run's next one; returns the bytes per run and the requests made.
+   */
+  static long readInterleaved(long cap, List<String> extraFirstCopy) throws Exception {
+    List<Segment> runs = runs(cap, extraFirstCopy);
+    FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
+    List<ByteArrayOutputStream> got = new ArrayList<>();
+    int[] nextSeq = new int[runs.size()];
+    long requests;
+    RunReader.Settings settings = new RunReader.Settings(APP, CrossdockServer.token(APP), 1, 3000,
+        RealServerTest.TIMEOUT, 3);
+    // The extra copy counts as local, so it is tried first and must be given up on.
+    try (RunReader reader = new RunReader(settings, runs, new FetchMonitor(), memory,
+        extraFirstCopy::contains)) {
+      for (int i = 0; i < runs.size(); i++) {
+        got.add(new ByteArrayOutputStream());
+      }
+      boolean[] ended = new boolean[runs.size()];
+      int open = runs.size();
+      while (open > 0) {
+        for (int i = 0; i < runs.size(); i++) {
+          if (ended[i]) {
+            continue;
+          }
+          FetchScheduler.Delivery d = reader.next(runs.get(i));
+          if (d == null) {
+            ended[i] = true;
+            open--;
+            continue;
+          }
+          Message.FetchedBatch b = d.batch();
+          assertEquals(runs.get(i).startMap, b.mapId(), "a run holds its own map's batches");
+          assertEquals(nextSeq[i]++, b.batchSeq(), "each batch once, in order");
+          got.get(i).write(RealServerTest.bytes(b.payload()));
+        }
+      }
+      requests = reader.requests();
+      assertTrue(reader.peakBufferedBytes() > 0);
+    }
+    assertEquals(0, memory.held, "every byte of memory given back");
+    for (int i = 0; i < runs.size(); i++) {
+      Segment s = runs.get(i);
+      assertArrayEquals(RealServerTest.expected(s.partition, s.startMap, s.endMap,
+          batches(s.startMap, s.partition), m -> size(m)), got.get(i).toByteArray(),
+          "run " + s);
+    }
+    return requests;
+  }
+
+  @Test
+  void aOneByteCapReadsEveryRunOneBatchAtATime() throws Exception {
+    // One request per batch, and one more that finds the end (an empty run: just that one).
+    long batches = 0;
+    for (int m = 0; m < MAPS; m++) {
+      for (int p = 0; p < PARTS; p++) {
+        batches += batches(m, p);
+      }
+    }
+    assertEquals(batches + MAPS * PARTS, readInterleaved(1, List.of()));
+  }
+
+  @Test
+  void aCapOfSeveralBatchesEndsARunOnItsShortAnswer() throws Exception {
+    // 2500 bytes: three ~1000-byte batches per request. Runs of 3, 4 or 5 batches take two
+    // requests (the second either finds nothing or is short), runs of 0 or 1 take one.
+    int want = 0;
+    for (int m = 0; m < MAPS; m++) {
+      for (int p = 0; p < PARTS; p++) {
+        want += batches(m, p) >= 3 ? 2 : 1;
+      }
+    }
+    assertEquals(want, readInterleaved(2500, List.of()));
+  }
+
+  @Test
+  void aRunWhoseFirstCopyIsUnreachableIsReadFromTheOther() throws Exception {
+    readInterleaved(1500, List.of(CrossdockServer.unusedAddr()));
+  }
+
+  @Test
+  void aRunOfManyMapsIsRefused() {
+    assertThrows(IllegalArgumentException.class,
+        () -> new Segment(0, 0, 2, 1, List.of("127.0.0.1:1"), 100));
+  }
+}
