@@ -47,7 +47,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = pathlib.Path(os.environ.get("CROSSDOCK_BENCH_ROOT") or HERE.parent)
 sys.path.insert(0, str(ROOT / "tests" / "spark"))
 sys.path.insert(0, str(HERE))
-from harness import BINARY, CLIENT_JAR, base_conf, spark_session  # noqa: E402
+from harness import BINARY, CLIENT_JAR, base_conf, jvm_jobs_jar, spark_session  # noqa: E402
 from services import CrossdockService, Proc  # noqa: E402,F401  (cluster.py uses both through this module)
 
 # ---- workloads: each returns a small digest so every mode's result can be checked for equality ----
@@ -186,6 +186,24 @@ def w_one_mb_shuffle(spark, scale):
     return df.repartition(24).agg(F.count("*"), F.sum(F.col("v") % 1000), F.sum(F.col("w") % 1000)).collect()[0]
 
 
+def _jvm_sort_by_key(spark, scale, maps):
+    """rdd-sortbykey's data (1000-byte values, 16 partitions) sorted by the Java API's
+    sortByKey (bench/jvm/SortByKeyJob.java), whose dependency carries the key ordering."""
+    jvm = spark.sparkContext._jvm
+    r = jvm.org.crossdock.bench.SortByKeyJob.sortByKey(spark.sparkContext._jsc, _rows(scale, 100_000), maps, 16, 1000)
+    return (int(r[0]), int(r[1]))
+
+
+def w_jvm_sort_by_key(spark, scale):
+    """sortByKey in the JVM, 16 maps: a sorted shuffle Crossdock merges from sorted runs."""
+    return _jvm_sort_by_key(spark, scale, 16)
+
+
+def w_jvm_sort_by_key_2000(spark, scale):
+    """The same data from 2000 maps: 2000 runs per reducer to merge."""
+    return _jvm_sort_by_key(spark, scale, 2000)
+
+
 WORKLOADS = {
     "df-repartition": w_df_repartition,
     "df-groupby": w_df_groupby,
@@ -198,11 +216,21 @@ WORKLOADS = {
     "many-small-blocks": w_many_small_blocks,
     "memory-starved": w_memory_starved,
     "one-mb-shuffle": w_one_mb_shuffle,
+    "jvm-sortbykey": w_jvm_sort_by_key,
+    "jvm-sortbykey-2000": w_jvm_sort_by_key_2000,
 }
+
+# Workloads whose job is Java code (bench/jvm), compiled into a jar each application loads.
+JVM_WORKLOADS = ("jvm-sortbykey", "jvm-sortbykey-2000")
+# Executors small enough that vanilla Spark's sorting reducers spill (a tenth of 512 MiB
+# less Spark's reserved 300 MiB for execution and storage: about 21 MiB).
+_SMALL_SORT = {"spark.executor.memory": "512m", "spark.memory.fraction": "0.1"}
 
 # Per-workload Spark settings (the same in every mode).
 WORKLOAD_CONF = {
     "memory-starved": {"spark.executor.memory": "512m", "spark.memory.fraction": "0.3"},
+    "jvm-sortbykey": _SMALL_SORT,
+    "jvm-sortbykey-2000": _SMALL_SORT,
 }
 
 # ---- modes: vanilla, crossdock, and peers ----
@@ -314,6 +342,10 @@ class Build:
         shutil.copy2(HERE / "services.py", workdir / "services.py")
         shutil.copy2(ROOT / "tests" / "spark" / "harness.py", workdir / "harness.py")
         self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar, self.script)}
+
+    def jvm_jobs_jar(self) -> pathlib.Path:
+        """The Java jobs of bench/jvm, compiled once per suite into its directory."""
+        return jvm_jobs_jar(self.binary.parent, HERE / "jvm")
 
     def spark_conf(self, coordinator: str) -> dict[str, str]:
         """The properties `crossdock spark-conf` prints."""
@@ -466,8 +498,11 @@ def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build:
         conf.update(build.spark_conf(coordinator))
         conf.update(CROSSDOCK_VARIANTS.get(mode.name, {}))
     conf.update(mode.conf)
-    if mode.jars:
-        conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + mode.jars)
+    jars = list(mode.jars)
+    if workload in JVM_WORKLOADS:
+        jars.append(str(build.jvm_jobs_jar()))
+    if jars:
+        conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + jars)
     conf["__app_name__"] = f"bench-{workload}-{mode.name}"
     return conf
 

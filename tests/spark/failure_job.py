@@ -4,6 +4,12 @@ process, and writes its result and task counts as JSON.
     python failure_job.py OUT.json GATE_DIR [--coordinator HOST:PORT] --block maps|reducers
     python failure_job.py OUT.json GATE_DIR --coordinator HOST:PORT --dynamic
     python failure_job.py OUT.json GATE_DIR [--coordinator HOST:PORT] --mixed --block reducers
+    python failure_job.py OUT.json GATE_DIR [--coordinator HOST:PORT] --sorted --block maps|reducers
+
+With `--sorted`, the job is a key-ordered shuffle run in the JVM (bench/jvm's
+SortByKeyJob: repartitionAndSortWithinPartitions, which Crossdock merges from sorted runs),
+gated the same way; it checks every partition's key order and the count and checksum of
+every record against its input.
 
 The job has MAPS map tasks and a reduce stage. With `--block maps`, map tasks from index
 MAPS/2 on wait for the file GATE_DIR/go before producing anything; with `--block
@@ -27,12 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import sys
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import base_conf, crossdock_conf, spark_session  # noqa: E402
+from harness import base_conf, crossdock_conf, jvm_jobs_jar, spark_session  # noqa: E402
 
 MAPS = 8
 ROWS_PER_MAP = 40_000
@@ -62,6 +69,7 @@ def main() -> None:
     ap.add_argument("--block", choices=["maps", "reducers", "none"], default="none")
     ap.add_argument("--dynamic", action="store_true")
     ap.add_argument("--mixed", action="store_true")
+    ap.add_argument("--sorted", action="store_true")
     args = ap.parse_args()
     go = os.path.join(args.gate, "go")
     conf = {**base_conf(),
@@ -78,6 +86,9 @@ def main() -> None:
                      "spark.dynamicAllocation.initialExecutors": "2",
                      "spark.dynamicAllocation.maxExecutors": "2",
                      "spark.dynamicAllocation.executorIdleTimeout": "2s"})
+    if args.sorted:
+        jar = str(jvm_jobs_jar(pathlib.Path(args.gate)))
+        conf["spark.jars"] = ",".join(j for j in (conf.get("spark.jars"), jar) if j)
     block = args.block
     gate = args.gate
 
@@ -107,10 +118,17 @@ def main() -> None:
             # Routed (small input), then gated on its reduce side, then through Crossdock.
             shuffled = (pairs.reduceByKey(lambda a, b: a + b, 6).mapPartitions(gated)
                         .reduceByKey(lambda a, b: a + b, 4))
-        else:
+        elif not args.sorted:
             rdd = sc.parallelize(range(MAPS), MAPS).mapPartitionsWithIndex(produce)
             shuffled = rdd.reduceByKey(lambda a, b: a + b, 4).mapPartitions(gated)
-        result = sorted(shuffled.collect())
+        if args.sorted:
+            job = sc._jvm.org.crossdock.bench.SortByKeyJob
+            count, checksum, ordered, want_count, want_checksum = list(job.sortWithinPartitionsGated(
+                sc._jsc, MAPS * ROWS_PER_MAP, MAPS, 4, 100, gate, block))
+            sorted_ok = ordered == 1 and count == want_count and checksum == want_checksum
+            result = None
+        else:
+            result = sorted(shuffled.collect())
         released = None
         again = None
         if args.dynamic:
@@ -135,11 +153,14 @@ def main() -> None:
     map_attempts = [s for s in stages if s["stageId"] == map_stage]
     reduce_attempts = [s for s in stages if s["stageId"] != map_stage]
     report = {
-        "equal": result == expected() and (again is None or again == expected()),
+        "equal": sorted_ok if args.sorted else (result == expected() and (again is None or again == expected())),
         "executors_released": released,
         "routes": routes,
-        "rows": len(result),
+        "rows": count if args.sorted else len(result),
         "seconds": round(seconds, 2),
+        # Runs the reducers merged (a shuffle read by merging sorted runs; else 0).
+        "merged_runs": sum(int(a.get("value", 0)) for st in stages for a in st.get("accumulatorUpdates", [])
+                           if a.get("name") == "crossdock merged runs"),
         "map_stage_attempts": len(map_attempts),
         "map_tasks_completed": sum(s["numCompleteTasks"] for s in map_attempts),
         "map_tasks_failed": sum(s["numFailedTasks"] for s in map_attempts),

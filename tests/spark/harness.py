@@ -34,6 +34,26 @@ CLIENT_JAR = pathlib.Path(os.environ.get(
 SHUFFLE_MANAGER = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager"
 
 
+# The Java jobs the tests and benchmarks run where PySpark cannot express the job (a
+# shuffle with a key ordering: PySpark's own sortByKey sorts in Python).
+JVM_JOBS = REPO / "bench" / "jvm"
+
+
+def jvm_jobs_jar(out_dir: pathlib.Path, sources: pathlib.Path = JVM_JOBS) -> pathlib.Path:
+    """The Java jobs under `sources` compiled against this interpreter's pyspark, as
+    `out_dir`/crossdock-jobs.jar (compiled once per directory)."""
+    jar = pathlib.Path(out_dir) / "crossdock-jobs.jar"
+    if not jar.is_file():
+        import pyspark
+        jars = pathlib.Path(pyspark.__file__).parent / "jars"
+        classes = pathlib.Path(out_dir) / "jobs-classes"
+        files = sorted(str(p) for p in pathlib.Path(sources).rglob("*.java"))
+        subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", f"{jars}/*", "-d", str(classes), *files],
+                       check=True, capture_output=True)
+        subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
+    return jar
+
+
 class Standalone:
     """A `crossdock standalone` child process."""
 

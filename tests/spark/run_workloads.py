@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import pickle
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import base_conf, crossdock_conf, spark_session  # noqa: E402
+from harness import base_conf, crossdock_conf, jvm_jobs_jar, spark_session  # noqa: E402
 from workloads import SESSION_CONF, WORKLOADS  # noqa: E402
 
 
@@ -27,6 +28,9 @@ def main() -> None:
     conf = {**base_conf(), **SESSION_CONF}
     if args.coordinator:
         conf.update(crossdock_conf(args.coordinator))
+    # The Java jobs (jvm_sort_by_key), compiled next to the output.
+    jobs = str(jvm_jobs_jar(pathlib.Path(args.out).resolve().parent))
+    conf["spark.jars"] = ",".join(j for j in (conf.get("spark.jars"), jobs) if j)
     results = {}
     with spark_session("crossdock" if args.coordinator else "vanilla", conf) as spark:
         results["__shuffle_manager__"] = spark.sparkContext.getConf().get("spark.shuffle.manager", "sort")

@@ -27,7 +27,7 @@ REPORTS: dict[str, dict] = {}
 
 
 def drive_job(coordinator: str | None, block: str, ready, inject, what: str,
-              must_succeed: bool = True, mixed: bool = False) -> dict:
+              must_succeed: bool = True, mixed: bool = False, sorted_job: bool = False) -> dict:
     """Runs failure_job.py with `block` tasks held back; once `ready(gate)` is true,
     calls `inject(gate)` (the fault), lets the held tasks go on, and returns the job's
     report. `what` names the wait in a timeout message. Unless `must_succeed`, a failed
@@ -39,6 +39,8 @@ def drive_job(coordinator: str | None, block: str, ready, inject, what: str,
             cmd += ["--coordinator", coordinator]
         if mixed:
             cmd.append("--mixed")
+        if sorted_job:
+            cmd.append("--sorted")
         job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 240
@@ -76,7 +78,7 @@ def object_store_url() -> str:
 
 def run_with_fault(replication: int, block: str, commits_before_kill: int,
                    fault: str = "kill-worker", durability: str = "memory",
-                   object_store: str | None = None) -> dict:
+                   object_store: str | None = None, sorted_job: bool = False) -> dict:
     """Runs the job; once `commits_before_kill` maps committed, injects the fault on the
     worker holding the most partitions (kill it, restart it, corrupt or delete its files) or
     restarts the coordinator, then lets the blocked tasks go on."""
@@ -111,7 +113,7 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
 
         report = drive_job(cluster.address, block,
                            lambda _gate: commits(cluster) >= commits_before_kill, inject,
-                           f"{commits_before_kill} commits")
+                           f"{commits_before_kill} commits", sorted_job=sorted_job)
         report["commits_before_fault"] = seen["commits"]
         report["lost_partitions"] = cluster.coordinator.metric("crossdock_coordinator_lost_partitions_total")
         report["revoked_maps"] = cluster.coordinator.metric("crossdock_coordinator_revoked_maps_total")
@@ -184,6 +186,26 @@ def test_worker_killed_after_map_stage_with_two_copies_recomputes_nothing():
     assert r["equal"], r
     assert r["map_tasks_recomputed"] == 0, r
     assert r["map_stage_attempts"] == 1, r
+
+
+def test_sorted_shuffle_with_a_worker_killed_during_its_map_stage_and_two_copies_is_exact():
+    # The maps push sorted runs to two copies; half of them commit, a worker dies, the rest
+    # push to the survivors; the reducers merge the runs, in key order, every record once.
+    r = run_with_fault(replication=2, block="maps", commits_before_kill=MAPS // 2, sorted_job=True)
+    show("sorted shuffle, kill during maps, replication 2", r)
+    assert r["equal"], r
+    assert r["merged_runs"] >= MAPS * 4, "every reducer merged a run of every map"
+    assert r["lost_partitions"] == 0 and r["revoked_maps"] == 0, r
+    assert r["map_stage_attempts"] == 1, r
+
+
+def test_sorted_shuffle_with_a_worker_killed_before_its_merge_and_two_copies_recomputes_nothing():
+    # Every reducer's runs on the dead worker are read from their other copy.
+    r = run_with_fault(replication=2, block="reducers", commits_before_kill=MAPS, sorted_job=True)
+    show("sorted shuffle, kill before the merge, replication 2", r)
+    assert r["equal"], r
+    assert r["merged_runs"] >= MAPS * 4, "every reducer merged a run of every map"
+    assert r["map_tasks_recomputed"] == 0 and r["map_stage_attempts"] == 1, r
 
 
 def test_worker_killed_after_map_stage_with_one_copy_in_the_object_store_recomputes_nothing():

@@ -236,8 +236,19 @@ def concurrent_jobs(spark):
         return list(pool.map(job, range(4)))
 
 
+def jvm_sort_by_key(spark):
+    """sortByKey through the Java API (bench/jvm's SortByKeyJob, whose jar the runner loads):
+    PySpark's own sortByKey sorts in Python, so only a JVM job has a shuffle with a key
+    ordering, which Crossdock merges from the maps' sorted runs. The job checks the global
+    order itself; count and checksum are compared across the two runs."""
+    r = spark.sparkContext._jvm.org.crossdock.bench.SortByKeyJob.sortByKey(
+        spark.sparkContext._jsc, 60_000, 12, 5, 64)
+    return [int(x) for x in r]
+
+
 WORKLOADS = {f.__name__: f for f in [
     rdd_group_by_key, rdd_reduce_by_key, rdd_aggregate_by_key, rdd_combine_by_key, rdd_sort_by_key,
+    jvm_sort_by_key,
     rdd_join, rdd_cogroup, rdd_repartition, rdd_coalesce_with_shuffle, rdd_distinct,
     df_group_by_agg, df_order_by, df_sort_merge_join, df_window, df_union_distinct,
     df_aqe_skew_join, df_aqe_local_shuffle_reader,

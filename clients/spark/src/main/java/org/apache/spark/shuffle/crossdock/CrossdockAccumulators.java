@@ -24,10 +24,16 @@ public final class CrossdockAccumulators implements Serializable {
   public static final String PUSH_WAIT_MS = "crossdock push wait ms";
   /** Milliseconds map tasks spent committing (the coordinator's round trip). */
   public static final String COMMIT_MS = "crossdock commit ms";
+  /** Sorted runs the reduce tasks merged ((partition, map) pairs read by the merge). */
+  public static final String MERGED_RUNS = "crossdock merged runs";
+  /** Segments the merging reduce tasks fetched (heads, next segments and retries). */
+  public static final String MERGE_REQUESTS = "crossdock merge requests";
 
   public final LongAccumulator pushedBytes = new LongAccumulator();
   public final LongAccumulator pushWaitMs = new LongAccumulator();
   public final LongAccumulator commitMs = new LongAccumulator();
+  public final LongAccumulator mergedRuns = new LongAccumulator();
+  public final LongAccumulator mergeRequests = new LongAccumulator();
   /** The reduce tasks' largest fetch buffers ({@link FetchPeak#NAME}). */
   public final FetchPeak fetchPeak = new FetchPeak();
 
@@ -44,6 +50,8 @@ public final class CrossdockAccumulators implements Serializable {
     sc.register(a.pushedBytes, PUSHED_BYTES);
     sc.register(a.pushWaitMs, PUSH_WAIT_MS);
     sc.register(a.commitMs, COMMIT_MS);
+    sc.register(a.mergedRuns, MERGED_RUNS);
+    sc.register(a.mergeRequests, MERGE_REQUESTS);
     sc.register(a.fetchPeak, FetchPeak.NAME);
     return a;
   }

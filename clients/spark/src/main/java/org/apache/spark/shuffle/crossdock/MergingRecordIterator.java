@@ -72,6 +72,9 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
   private long reportedWaitNanos;
   private boolean opened;
   private boolean finished;
+  private boolean closed;
+  /** What ended the read early; every later call throws it again. */
+  private Throwable failed;
 
   @SuppressWarnings("unchecked")
   MergingRecordIterator(CrossdockShuffleReader<?, ?> reader, CrossdockShuffleHandle<?, ?, ?> handle,
@@ -132,10 +135,16 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
 
   @Override
   public boolean hasNext() {
+    if (failed != null) {
+      throw CrossdockShuffleReader.sneakyThrow(failed);
+    }
     if (!opened) {
-      opened = true;
       try {
         open();
+        opened = true;
+      } catch (Throwable t) {
+        failed = t;
+        throw t;
       } finally {
         reportWait();
       }
@@ -155,9 +164,14 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     Cursor c = heads.poll();
     Tuple2<Object, Object> r = c.head;
     try {
+      // As Spark's own merge does: the run's next record is read before this one is handed
+      // out, so the queue is ordered again.
       if (c.advance()) {
         heads.add(c);
       }
+    } catch (Throwable t) {
+      failed = t; // the run left the queue: going on would silently lose its records
+      throw t;
     } finally {
       reportWait();
     }
@@ -190,9 +204,12 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
 
   /** Ends the read: connections closed, every byte of memory given back. */
   void close() {
-    if (runs != null) {
+    if (runs != null && !closed) {
+      closed = true; // called at the end and again when the task completes
       if (handle.accumulators != null) {
         handle.accumulators.fetchPeak.add(runs.peakBufferedBytes());
+        handle.accumulators.mergedRuns.add(cursors.size());
+        handle.accumulators.mergeRequests.add(runs.requests());
       }
       runs.close();
     }

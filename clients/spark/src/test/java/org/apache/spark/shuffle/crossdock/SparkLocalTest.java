@@ -329,6 +329,9 @@ class SparkLocalTest {
     assertEquals(written, read, "every byte written is read back once");
     assertEquals(60_000, recordsRead);
     assertEquals(0, reduceSpill, "the merge never spills");
+    assertNotNull(h.accumulators);
+    assertEquals(120L, h.accumulators.mergedRuns.value(),
+        "each of the 3 reducers merged one run of each of the 40 maps");
   }
 
   @Test
