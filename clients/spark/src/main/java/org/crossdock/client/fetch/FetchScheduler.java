@@ -2,13 +2,10 @@ package org.crossdock.client.fetch;
 
 import java.io.Closeable;
 import java.io.IOException;
-import java.io.InterruptedIOException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.function.Predicate;
 import org.crossdock.client.CrossdockException;
@@ -39,7 +36,7 @@ import org.crossdock.protocol.Message;
  * other copy for a corrupt or missing one); a segment no copy can serve comes out of {@link
  * #next} as {@link SegmentFailed}, and {@link #retry} takes it back with fresh copies.
  */
-public final class FetchScheduler implements Closeable, SourceStream.Events {
+public final class FetchScheduler extends CopyReads implements Closeable {
   /** How requests are planned. */
   public enum Policy {
     ADAPTIVE,
@@ -82,31 +79,24 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
   /** Requests read in a row without a wait after which the adaptive limit shrinks. */
   static final int QUIET_REQUESTS = 8;
 
-  private final Object lock = new Object();
   private final Settings settings;
-  private final FetchMonitor monitor;
   private final FetchMemory memory;
-  private final Predicate<String> local;
   private final ElasticLimit limit;
   /** Not asked for yet, in order. */
   private final ArrayDeque<Segment> queue;
   /** Asked for and not consumed, in the order they were first asked for. */
   private final List<Segment> issued = new ArrayList<>();
-  private final Map<String, SourceStream> streams = new HashMap<>();
   private Segment current;
   /** Bytes held for issued segments (what the limit bounds). */
   private long inFlight;
-  private long buffered;
-  private long peakBuffered;
   private long waitNanos;
-  private boolean closed;
 
   public FetchScheduler(Settings settings, List<Segment> plan, FetchMonitor monitor,
       FetchMemory memory, Predicate<String> local) {
+    super(settings.appId(), settings.appToken(), settings.shuffleId(), settings.connectTimeoutMs(),
+        settings.readTimeoutMs(), settings.maxRetries(), monitor, local);
     this.settings = settings;
-    this.monitor = monitor;
     this.memory = memory;
-    this.local = local;
     if (settings.policy() == Policy.ADAPTIVE) {
       // Between two increments (one consumed while the next arrives) and the hard limit,
       // starting where the executor's last read left it (a task reads too few requests to
@@ -186,12 +176,7 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
           waitStart = System.nanoTime();
         }
         maybeMoveAway(s, System.nanoTime() - waitStart);
-        try {
-          lock.wait(25);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new InterruptedIOException("interrupted while fetching " + s);
-        }
+        pause(s);
       }
     }
   }
@@ -202,10 +187,7 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
    */
   public void retry(Segment s, List<String> copies) {
     synchronized (lock) {
-      s.copies = List.copyOf(copies);
-      s.failure = null;
-      s.retries = 0;
-      s.unreachable.clear();
+      s.takeBack(copies);
       s.source = null;
       queue.addFirst(s);
       lock.notifyAll();
@@ -318,17 +300,6 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     return List.copyOf(out);
   }
 
-  /** A segment's copies that did not fail it (all of them if every one did). */
-  private static List<String> usable(Segment s) {
-    List<String> ok = new ArrayList<>();
-    for (String c : s.copies) {
-      if (!s.unreachable.contains(c)) {
-        ok.add(c);
-      }
-    }
-    return ok.isEmpty() ? s.copies : ok;
-  }
-
   /**
    * Asks {@code source} for what is left of {@code s}, holding memory for it. False if memory
    * could not be had while other segments are in flight (it waits for them).
@@ -352,96 +323,14 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
     return true;
   }
 
-  private void send(Segment s, String source) {
-    s.source = source;
-    s.done = false;
-    s.batchesInStream = 0;
-    s.monitorInFlight = remaining(s);
-    monitor.requested(source, s.monitorInFlight);
-    SourceStream st = streams.get(source);
-    if (st == null || st.isClosed()) {
-      st = new SourceStream(source, settings.appId(), settings.appToken(), settings.shuffleId(), lock,
-          this,
-          settings.connectTimeoutMs(), settings.readTimeoutMs());
-      streams.put(source, st);
-    }
-    st.send(s);
-  }
-
-  private void arrivedAll(String source, Segment s) {
-    monitor.arrived(source, s.monitorInFlight);
-    s.monitorInFlight = 0;
+  @Override
+  long expected(Segment s) {
+    return remaining(s);
   }
 
   @Override
-  public void received(SourceStream src, Segment s, long bytes) {
-    long a = Math.min(bytes, s.monitorInFlight);
-    monitor.arrived(src.addr, a);
-    s.monitorInFlight -= a;
-    s.retries = 0;
-    s.bufferedBytes += bytes;
-    buffered += bytes;
-    peakBuffered = Math.max(peakBuffered, buffered);
-    lock.notifyAll();
-  }
-
-  @Override
-  public void ended(SourceStream src, Segment s) {
-    arrivedAll(src.addr, s);
-    lock.notifyAll();
-  }
-
-  @Override
-  public void refused(SourceStream src, Segment s, CrossdockException e) {
-    arrivedAll(src.addr, s);
-    failed(s, src.addr, e, false);
-    lock.notifyAll();
-  }
-
-  @Override
-  public void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
-    streams.remove(src.addr, src);
-    for (int i = 0; i < unanswered.size(); i++) {
-      Segment s = unanswered.get(i);
-      arrivedAll(src.addr, s);
-      // Only the request being answered can have caused a corrupt or malformed stream.
-      CrossdockException why = i == 0 || e.isTransport()
-          ? e
-          : CrossdockException.transport(src.addr, "connection closed after another fetch failed", e);
-      failed(s, src.addr, why, !src.everConnected());
-    }
-    lock.notifyAll();
-  }
-
-  /**
-   * A copy failed a segment: ask it again (a broken connection, retries left), or the segment's
-   * other copy (when another copy may serve), or give up on the segment ({@link #next} throws).
-   * A copy that could not even be connected to is not retried while another exists: each
-   * attempt would wait for the connect timeout.
-   */
-  private void failed(Segment s, String addr, CrossdockException e, boolean neverConnected) {
-    if (closed || !issued.contains(s)) {
-      return;
-    }
-    List<String> others = new ArrayList<>(s.copies);
-    others.remove(addr);
-    others.removeAll(s.unreachable);
-    boolean giveUpCopy = neverConnected && !others.isEmpty();
-    if (e.isTransport() && s.retries < settings.maxRetries() && !giveUpCopy) {
-      s.retries++;
-      send(s, addr);
-      return;
-    }
-    if (e.isTransport() && !s.unreachable.contains(addr)) {
-      s.unreachable.add(addr);
-    }
-    if (!others.isEmpty() && anotherCopyMayServe(e)) {
-      s.retries = 0;
-      send(s, monitor.choose(others, local));
-      return;
-    }
-    s.source = null;
-    s.failure = e;
+  boolean reading(Segment s) {
+    return issued.contains(s);
   }
 
   /** Whether a failure of one copy may be cured by reading another. */
@@ -502,13 +391,7 @@ public final class FetchScheduler implements Closeable, SourceStream.Events {
         return;
       }
       closed = true;
-      for (SourceStream st : streams.values()) {
-        st.close();
-        for (Segment s : st.drainPending()) {
-          arrivedAll(st.addr, s);
-        }
-      }
-      streams.clear();
+      closeStreams();
       for (Segment s : issued) {
         release(s);
       }

@@ -2,13 +2,7 @@ package org.crossdock.client.fetch;
 
 import java.io.Closeable;
 import java.io.IOException;
-import java.io.InterruptedIOException;
-import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
 import java.util.function.Predicate;
 import org.crossdock.client.CrossdockException;
 import org.crossdock.protocol.Message;
@@ -26,13 +20,11 @@ import org.crossdock.protocol.Message;
  * {@code runs × 2 × runBytes} (plus one batch per run where a batch is larger than the cap).
  * Nothing is written to disk and each batch is handed out once.
  *
- * <p>Failures are handled as {@link FetchScheduler} does: a broken connection is retried on the
- * same copy, a copy that cannot serve is left for the other one (a run resumes after its last
- * batch, which both copies hold under the same ids), and a run no copy can serve comes out of
- * {@link #next} as {@link FetchScheduler.SegmentFailed}, to be given back with fresh copies by
- * {@link #retry}.
+ * <p>Failures of a copy are handled as for every read ({@link CopyReads}); a run no copy can
+ * serve comes out of {@link #next} as {@link FetchScheduler.SegmentFailed}, to be given back
+ * with fresh copies by {@link #retry}.
  */
-public final class RunReader implements Closeable, SourceStream.Events {
+public final class RunReader extends CopyReads implements Closeable {
   /** Fixed settings of a read ({@code appToken}: empty without authentication). */
   public record Settings(
       String appId,
@@ -42,32 +34,22 @@ public final class RunReader implements Closeable, SourceStream.Events {
       int readTimeoutMs,
       int maxRetries) {}
 
-  private final Object lock = new Object();
-  private final Settings settings;
   private final List<Segment> runs;
-  private final FetchMonitor monitor;
   private final FetchMemory memory;
-  private final Predicate<String> local;
-  private final Map<String, SourceStream> streams = new HashMap<>();
-  private long buffered;
-  private long peakBuffered;
   private long waitNanos;
-  private long requests;
   private boolean started;
-  private boolean closed;
 
   public RunReader(Settings settings, List<Segment> runs, FetchMonitor monitor, FetchMemory memory,
       Predicate<String> local) {
+    super(settings.appId(), settings.appToken(), settings.shuffleId(), settings.connectTimeoutMs(),
+        settings.readTimeoutMs(), settings.maxRetries(), monitor, local);
     for (Segment s : runs) {
       if (s.runBytes <= 0) {
         throw new IllegalArgumentException(s + " is not a capped run");
       }
     }
-    this.settings = settings;
     this.runs = List.copyOf(runs);
-    this.monitor = monitor;
     this.memory = memory;
-    this.local = local;
   }
 
   /** Asks for the head segment of every run. */
@@ -125,12 +107,7 @@ public final class RunReader implements Closeable, SourceStream.Events {
         if (waitStart == 0) {
           waitStart = System.nanoTime();
         }
-        try {
-          lock.wait(25);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new InterruptedIOException("interrupted while fetching " + run);
-        }
+        pause(run);
       }
     }
   }
@@ -138,10 +115,7 @@ public final class RunReader implements Closeable, SourceStream.Events {
   /** Takes back a run {@link #next} gave up on, to be read on from {@code copies}. */
   public void retry(Segment run, List<String> copies) {
     synchronized (lock) {
-      run.copies = List.copyOf(copies);
-      run.failure = null;
-      run.retries = 0;
-      run.unreachable.clear();
+      run.takeBack(copies);
       issue(run);
       lock.notifyAll();
     }
@@ -192,101 +166,14 @@ public final class RunReader implements Closeable, SourceStream.Events {
     send(s, monitor.choose(usable(s), local));
   }
 
-  private void send(Segment s, String source) {
-    s.source = source;
-    s.done = false;
-    s.batchesInStream = 0;
-    s.receivedAtRequest = s.received;
-    s.monitorInFlight = s.runBytes;
-    monitor.requested(source, s.monitorInFlight);
-    requests++;
-    SourceStream st = streams.get(source);
-    if (st == null || st.isClosed()) {
-      st = new SourceStream(source, settings.appId(), settings.appToken(), settings.shuffleId(),
-          lock, this, settings.connectTimeoutMs(), settings.readTimeoutMs());
-      streams.put(source, st);
-    }
-    st.send(s);
-  }
-
-  /** A run's copies that did not fail it (all of them if every one did). */
-  private static List<String> usable(Segment s) {
-    Set<String> ok = new LinkedHashSet<>(s.copies);
-    ok.removeAll(s.unreachable);
-    return ok.isEmpty() ? s.copies : List.copyOf(ok);
-  }
-
-  private void arrivedAll(String source, Segment s) {
-    monitor.arrived(source, s.monitorInFlight);
-    s.monitorInFlight = 0;
+  @Override
+  long expected(Segment s) {
+    return s.runBytes;
   }
 
   @Override
-  public void received(SourceStream src, Segment s, long bytes) {
-    long a = Math.min(bytes, s.monitorInFlight);
-    monitor.arrived(src.addr, a);
-    s.monitorInFlight -= a;
-    s.retries = 0;
-    s.bufferedBytes += bytes;
-    buffered += bytes;
-    peakBuffered = Math.max(peakBuffered, buffered);
-    lock.notifyAll();
-  }
-
-  @Override
-  public void ended(SourceStream src, Segment s) {
-    arrivedAll(src.addr, s);
-    lock.notifyAll();
-  }
-
-  @Override
-  public void refused(SourceStream src, Segment s, CrossdockException e) {
-    arrivedAll(src.addr, s);
-    failed(s, src.addr, e, false);
-    lock.notifyAll();
-  }
-
-  @Override
-  public void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
-    streams.remove(src.addr, src);
-    for (int i = 0; i < unanswered.size(); i++) {
-      Segment s = unanswered.get(i);
-      arrivedAll(src.addr, s);
-      CrossdockException why = i == 0 || e.isTransport()
-          ? e
-          : CrossdockException.transport(src.addr, "connection closed after another fetch failed", e);
-      failed(s, src.addr, why, !src.everConnected());
-    }
-    lock.notifyAll();
-  }
-
-  /**
-   * A copy failed a run's request: ask it again (a broken connection, retries left), or another
-   * copy (when one may serve), or give up on the run ({@link #next} throws).
-   */
-  private void failed(Segment s, String addr, CrossdockException e, boolean neverConnected) {
-    if (closed) {
-      return;
-    }
-    List<String> others = new ArrayList<>(s.copies);
-    others.remove(addr);
-    others.removeAll(s.unreachable);
-    boolean giveUpCopy = neverConnected && !others.isEmpty();
-    if (e.isTransport() && s.retries < settings.maxRetries() && !giveUpCopy) {
-      s.retries++;
-      send(s, addr);
-      return;
-    }
-    if (e.isTransport() && !s.unreachable.contains(addr)) {
-      s.unreachable.add(addr);
-    }
-    if (!others.isEmpty() && FetchScheduler.anotherCopyMayServe(e)) {
-      s.retries = 0;
-      send(s, monitor.choose(others, local));
-      return;
-    }
-    s.source = null;
-    s.failure = e;
+  boolean reading(Segment s) {
+    return true; // every run is read until the read closes
   }
 
   /** Stops every connection and gives back all memory held. */
@@ -297,13 +184,7 @@ public final class RunReader implements Closeable, SourceStream.Events {
         return;
       }
       closed = true;
-      for (SourceStream st : streams.values()) {
-        st.close();
-        for (Segment s : st.drainPending()) {
-          arrivedAll(st.addr, s);
-        }
-      }
-      streams.clear();
+      closeStreams();
       for (Segment s : runs) {
         release(s);
       }

@@ -96,6 +96,14 @@ public final class Segment {
     return done && (runBytes == 0 || received - receivedAtRequest < runBytes);
   }
 
+  /** Takes the segment back after it failed, to be read on from {@code copies}. */
+  void takeBack(List<String> copies) {
+    this.copies = List.copyOf(copies);
+    failure = null;
+    retries = 0;
+    unreachable.clear();
+  }
+
   /** The last batch received; null before any. */
   public Message.ResumePoint resumePoint() {
     return resume;

@@ -157,6 +157,45 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
   }
 
   /**
+   * What to do about a segment (or run) no copy could serve. Once per partition ({@code
+   * refreshed} remembers which) it reports the unreachable workers and asks the coordinator for
+   * the shuffle's current state: if a map of the range lost its output (its only copy was on a
+   * lost worker), Spark must recompute it, so a fetch failure attributed to that map is thrown;
+   * otherwise the partition's current copies are returned, to read the segment on from where it
+   * stopped. A second failure of the partition is a fetch failure.
+   */
+  List<String> copiesAfterFailure(FetchScheduler.SegmentFailed f, Set<Integer> refreshed)
+      throws FetchFailedException {
+    Segment s = f.segment;
+    int partition = s.partition;
+    int map = s.resumePoint() != null ? s.resumePoint().mapId() : s.startMap;
+    if (!refreshed.add(partition)) {
+      manager.workersFailed(handle, f.unreachable());
+      throw fetchFailed(partition, map, f.getMessage(), f);
+    }
+    Message.ShuffleStatus status;
+    Placement placement;
+    try {
+      status = manager.reportAndRefresh(handle, f.unreachable());
+      placement = manager.placement(handle, context);
+    } catch (IOException ce) {
+      throw fetchFailed(partition, map, f.getMessage() + "; the coordinator could not be"
+          + " asked for the shuffle's state: " + ce.getMessage(), f);
+    }
+    int[] attempts = status.mapAttempts();
+    for (int m = startMap; m < endMap; m++) {
+      if (attempts[m] == AttemptIds.NO_ATTEMPT) {
+        throw fetchFailed(partition, m, "map " + m + " has no committed output any more (its"
+            + " only copy was on a lost worker); it must be recomputed. First error: "
+            + f.getMessage(), f);
+      }
+    }
+    LOG.warn("Crossdock fetch of shuffle {} {} failed ({}); continuing from its current copies",
+        handle.shuffleId(), s, f.getMessage());
+    return placement.copiesOf(partition);
+  }
+
+  /**
    * Whether a worker is on this executor's host: the same host, or a worker on a loopback
    * address while the executor is named by a routable one. Two distinct loopback addresses are
    * two hosts (that is how the tests emulate several hosts on one machine).
@@ -306,41 +345,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       return addr != null && localByWorker.computeIfAbsent(addr, CrossdockShuffleReader::onThisHost);
     }
 
-    /**
-     * Handles a segment no copy could serve. Once per partition it reports the unreachable
-     * workers and asks the coordinator for the shuffle's current state: if a map of the range
-     * lost its output (its only copy was on a lost worker), Spark must recompute it, so the
-     * failure is attributed to that map; otherwise the segment is read on from where it stopped,
-     * from the partition's current copies. A second failure is a fetch failure.
-     */
     private void recover(FetchScheduler.SegmentFailed f) throws FetchFailedException {
-      Segment s = f.segment;
-      int partition = s.partition;
-      int map = s.resumePoint() != null ? s.resumePoint().mapId() : s.startMap;
-      if (!refreshed.add(partition)) {
-        manager.workersFailed(handle, f.unreachable());
-        throw fetchFailed(partition, map, f.getMessage(), f);
-      }
-      Message.ShuffleStatus status;
-      Placement placement;
-      try {
-        status = manager.reportAndRefresh(handle, f.unreachable());
-        placement = manager.placement(handle, context);
-      } catch (IOException ce) {
-        throw fetchFailed(partition, map, f.getMessage() + "; the coordinator could not be"
-            + " asked for the shuffle's state: " + ce.getMessage(), f);
-      }
-      int[] attempts = status.mapAttempts();
-      for (int m = startMap; m < endMap; m++) {
-        if (attempts[m] == AttemptIds.NO_ATTEMPT) {
-          throw fetchFailed(partition, m, "map " + m + " has no committed output any more (its"
-              + " only copy was on a lost worker); it must be recomputed. First error: "
-              + f.getMessage(), f);
-        }
-      }
-      LOG.warn("Crossdock fetch of shuffle {} {} failed ({}); continuing from its current copies",
-          handle.shuffleId(), s, f.getMessage());
-      scheduler.retry(s, placement.copiesOf(partition));
+      scheduler.retry(f.segment, copiesAfterFailure(f, refreshed));
     }
 
     private FetchScheduler.Delivery peek() throws IOException, FetchFailedException {

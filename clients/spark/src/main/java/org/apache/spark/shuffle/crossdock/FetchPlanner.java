@@ -38,14 +38,8 @@ final class FetchPlanner {
     int parts = Math.max(0, endPartition - startPartition);
     boolean adaptive = conf.fetchPolicy == FetchScheduler.Policy.ADAPTIVE;
     long target = adaptive ? conf.fetchIncrement() : Math.max(1, conf.fetchMaxInFlight / 5);
-    long[][] sizes;
-    try {
-      sizes = sizes(shuffleId, startMap, endMap, startPartition, endPartition, maps, parts);
-    } catch (Exception e) {
-      // Scala throws the tracker's MetadataFetchFailedException undeclared.
-      if (!(e instanceof org.apache.spark.shuffle.FetchFailedException)) {
-        throw e;
-      }
+    long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
+    if (sizes == null) {
       sizes = new long[parts][maps];
       for (long[] row : sizes) {
         if (maps > 0) {
@@ -84,15 +78,7 @@ final class FetchPlanner {
       int endPartition, Placement placement, CrossdockConf conf) {
     int maps = Math.max(0, endMap - startMap);
     int parts = Math.max(0, endPartition - startPartition);
-    long[][] sizes;
-    try {
-      sizes = sizes(shuffleId, startMap, endMap, startPartition, endPartition, maps, parts);
-    } catch (Exception e) {
-      if (!(e instanceof org.apache.spark.shuffle.FetchFailedException)) {
-        throw e;
-      }
-      sizes = null;
-    }
+    long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
     int n = 0;
     for (int p = 0; p < parts; p++) {
       for (int m = 0; m < maps; m++) {
@@ -114,6 +100,24 @@ final class FetchPlanner {
       }
     }
     return out;
+  }
+
+  /**
+   * Bytes per (partition, map) of the read, from the map output tracker; null when it has none
+   * (the outputs were unregistered after a fetch failure).
+   */
+  private static long[][] trackedSizes(int shuffleId, int startMap, int endMap,
+      int startPartition, int endPartition) {
+    try {
+      return sizes(shuffleId, startMap, endMap, startPartition, endPartition,
+          Math.max(0, endMap - startMap), Math.max(0, endPartition - startPartition));
+    } catch (Exception e) {
+      // Scala throws the tracker's MetadataFetchFailedException undeclared.
+      if (!(e instanceof org.apache.spark.shuffle.FetchFailedException)) {
+        throw e;
+      }
+      return null;
+    }
   }
 
   /** Bytes per (partition, map) of the read, from the map output tracker. */

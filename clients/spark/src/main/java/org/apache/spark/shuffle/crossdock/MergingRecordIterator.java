@@ -23,10 +23,6 @@ import org.crossdock.client.fetch.FetchMonitor;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunReader;
 import org.crossdock.client.fetch.Segment;
-import org.crossdock.protocol.AttemptIds;
-import org.crossdock.protocol.Message;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import scala.Tuple2;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
@@ -48,7 +44,6 @@ import scala.math.Ordering;
  * it; else the run is read on from its current copies).
  */
 final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object>> {
-  private static final Logger LOG = LoggerFactory.getLogger(MergingRecordIterator.class);
 
   private final CrossdockShuffleReader<?, ?> reader;
   private final CrossdockShuffleHandle<?, ?, ?> handle;
@@ -215,41 +210,13 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     }
   }
 
-  /**
-   * A run no copy could serve. Once per partition it reports the unreachable workers and asks
-   * the coordinator for the shuffle's state: a map of the range without committed output must
-   * be recomputed (a fetch failure attributed to it); otherwise the run is read on from the
-   * partition's current copies.
-   */
+  /** A run no copy could serve: read on from the current copies, or a fetch failure. */
   private void recover(FetchScheduler.SegmentFailed f) {
-    Segment s = f.segment;
-    int partition = s.partition;
-    if (!refreshed.add(partition)) {
-      manager.workersFailed(handle, f.unreachable());
-      throw CrossdockShuffleReader.sneakyThrow(
-          reader.fetchFailed(partition, s.startMap, f.getMessage(), f));
-    }
-    Message.ShuffleStatus status;
-    Placement placement;
     try {
-      status = manager.reportAndRefresh(handle, f.unreachable());
-      placement = manager.placement(handle, context);
-    } catch (IOException ce) {
-      throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(partition, s.startMap,
-          f.getMessage() + "; the coordinator could not be asked for the shuffle's state: "
-              + ce.getMessage(), f));
+      runs.retry(f.segment, reader.copiesAfterFailure(f, refreshed));
+    } catch (FetchFailedException e) {
+      throw CrossdockShuffleReader.sneakyThrow(e);
     }
-    int[] attempts = status.mapAttempts();
-    for (int m = startMap; m < endMap; m++) {
-      if (attempts[m] == AttemptIds.NO_ATTEMPT) {
-        throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(partition, m, "map " + m
-            + " has no committed output any more (its only copy was on a lost worker); it must be"
-            + " recomputed. First error: " + f.getMessage(), f));
-      }
-    }
-    LOG.warn("Crossdock merge of shuffle {}: {} failed ({}); continuing from its current copies",
-        handle.shuffleId(), s, f.getMessage());
-    runs.retry(s, placement.copiesOf(partition));
   }
 
   /** One run: its bytes as a stream, deserialized, and its current head record. */

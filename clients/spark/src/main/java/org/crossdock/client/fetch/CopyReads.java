@@ -1,0 +1,185 @@
+package org.crossdock.client.fetch;
+
+import java.io.InterruptedIOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Predicate;
+import org.crossdock.client.CrossdockException;
+
+/**
+ * What a reduce task's two readers share ({@link FetchScheduler}, which reads segments one after
+ * the other, and {@link RunReader}, which reads sorted runs side by side for a merge): one
+ * pipelined connection per worker, the bookkeeping of received bytes, and the rule for a copy
+ * that fails a request. A broken connection is asked again on the same copy (up to {@code
+ * maxRetries} times without progress); a copy that cannot serve is left for another copy, the
+ * request resuming after its last batch (every copy holds the same batches under the same ids);
+ * with no copy left, the segment carries the failure for the reader to report.
+ *
+ * <p>Every field and method is used with {@link #lock} held.
+ */
+abstract class CopyReads implements SourceStream.Events {
+  /** The read's lock: the connections' threads hand their frames over under it. */
+  final Object lock = new Object();
+  final FetchMonitor monitor;
+  final Predicate<String> local;
+  final Map<String, SourceStream> streams = new HashMap<>();
+  private final String appId;
+  private final byte[] appToken;
+  private final int shuffleId;
+  private final int connectTimeoutMs;
+  private final int readTimeoutMs;
+  private final int maxRetries;
+  /** Payload bytes received and not yet handed to the task. */
+  long buffered;
+  long peakBuffered;
+  /** Fetch requests sent (first requests, continuations and retries). */
+  long requests;
+  boolean closed;
+
+  CopyReads(String appId, byte[] appToken, int shuffleId, int connectTimeoutMs,
+      int readTimeoutMs, int maxRetries, FetchMonitor monitor, Predicate<String> local) {
+    this.appId = appId;
+    this.appToken = appToken;
+    this.shuffleId = shuffleId;
+    this.connectTimeoutMs = connectTimeoutMs;
+    this.readTimeoutMs = readTimeoutMs;
+    this.maxRetries = maxRetries;
+    this.monitor = monitor;
+    this.local = local;
+  }
+
+  /** The bytes a request for {@code s} is expected to bring (counted in flight at the monitor). */
+  abstract long expected(Segment s);
+
+  /** Whether {@code s} is still being read: a failure of one that is not is ignored. */
+  abstract boolean reading(Segment s);
+
+  /** Asks {@code source} for what is left of {@code s}, on its connection. */
+  final void send(Segment s, String source) {
+    s.source = source;
+    s.done = false;
+    s.batchesInStream = 0;
+    s.receivedAtRequest = s.received;
+    s.monitorInFlight = expected(s);
+    monitor.requested(source, s.monitorInFlight);
+    requests++;
+    SourceStream st = streams.get(source);
+    if (st == null || st.isClosed()) {
+      st = new SourceStream(source, appId, appToken, shuffleId, lock, this, connectTimeoutMs,
+          readTimeoutMs);
+      streams.put(source, st);
+    }
+    st.send(s);
+  }
+
+  /** Waits (lock held) up to 25 ms for the connections to bring something for {@code s}. */
+  final void pause(Segment s) throws InterruptedIOException {
+    try {
+      lock.wait(25);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted while fetching " + s);
+    }
+  }
+
+  /** A segment's copies that did not fail it (all of them if every one did). */
+  static List<String> usable(Segment s) {
+    List<String> ok = new ArrayList<>();
+    for (String c : s.copies) {
+      if (!s.unreachable.contains(c)) {
+        ok.add(c);
+      }
+    }
+    return ok.isEmpty() ? s.copies : ok;
+  }
+
+  /** Whatever of {@code s}'s request the monitor still counts in flight arrived (or never will). */
+  final void arrivedAll(String source, Segment s) {
+    monitor.arrived(source, s.monitorInFlight);
+    s.monitorInFlight = 0;
+  }
+
+  @Override
+  public final void received(SourceStream src, Segment s, long bytes) {
+    long a = Math.min(bytes, s.monitorInFlight);
+    monitor.arrived(src.addr, a);
+    s.monitorInFlight -= a;
+    s.retries = 0;
+    s.bufferedBytes += bytes;
+    buffered += bytes;
+    peakBuffered = Math.max(peakBuffered, buffered);
+    lock.notifyAll();
+  }
+
+  @Override
+  public final void ended(SourceStream src, Segment s) {
+    arrivedAll(src.addr, s);
+    lock.notifyAll();
+  }
+
+  @Override
+  public final void refused(SourceStream src, Segment s, CrossdockException e) {
+    arrivedAll(src.addr, s);
+    failed(s, src.addr, e, false);
+    lock.notifyAll();
+  }
+
+  @Override
+  public final void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
+    streams.remove(src.addr, src);
+    for (int i = 0; i < unanswered.size(); i++) {
+      Segment s = unanswered.get(i);
+      arrivedAll(src.addr, s);
+      // Only the request being answered can have caused a corrupt or malformed stream.
+      CrossdockException why = i == 0 || e.isTransport()
+          ? e
+          : CrossdockException.transport(src.addr, "connection closed after another fetch failed", e);
+      failed(s, src.addr, why, !src.everConnected());
+    }
+    lock.notifyAll();
+  }
+
+  /**
+   * A copy failed a request of {@code s}: ask it again (a broken connection, retries left), or
+   * another copy (when one may serve), or give up on the segment (its {@code failure} is set).
+   * A copy that could not even be connected to is not retried while another exists: each
+   * attempt would wait for the connect timeout.
+   */
+  final void failed(Segment s, String addr, CrossdockException e, boolean neverConnected) {
+    if (closed || !reading(s)) {
+      return;
+    }
+    List<String> others = new ArrayList<>(s.copies);
+    others.remove(addr);
+    others.removeAll(s.unreachable);
+    boolean giveUpCopy = neverConnected && !others.isEmpty();
+    if (e.isTransport() && s.retries < maxRetries && !giveUpCopy) {
+      s.retries++;
+      send(s, addr);
+      return;
+    }
+    if (e.isTransport() && !s.unreachable.contains(addr)) {
+      s.unreachable.add(addr);
+    }
+    if (!others.isEmpty() && FetchScheduler.anotherCopyMayServe(e)) {
+      s.retries = 0;
+      send(s, monitor.choose(others, local));
+      return;
+    }
+    s.source = null;
+    s.failure = e;
+  }
+
+  /** Closes every connection, settling what the monitor counted for their unanswered requests. */
+  final void closeStreams() {
+    for (SourceStream st : streams.values()) {
+      st.close();
+      for (Segment s : st.drainPending()) {
+        arrivedAll(st.addr, s);
+      }
+    }
+    streams.clear();
+  }
+}
