@@ -116,8 +116,12 @@ abstract class CopyReads implements SourceStream.Events {
   @Override
   public final void ended(SourceStream src, Segment s) {
     arrivedAll(src.addr, s);
+    afterEnd(s);
     lock.notifyAll();
   }
+
+  /** Called when a request of {@code s} was answered to its end. */
+  void afterEnd(Segment s) {}
 
   @Override
   public final void refused(SourceStream src, Segment s, CrossdockException e) {

@@ -14,10 +14,11 @@ import org.crossdock.protocol.Message;
  * <p>Every run is one map's output for one partition, a {@link Segment} of one map with a
  * {@link Segment#runBytes} cap. {@link #start} asks for the head of every run at once, pipelined
  * on one connection per worker (the paper's header-first fetch); the merge then takes batches of
- * whichever run holds the smallest key ({@link #next}). When a run's last buffered batch is
- * handed out and the run has more, its next segment is asked for right away, so it arrives
- * while that batch is merged: a run holds at most two segments, and the reader at most
- * {@code runs × 2 × runBytes} (plus one batch per run where a batch is larger than the cap).
+ * whichever run holds the smallest key ({@link #next}). Whenever a run's last request ended and
+ * less than a segment of it is buffered, its next segment is asked for ({@link #prefetch}), so
+ * it arrives while the one before is merged: a run holds at most two segments, and the reader
+ * at most {@code runs × 2 × runBytes} (plus one batch per run where a batch is larger than the
+ * cap).
  * Nothing is written to disk and each batch is handed out once.
  *
  * <p>Failures of a copy are handled as for every read ({@link CopyReads}); a run no copy can
@@ -87,9 +88,7 @@ public final class RunReader extends CopyReads implements Closeable {
             }
           }
           consume(run, b);
-          if (run.ready.isEmpty() && run.done && !run.readToEnd()) {
-            issue(run); // prefetch: the next segment comes while this batch is merged
-          }
+          prefetch(run);
           return new FetchScheduler.Delivery(run, b, run.source);
         }
         if (run.done) {
@@ -109,6 +108,25 @@ public final class RunReader extends CopyReads implements Closeable {
         }
         pause(run);
       }
+    }
+  }
+
+  /**
+   * Asks for the run's next segment as soon as its last request ended and less than a segment
+   * is buffered: a run keeps up to two segments, one being merged while the next arrives, so
+   * the merge waits for a round trip only when it drains a run faster than the network fills it.
+   */
+  private void prefetch(Segment run) {
+    if (run.done && !run.readToEnd() && run.failure == null && run.bufferedBytes < run.runBytes
+        && !closed) {
+      issue(run);
+    }
+  }
+
+  @Override
+  void afterEnd(Segment s) {
+    if (started && s.reserved > 0) {
+      prefetch(s); // from a connection's thread: memory was taken by the task's thread
     }
   }
 
@@ -146,9 +164,6 @@ public final class RunReader extends CopyReads implements Closeable {
     long n = b.payload().remaining();
     s.bufferedBytes -= n;
     buffered -= n;
-    long give = Math.min(n, s.reserved);
-    s.reserved -= give;
-    memory.release(give);
   }
 
   private void release(Segment s) {
@@ -156,12 +171,16 @@ public final class RunReader extends CopyReads implements Closeable {
     s.reserved = 0;
   }
 
-  /** Asks the best copy for the run's next segment, holding memory for it. */
+  /**
+   * Asks the best copy for the run's next segment. The first call, in the task's thread, takes
+   * the run's memory for its whole read: two segments, held until the run ends (a smaller grant
+   * is taken as it is: the heads must all be there for the merge to start, and the cap was sized
+   * so that the runs fit the task's budget). Later requests, also those sent from a connection's
+   * thread when a segment arrives, need no more.
+   */
   private void issue(Segment s) {
-    if (s.reserved < s.runBytes) {
-      // The heads must all be there for the merge to start, so a smaller grant is taken as
-      // it is; the cap was sized so that the runs fit the task's budget.
-      s.reserved += memory.acquire(s.runBytes - s.reserved);
+    if (s.reserved == 0) {
+      s.reserved = memory.acquire(2 * s.runBytes);
     }
     send(s, monitor.choose(usable(s), local));
   }
