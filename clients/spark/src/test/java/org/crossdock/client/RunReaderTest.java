@@ -21,6 +21,7 @@ import org.junit.jupiter.api.Test;
  * time (the worker's per-map cap), interleaved as a merge consumes them, each batch exactly once
  * and in order, empty runs included, and every byte of memory given back.
  */
+@org.junit.jupiter.api.Timeout(120) // a request kept back and never sent would hang a read
 class RunReaderTest {
   static final String APP = "java-runs";
   static final int MAPS = 4;
@@ -91,7 +92,10 @@ class RunReaderTest {
    * each batch is its run's next one; returns the bytes per run and the requests made.
    */
   static long readInterleaved(long cap, List<String> extraFirstCopy) throws Exception {
-    List<Segment> runs = runs(cap, extraFirstCopy);
+    return readInterleaved(runs(cap, extraFirstCopy), extraFirstCopy);
+  }
+
+  static long readInterleaved(List<Segment> runs, List<String> extraFirstCopy) throws Exception {
     FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
     List<ByteArrayOutputStream> got = new ArrayList<>();
     int[] nextSeq = new int[runs.size()];
@@ -164,6 +168,18 @@ class RunReaderTest {
   @Test
   void aRunWhoseFirstCopyIsUnreachableIsReadFromTheOther() throws Exception {
     readInterleaved(1500, List.of(CrossdockServer.unusedAddr()));
+  }
+
+  @Test
+  void moreRunsThanOneConnectionTakesAtOnceAreAllRead() throws Exception {
+    // 50 readers' worth of the same 8 runs, 400 requests at the start against one worker:
+    // more than a connection carries unanswered (RunReader.MAX_OUTSTANDING), the rest wait.
+    List<Segment> many = new ArrayList<>();
+    for (int i = 0; i < 50; i++) {
+      many.addAll(runs(2500, List.of()));
+    }
+    assertTrue(many.size() > 2 * RunReader.MAX_OUTSTANDING);
+    readInterleaved(many, List.of());
   }
 
   @Test

@@ -37,6 +37,14 @@ abstract class CopyReads implements SourceStream.Events {
   /** Fetch requests sent (first requests, continuations and retries). */
   long requests;
   boolean closed;
+  /**
+   * The most requests written and unanswered on one connection; 0 for no limit. The worker
+   * reads a connection's requests only while it has room to queue their answers, so a reader
+   * that wrote thousands at once, holding the lock its reading thread needs, could block both.
+   */
+  int maxOutstanding;
+  /** Requests kept back per worker while its connection has {@link #maxOutstanding}. */
+  private final Map<String, java.util.ArrayDeque<Segment>> held = new HashMap<>();
 
   CopyReads(String appId, byte[] appToken, int shuffleId, int connectTimeoutMs,
       int readTimeoutMs, int maxRetries, FetchMonitor monitor, Predicate<String> local) {
@@ -65,13 +73,39 @@ abstract class CopyReads implements SourceStream.Events {
     s.monitorInFlight = expected(s);
     monitor.requested(source, s.monitorInFlight);
     requests++;
+    java.util.ArrayDeque<Segment> waiting = held.get(source);
+    if (waiting != null && !waiting.isEmpty()) {
+      waiting.add(s);
+      return;
+    }
+    SourceStream st = stream(source);
+    if (maxOutstanding > 0 && st.outstanding() >= maxOutstanding) {
+      held.computeIfAbsent(source, a -> new java.util.ArrayDeque<>()).add(s);
+      return;
+    }
+    st.send(s);
+  }
+
+  private SourceStream stream(String source) {
     SourceStream st = streams.get(source);
     if (st == null || st.isClosed()) {
       st = new SourceStream(source, appId, appToken, shuffleId, lock, this, connectTimeoutMs,
           readTimeoutMs);
       streams.put(source, st);
     }
-    st.send(s);
+    return st;
+  }
+
+  /** Writes requests kept back for {@code source} while its connection has room. */
+  private void sendHeld(String source) {
+    java.util.ArrayDeque<Segment> waiting = held.get(source);
+    while (waiting != null && !waiting.isEmpty() && !closed) {
+      SourceStream st = stream(source);
+      if (st.outstanding() >= maxOutstanding) {
+        return;
+      }
+      st.send(waiting.poll());
+    }
   }
 
   /** Waits (lock held) up to 25 ms for the connections to bring something for {@code s}. */
@@ -117,6 +151,7 @@ abstract class CopyReads implements SourceStream.Events {
   public final void ended(SourceStream src, Segment s) {
     arrivedAll(src.addr, s);
     afterEnd(s);
+    sendHeld(src.addr);
     lock.notifyAll();
   }
 
@@ -127,6 +162,7 @@ abstract class CopyReads implements SourceStream.Events {
   public final void refused(SourceStream src, Segment s, CrossdockException e) {
     arrivedAll(src.addr, s);
     failed(s, src.addr, e, false);
+    sendHeld(src.addr);
     lock.notifyAll();
   }
 
@@ -141,6 +177,17 @@ abstract class CopyReads implements SourceStream.Events {
           ? e
           : CrossdockException.transport(src.addr, "connection closed after another fetch failed", e);
       failed(s, src.addr, why, !src.everConnected());
+    }
+    java.util.ArrayDeque<Segment> waiting = held.remove(src.addr);
+    if (waiting != null && !src.everConnected()) {
+      // The worker could not be reached: what waited for it fails over now, not one
+      // connection attempt (and its timeout) per batch of requests.
+      for (Segment s : waiting) {
+        failed(s, src.addr, e, true);
+      }
+    } else if (waiting != null) {
+      held.put(src.addr, waiting);
+      sendHeld(src.addr); // on a new connection
     }
     lock.notifyAll();
   }
@@ -178,6 +225,12 @@ abstract class CopyReads implements SourceStream.Events {
 
   /** Closes every connection, settling what the monitor counted for their unanswered requests. */
   final void closeStreams() {
+    for (Map.Entry<String, java.util.ArrayDeque<Segment>> e : held.entrySet()) {
+      for (Segment s : e.getValue()) {
+        arrivedAll(e.getKey(), s);
+      }
+    }
+    held.clear();
     for (SourceStream st : streams.values()) {
       st.close();
       for (Segment s : st.drainPending()) {

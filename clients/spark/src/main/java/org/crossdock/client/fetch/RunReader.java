@@ -35,6 +35,9 @@ public final class RunReader extends CopyReads implements Closeable {
       int readTimeoutMs,
       int maxRetries) {}
 
+  /** Requests written and unanswered on one connection at most (the rest wait their turn). */
+  public static final int MAX_OUTSTANDING = 128;
+
   private final List<Segment> runs;
   private final FetchMemory memory;
   private long waitNanos;
@@ -51,6 +54,7 @@ public final class RunReader extends CopyReads implements Closeable {
     }
     this.runs = List.copyOf(runs);
     this.memory = memory;
+    this.maxOutstanding = MAX_OUTSTANDING;
   }
 
   /** Asks for the head segment of every run. */
@@ -88,17 +92,20 @@ public final class RunReader extends CopyReads implements Closeable {
             }
           }
           consume(run, b);
+          String source = run.source; // the copy this batch came from, before a prefetch moves
           prefetch(run);
-          return new FetchScheduler.Delivery(run, b, run.source);
+          return new FetchScheduler.Delivery(run, b, source);
         }
         if (run.done) {
           if (run.readToEnd()) {
+            waited(waitStart);
             release(run);
             return null;
           }
           issue(run);
         }
         if (run.failure != null) {
+          waited(waitStart);
           CrossdockException e = run.failure;
           release(run);
           throw new FetchScheduler.SegmentFailed(run, e);
@@ -127,6 +134,13 @@ public final class RunReader extends CopyReads implements Closeable {
   void afterEnd(Segment s) {
     if (started && s.reserved > 0) {
       prefetch(s); // from a connection's thread: memory was taken by the task's thread
+    }
+  }
+
+  /** Counts a wait that ended without a batch (the run's end or its failure) as fetch wait. */
+  private void waited(long waitStart) {
+    if (waitStart != 0) {
+      waitNanos += System.nanoTime() - waitStart;
     }
   }
 
@@ -180,7 +194,9 @@ public final class RunReader extends CopyReads implements Closeable {
    */
   private void issue(Segment s) {
     if (s.reserved == 0) {
-      s.reserved = memory.acquire(2 * s.runBytes);
+      // Two segments, or what the run holds if less (its estimate, plus one segment for a
+      // batch that passes the cap).
+      s.reserved = memory.acquire(Math.min(2 * s.runBytes, s.estimate + s.runBytes));
     }
     send(s, monitor.choose(usable(s), local));
   }

@@ -69,34 +69,27 @@ final class FetchPlanner {
   }
 
   /**
-   * The runs of a merged read: one capped segment per (partition, map) that wrote anything to
-   * the partition (every map when the tracker has no sizes), in (partition, map) order. The cap
-   * shares the fetch limit out: about two segments of every run fit in it, and never less than
-   * 4 KiB is asked for at once.
+   * The runs of a merged read: one capped segment per (partition, map), in (partition, map)
+   * order. Every map of the range gets one, also those the tracker says wrote nothing to the
+   * partition: the tracker's sizes may be those of an attempt that lost the commit race, and
+   * an empty run costs one small request. The cap shares the fetch limit out, about two segments
+   * of every run, but is never below a run batch ({@code runBatch}: every answer brings at
+   * least one batch, so a smaller cap would only hide memory from the count).
    */
   static List<Segment> runs(int shuffleId, int startMap, int endMap, int startPartition,
-      int endPartition, Placement placement, CrossdockConf conf) {
+      int endPartition, Placement placement, CrossdockConf conf, int runBatch) {
     int maps = Math.max(0, endMap - startMap);
     int parts = Math.max(0, endPartition - startPartition);
     long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
-    int n = 0;
-    for (int p = 0; p < parts; p++) {
-      for (int m = 0; m < maps; m++) {
-        if (sizes == null || sizes[p][m] > 0) {
-          n++;
-        }
-      }
-    }
-    long cap = Math.max(4L << 10, conf.fetchMaxInFlight / (2L * Math.max(1, n)));
-    List<Segment> out = new ArrayList<>(n);
+    long n = (long) maps * parts;
+    long cap = Math.max(Math.max(4L << 10, runBatch), conf.fetchMaxInFlight / (2L * Math.max(1, n)));
+    List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));
     for (int p = 0; p < parts; p++) {
       int partition = startPartition + p;
       List<String> copies = placement.copiesOf(partition);
       for (int m = 0; m < maps; m++) {
-        if (sizes == null || sizes[p][m] > 0) {
-          long estimate = sizes == null ? cap : sizes[p][m];
-          out.add(new Segment(partition, startMap + m, startMap + m + 1, estimate, copies, cap));
-        }
+        long estimate = sizes == null ? cap : sizes[p][m];
+        out.add(new Segment(partition, startMap + m, startMap + m + 1, estimate, copies, cap));
       }
     }
     return out;

@@ -60,6 +60,9 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
   private final Ordering<Object> ordering;
   private final Map<String, Boolean> localByWorker = new ConcurrentHashMap<>();
   private final Set<Integer> refreshed = new HashSet<>();
+  /** Per partition, the copies its refresh learned; and the runs read on from them. */
+  private final Map<Integer, List<String>> freshCopies = new java.util.HashMap<>();
+  private final Set<Segment> retriedOnFresh = new HashSet<>();
   private final PriorityQueue<Cursor> heads;
   private final List<Cursor> cursors = new ArrayList<>();
   private RunReader runs;
@@ -102,7 +105,7 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     List<Segment> plan = startMap >= endMap || startPartition >= endPartition
         ? List.of()
         : FetchPlanner.runs(handle.shuffleId(), startMap, endMap, startPartition, endPartition,
-            placement(), conf);
+            placement(), conf, handle.runBatchBytes);
     memory = new FetchMemoryConsumer(context.taskMemoryManager());
     RunReader.Settings settings = new RunReader.Settings(handle.appId, handle.appToken,
         handle.shuffleId(), CrossdockConf.CONNECT_TIMEOUT_MS,
@@ -210,13 +213,27 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     }
   }
 
-  /** A run no copy could serve: read on from the current copies, or a fetch failure. */
+  /**
+   * A run no copy could serve: read on from the current copies, or a fetch failure. When a
+   * worker is lost, every run of its partitions fails at once; the first asks the coordinator
+   * (once per partition), and the others take the copies it learned, each once. A run that
+   * fails again after that is a fetch failure.
+   */
   private void recover(FetchScheduler.SegmentFailed f) {
+    Segment s = f.segment;
+    List<String> fresh = freshCopies.get(s.partition);
+    if (fresh != null && retriedOnFresh.add(s)) {
+      runs.retry(s, fresh);
+      return;
+    }
     try {
-      runs.retry(f.segment, reader.copiesAfterFailure(f, refreshed));
+      fresh = reader.copiesAfterFailure(f, refreshed);
     } catch (FetchFailedException e) {
       throw CrossdockShuffleReader.sneakyThrow(e);
     }
+    freshCopies.put(s.partition, fresh);
+    retriedOnFresh.add(s);
+    runs.retry(s, fresh);
   }
 
   /** One run: its bytes as a stream, deserialized, and its current head record. */

@@ -71,7 +71,9 @@ class SparkLocalTest {
   @BeforeAll
   void start() throws Exception {
     server = CrossdockServer.start();
-    sc = new JavaSparkContext(configure(conf(server.addr())));
+    // The least fetch limit: merged reads come in many segments per run.
+    sc = new JavaSparkContext(configure(conf(server.addr()))
+        .set("spark.crossdock.fetch.maxInFlight", "1m"));
   }
 
   @AfterAll
@@ -276,39 +278,47 @@ class SparkLocalTest {
    * A key-ordered shuffle is pushed as sorted runs and merged by the reader: every partition is
    * in key order, holds exactly the records written (equal keys from many maps included), no
    * reduce task spills, and every byte written is read once. 40 maps of 4 KiB batches against a
-   * 1 MiB fetch limit make every run come in many segments.
+   * 1 MiB fetch limit (set for this class) make every run come in several segments.
    */
   @Test
   void keyOrderedShufflesAreMergedFromSortedRuns() throws Exception {
-    List<Tuple2<Integer, Integer>> data = new ArrayList<>();
+    // Values of 128 random hex digits: about 40 KB per run after compression, several caps.
+    List<Tuple2<Integer, String>> data = new ArrayList<>();
     java.util.Random r = new java.util.Random(11);
     for (int i = 0; i < 60_000; i++) {
-      data.add(new Tuple2<>(r.nextInt(5_000), i));
+      StringBuilder v = new StringBuilder().append(i).append(':');
+      for (int j = 0; j < 16; j++) {
+        v.append(String.format("%08x", r.nextInt()));
+      }
+      data.add(new Tuple2<>(r.nextInt(5_000), v.toString()));
     }
-    JavaPairRDD<Integer, Integer> sorted = sc.parallelizePairs(data, 40)
+    JavaPairRDD<Integer, String> sorted = sc.parallelizePairs(data, 40)
         .repartitionAndSortWithinPartitions(new HashPartitioner(3));
     CrossdockShuffleHandle<?, ?, ?> h =
         (CrossdockShuffleHandle<?, ?, ?>) shuffleDep(sorted).shuffleHandle();
     assertTrue(h.sortedRuns(), "a key-ordered shuffle without aggregation is merged");
     assertFalse(h.framedBatches, "sorted runs are written by the sorter's writer");
-    List<List<Tuple2<Integer, Integer>>> parts = new ArrayList<>();
+    List<List<Tuple2<Integer, String>>> parts = new ArrayList<>();
     List<SparkListenerTaskEnd> ends = taskEnds("merged", () -> parts.addAll(sorted.glom().collect()));
     assertEquals(3, parts.size());
-    Map<Integer, List<Integer>> got = new TreeMap<>();
+    Map<Integer, List<String>> got = new TreeMap<>();
     for (int p = 0; p < 3; p++) {
       int last = Integer.MIN_VALUE;
-      for (Tuple2<Integer, Integer> t : parts.get(p)) {
+      for (Tuple2<Integer, String> t : parts.get(p)) {
         assertEquals(p, Math.floorMod(t._1().hashCode(), 3), "record in its partition");
         assertTrue(t._1() >= last, "partition " + p + " is in key order");
         last = t._1();
         got.computeIfAbsent(t._1(), k -> new ArrayList<>()).add(t._2());
       }
     }
-    Map<Integer, List<Integer>> want = new TreeMap<>();
-    for (Tuple2<Integer, Integer> t : data) {
+    Map<Integer, List<String>> want = new TreeMap<>();
+    for (Tuple2<Integer, String> t : data) {
       want.computeIfAbsent(t._1(), k -> new ArrayList<>()).add(t._2());
     }
-    for (List<Integer> v : got.values()) {
+    for (List<String> v : got.values()) {
+      v.sort(null);
+    }
+    for (List<String> v : want.values()) {
       v.sort(null);
     }
     assertEquals(want, got, "every record read exactly once");
@@ -332,6 +342,9 @@ class SparkLocalTest {
     assertNotNull(h.accumulators);
     assertEquals(120L, h.accumulators.mergedRuns.value(),
         "each of the 3 reducers merged one run of each of the 40 maps");
+    assertTrue(h.accumulators.mergeRequests.value() > h.accumulators.mergedRuns.value(),
+        "runs were read in several segments each: " + h.accumulators.mergeRequests.value()
+            + " requests for " + h.accumulators.mergedRuns.value() + " runs");
   }
 
   @Test
