@@ -17,7 +17,8 @@ import org.crossdock.client.CrossdockException;
  * request resuming after its last batch (every copy holds the same batches under the same ids);
  * with no copy left, the segment carries the failure for the reader to report.
  *
- * <p>Every field and method is used with {@link #lock} held.
+ * <p>Every field and package-private method is used with {@link #lock} held; the public getters
+ * take it.
  */
 abstract class CopyReads implements SourceStream.Events {
   /** The read's lock: the connections' threads hand their frames over under it. */
@@ -36,6 +37,8 @@ abstract class CopyReads implements SourceStream.Events {
   long peakBuffered;
   /** Fetch requests sent (first requests, continuations and retries). */
   long requests;
+  /** How long the task was blocked waiting for batches. */
+  long waitNanos;
   boolean closed;
   /**
    * The most requests written and unanswered on one connection; 0 for no limit. The worker
@@ -56,6 +59,27 @@ abstract class CopyReads implements SourceStream.Events {
     this.maxRetries = maxRetries;
     this.monitor = monitor;
     this.local = local;
+  }
+
+  /** Nanoseconds the task spent blocked waiting for batches so far. */
+  public final long waitNanos() {
+    synchronized (lock) {
+      return waitNanos;
+    }
+  }
+
+  /** The largest number of payload bytes received and not yet consumed at once. */
+  public final long peakBufferedBytes() {
+    synchronized (lock) {
+      return peakBuffered;
+    }
+  }
+
+  /** Fetch requests sent so far (first requests, continuations and retries). */
+  public final long requests() {
+    synchronized (lock) {
+      return requests;
+    }
   }
 
   /** The bytes a request for {@code s} is expected to bring (counted in flight at the monitor). */

@@ -89,7 +89,6 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   private Segment current;
   /** Bytes held for issued segments (what the limit bounds). */
   private long inFlight;
-  private long waitNanos;
 
   public FetchScheduler(Settings settings, List<Segment> plan, FetchMonitor monitor,
       FetchMemory memory, Predicate<String> local) {
@@ -115,20 +114,6 @@ public final class FetchScheduler extends CopyReads implements Closeable {
       this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA);
     }
     this.queue = new ArrayDeque<>(plan);
-  }
-
-  /** Nanoseconds the task spent blocked in {@link #next} so far. */
-  public long waitNanos() {
-    synchronized (lock) {
-      return waitNanos;
-    }
-  }
-
-  /** The largest number of payload bytes received and not yet consumed at once. */
-  public long peakBufferedBytes() {
-    synchronized (lock) {
-      return peakBuffered;
-    }
   }
 
   /** The in-flight limit now. */

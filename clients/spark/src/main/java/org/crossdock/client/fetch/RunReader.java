@@ -40,7 +40,6 @@ public final class RunReader extends CopyReads implements Closeable {
 
   private final List<Segment> runs;
   private final FetchMemory memory;
-  private long waitNanos;
   private boolean started;
 
   public RunReader(Settings settings, List<Segment> runs, FetchMonitor monitor, FetchMemory memory,
@@ -150,27 +149,6 @@ public final class RunReader extends CopyReads implements Closeable {
       run.takeBack(copies);
       issue(run);
       lock.notifyAll();
-    }
-  }
-
-  /** Nanoseconds the task spent blocked in {@link #next} so far. */
-  public long waitNanos() {
-    synchronized (lock) {
-      return waitNanos;
-    }
-  }
-
-  /** The most payload bytes received and not yet handed out at once. */
-  public long peakBufferedBytes() {
-    synchronized (lock) {
-      return peakBuffered;
-    }
-  }
-
-  /** Fetch requests sent so far (heads, next segments and retries). */
-  public long requests() {
-    synchronized (lock) {
-      return requests;
     }
   }
 
