@@ -19,7 +19,6 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::config::{FETCH_CHUNK, FIRST_CHUNK};
 use super::node::Worker;
-use super::storage::partition::Piece;
 use super::storage::read::{stored_len, Loaded};
 use super::storage::StorageError;
 use crate::memory::MemoryBudget;
@@ -63,16 +62,20 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     // A failure that loses this copy is reported before the reducer hears of it, so that
     // when it asks the coordinator, this copy no longer counts.
     let lost = |e: StorageError| report_if_lost(worker, &app_id, shuffle_id, partition, e);
-    let mut view = match store
-        .open_read(&app_id, shuffle_id, partition, maps, resume_after)
+    let view = match store
+        .open_read(
+            &app_id,
+            shuffle_id,
+            partition,
+            maps,
+            resume_after,
+            run_bytes,
+        )
         .await
     {
         Ok(v) => v,
         Err(e) => return Ok(Err(lost(e).await)),
     };
-    if run_bytes > 0 {
-        cap_runs(&mut view.pieces, run_bytes);
-    }
     let (mut batches, mut bytes) = (0u64, 0u64);
     // One read buffer for the whole stream, sized by its largest chunk.
     let mut buf: Vec<u8> = Vec::new();
@@ -122,24 +125,6 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     }
     w.flush().await?;
     Ok(Ok(()))
-}
-
-/// Keeps, of each map's pieces (they come in (map, seq) order), those sent before the
-/// map's payload reaches `cap` bytes: every map keeps at least its first piece, and a map
-/// that keeps fewer than `cap` bytes kept all it has, which is how the reader knows a run
-/// ended without another request.
-fn cap_runs(pieces: &mut Vec<Piece>, cap: u64) {
-    let mut map = None;
-    let mut sent = 0u64;
-    pieces.retain(|p| {
-        if map != Some(p.map_id) {
-            map = Some(p.map_id);
-            sent = 0;
-        }
-        let keep = sent < cap;
-        sent += p.len as u64;
-        keep
-    });
 }
 
 /// Reports this worker's copy of the partition as lost if `e` says it is (corrupt or
@@ -218,53 +203,4 @@ async fn write_chunk<W: AsyncWrite + Unpin>(
         w.write_all(b.payload(buf)).await?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::worker::storage::partition::Source;
-    use crossdock_proto::AttemptId;
-
-    fn piece(map_id: u32, seq: u32, len: u32) -> Piece {
-        Piece {
-            map_id,
-            attempt_id: AttemptId(1),
-            seq,
-            len,
-            crc: 0,
-            source: Source::File(0),
-        }
-    }
-
-    fn kept(pieces: &[Piece]) -> Vec<(u32, u32)> {
-        pieces.iter().map(|p| (p.map_id, p.seq)).collect()
-    }
-
-    #[test]
-    fn each_run_is_cut_after_the_batch_that_reaches_the_cap() {
-        let mut p = vec![
-            piece(0, 0, 40),
-            piece(0, 1, 40),
-            piece(0, 2, 40),
-            piece(1, 0, 100),
-            piece(1, 1, 1),
-            piece(3, 0, 10),
-            piece(3, 1, 10),
-        ];
-        cap_runs(&mut p, 64);
-        // Map 0: 40 < 64, then 80 >= 64 stops it; map 1: its first batch alone passes the
-        // cap and is still sent; map 3 is shorter than the cap and sent whole.
-        assert_eq!(kept(&p), vec![(0, 0), (0, 1), (1, 0), (3, 0), (3, 1)]);
-    }
-
-    #[test]
-    fn a_cap_larger_than_every_run_keeps_everything() {
-        let mut p = vec![piece(2, 0, 5), piece(2, 1, 5), piece(4, 7, 5)];
-        cap_runs(&mut p, 1 << 20);
-        assert_eq!(kept(&p), vec![(2, 0), (2, 1), (4, 7)]);
-        let mut none: Vec<Piece> = Vec::new();
-        cap_runs(&mut none, 1);
-        assert!(none.is_empty());
-    }
 }

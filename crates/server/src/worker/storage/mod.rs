@@ -504,7 +504,8 @@ impl ShuffleStore {
         }
     }
 
-    /// Opens a fetch of maps `[start, end)` of a partition, after `resume` if given:
+    /// Opens a fetch of maps `[start, end)` of a partition, after `resume` if given (of
+    /// each map only the batches before `run_bytes` of payload, when it is not 0):
     /// checks the range, waits while the partition is being restored, refuses while a
     /// map of the range has not committed, and takes a consistent view of the batches
     /// of the committed attempts.
@@ -515,6 +516,7 @@ impl ShuffleStore {
         partition: u32,
         (start, end): (u32, u32),
         resume: Option<ResumePoint>,
+        run_bytes: u64,
     ) -> Result<ReadView, StorageError> {
         let (shuffle, part) = self.partition(app_id, shuffle_id, partition)?;
         if start >= end || end > shuffle.num_maps {
@@ -543,7 +545,7 @@ impl ShuffleStore {
                 missing,
             });
         }
-        part.read_view(start, end, |m| shuffle.committed(m), resume)
+        part.read_view(start, end, |m| shuffle.committed(m), resume, run_bytes)
             .map_err(StorageError::reading(format!(
                 "opening {}",
                 part.path.display()

@@ -452,7 +452,7 @@ impl Partition {
         committed: impl Fn(u32) -> Option<AttemptId>,
         resume: Option<ResumePoint>,
     ) -> Vec<Piece> {
-        pieces(&self.lock(), start, end, committed, resume)
+        pieces(&self.lock(), start, end, committed, resume, 0)
     }
 
     /// What a fetch reads: [`Partition::snapshot`], with the data file opened and the
@@ -464,9 +464,10 @@ impl Partition {
         end: u32,
         committed: impl Fn(u32) -> Option<AttemptId>,
         resume: Option<ResumePoint>,
+        run_bytes: u64,
     ) -> std::io::Result<ReadView> {
         let st = self.lock();
-        let pieces = pieces(&st, start, end, committed, resume);
+        let pieces = pieces(&st, start, end, committed, resume, run_bytes);
         let file = if pieces.iter().any(|p| matches!(p.source, Source::File(_))) {
             Some(Arc::new(std::fs::File::open(&self.path)?))
         } else {
@@ -552,6 +553,7 @@ fn pieces(
     end: u32,
     committed: impl Fn(u32) -> Option<AttemptId>,
     resume: Option<ResumePoint>,
+    run_bytes: u64,
 ) -> Vec<Piece> {
     let mut out = Vec::new();
     let lower = Bound::Included((start, AttemptId(0)));
@@ -560,12 +562,19 @@ fn pieces(
         if committed(map) != Some(attempt) {
             continue;
         }
+        let mut sent = 0u64;
         for e in extents {
             if let Some(r) = resume {
                 if (map, e.seq) <= (r.map_id, r.batch_seq) {
                     continue;
                 }
             }
+            // A merging reader's segment of this map's run: the batches before its payload
+            // reaches `run_bytes` (at least one), so a map answered with less has no more.
+            if run_bytes > 0 && sent >= run_bytes {
+                break;
+            }
+            sent += e.len as u64;
             let source = match (&e.data, e.file_offset) {
                 (Some(d), _) => Source::Memory(d.clone()),
                 (None, Some(off)) if off < st.local_from => Source::Object(off),
@@ -597,6 +606,44 @@ pub struct ReadView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// (map, seq) of what a fetch of maps [0, 8) with `run_bytes` reads after `resume`.
+    fn kept(p: &Partition, resume: Option<ResumePoint>, run_bytes: u64) -> Vec<(u32, u32)> {
+        let v = p
+            .read_view(0, 8, |_| Some(AttemptId(0)), resume, run_bytes)
+            .unwrap();
+        v.pieces.iter().map(|x| (x.map_id, x.seq)).collect()
+    }
+
+    #[test]
+    fn each_run_is_cut_after_the_batch_that_reaches_run_bytes() {
+        let p = part();
+        let data = |n: usize| Bytes::from(vec![7u8; n]);
+        for (map, seq, len) in [(0, 0, 40), (0, 1, 40), (0, 2, 40), (1, 0, 100), (1, 1, 1)] {
+            p.insert(map, AttemptId(0), seq, 0, data(len));
+        }
+        p.insert(3, AttemptId(0), 0, 0, data(10));
+        p.insert(3, AttemptId(0), 1, 0, data(10));
+        // Map 0: 40 < 64, then 80 >= 64 stops it; map 1: its first batch alone passes the
+        // cap and is still sent; map 3 is shorter than the cap and sent whole.
+        assert_eq!(
+            kept(&p, None, 64),
+            vec![(0, 0), (0, 1), (1, 0), (3, 0), (3, 1)]
+        );
+        // The cap counts from the resume point.
+        let after = Some(ResumePoint {
+            map_id: 0,
+            batch_seq: 0,
+        });
+        assert_eq!(
+            kept(&p, after, 64),
+            vec![(0, 1), (0, 2), (1, 0), (3, 0), (3, 1)]
+        );
+        // No cap, or one larger than every run: everything.
+        let all = vec![(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (3, 0), (3, 1)];
+        assert_eq!(kept(&p, None, 0), all);
+        assert_eq!(kept(&p, None, 1 << 20), all);
+    }
 
     fn part() -> Partition {
         Partition::new(0, "app".into(), 0, PathBuf::from("/nonexistent"))
