@@ -42,14 +42,29 @@ pub struct ShuffleStatus {
     pub placement: Placement,
     /// Committed attempt per map; `None` for a map that has not committed.
     pub map_attempts: Vec<Option<AttemptId>>,
+    /// Per slot (partitions, then splits), like the placement's lists.
     pub partition_bytes: Vec<u64>,
     pub partition_records: Vec<u64>,
+    /// The partition each split continues, for the slots from `num_partitions` on.
+    pub split_parents: Vec<u32>,
 }
 
 impl ShuffleStatus {
     /// True once every map has committed.
     pub fn is_complete(&self) -> bool {
         self.committed_maps == self.num_maps
+    }
+
+    /// The slots a reader of `partition` reads: the partition, then its splits in the
+    /// order they were made.
+    pub fn slots_of(&self, partition: u32) -> Vec<u32> {
+        let splits = self
+            .split_parents
+            .iter()
+            .enumerate()
+            .filter(|&(_, &p)| p == partition)
+            .map(|(i, _)| self.num_partitions + i as u32);
+        std::iter::once(partition).chain(splits).collect()
     }
 }
 
@@ -247,6 +262,7 @@ impl CoordinatorClient {
                 partition_bytes,
                 partition_records,
                 partition_replicas,
+                split_parents,
             } => Ok(ShuffleStatus {
                 num_maps,
                 num_partitions,
@@ -259,6 +275,7 @@ impl CoordinatorClient {
                 map_attempts: map_attempts.into_iter().map(AttemptId::some).collect(),
                 partition_bytes,
                 partition_records,
+                split_parents: split_parents.0.unwrap_or_default(),
             }),
             other => Err(ClientError::unexpected(&self.addr, other)),
         }

@@ -21,4 +21,4 @@ pub use connection::RpcConnection;
 pub use coordinator::{CoordinatorClient, Placement, ShuffleStatus};
 pub use error::{ClientError, Result};
 pub use keyring::Keyring;
-pub use worker::{FetchRange, PartitionReader, PendingPush, WorkerClient};
+pub use worker::{FetchRange, PartitionReader, PendingPush, Redirect, WorkerClient};

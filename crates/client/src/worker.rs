@@ -52,10 +52,13 @@ impl WorkerClient {
         })
     }
 
-    /// Waits for a push's acknowledgement.
-    pub async fn finish_push(&self, pending: PendingPush) -> Result<()> {
+    /// Waits for a push's acknowledgement: the batch is held. `Some` when the partition
+    /// was split: the map's next batches of it go to the split's slot and worker (batches
+    /// still sent here are taken too, and count where they landed).
+    pub async fn finish_push(&self, pending: PendingPush) -> Result<Option<Redirect>> {
         match self.conn.wait(pending.rx).await? {
-            Message::Ok => Ok(()),
+            Message::Ok => Ok(None),
+            Message::PushRedirect { slot, addr } => Ok(Some(Redirect { slot, addr })),
             other => Err(ClientError::unexpected(self.addr(), other)),
         }
     }
@@ -64,6 +67,15 @@ impl WorkerClient {
     pub async fn call(&self, msg: &Message) -> Result<Message> {
         self.conn.call(msg).await
     }
+}
+
+/// Where a split partition goes on (a push's `PushRedirect` answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// The split's slot: the partition number to push the next batches as.
+    pub slot: u32,
+    /// The split's primary worker.
+    pub addr: String,
 }
 
 /// What a reducer reads: one partition, maps `[start_map, end_map)`.

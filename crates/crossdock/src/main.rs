@@ -146,6 +146,11 @@ struct StandaloneArgs {
     /// With --object-store: each worker's disk quota (see `crossdock worker --help`).
     #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
     disk_quota: Option<String>,
+    /// A partition past this many bytes on one worker continues on another (and one
+    /// crowding a worker that is short of memory, sooner); 0 turns splits off, e.g.
+    /// 512MiB [default: 1GiB].
+    #[arg(long, env = "CROSSDOCK_SPLIT_SIZE")]
+    split_size: Option<String>,
     /// Fraction of a shuffle's maps, 0 to 1, that must have committed before the
     /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
@@ -232,6 +237,11 @@ struct WorkerArgs {
     /// object store, e.g. 100GiB [default: no quota; evict only when the disk is full].
     #[arg(long, env = "CROSSDOCK_DISK_QUOTA")]
     disk_quota: Option<String>,
+    /// A partition past this many bytes on one worker continues on another (and one
+    /// crowding a worker that is short of memory, sooner); 0 turns splits off, e.g.
+    /// 512MiB [default: 1GiB].
+    #[arg(long, env = "CROSSDOCK_SPLIT_SIZE")]
+    split_size: Option<String>,
     #[command(flatten)]
     tenancy: TenancyArgs,
     #[command(flatten)]
@@ -328,6 +338,21 @@ fn prediction_threshold(flag: Option<f64>, file: Option<f64>) -> Result<f64> {
     check_prediction_threshold(t).map_err(anyhow::Error::msg)
 }
 
+/// `--split-size`: a size, or 0 / `off` for no splits; the default without one.
+fn split_size(s: Option<String>) -> Result<u64> {
+    match s.as_deref().map(str::trim) {
+        None => Ok(crossdock_server::worker::config::DEFAULT_SPLIT_BYTES),
+        Some("0" | "off") => Ok(0),
+        Some(s) => {
+            let n = parse_size(s)?;
+            if n < (1 << 20) {
+                anyhow::bail!("--split-size {s} is too small: at least 1MiB, or 0 for no splits");
+            }
+            Ok(n)
+        }
+    }
+}
+
 fn check_replication(n: u32) -> Result<u32> {
     if !(1..=2).contains(&n) {
         anyhow::bail!("replication must be 1 or 2, not {n}");
@@ -363,6 +388,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         secret,
         tls,
         tenancy,
+        split_bytes: split_size(a.split_size.or(file.split_size))?,
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
@@ -492,6 +518,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         secret,
         tls,
         tenancy,
+        split_bytes: split_size(a.split_size.or(file.split_size))?,
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");

@@ -14,6 +14,7 @@
 //! | [`size_prediction`] | Fu & Qi, SCache, Sections 3.2.2 and 4.1.1 |
 //! | [`placement`] | SCache Algorithms 1-2; Wang 2014 dissertation Section 5.6.1 |
 //! | [`skew`] | Daikoku et al., IEICE 2019, Sections 2-3 |
+//! | [`split`] | when a hot partition splits and which peer takes the rest (SMS's delegation, Daikoku et al. Section 3.3; Celeborn's split) |
 //! | [`fair_completion`] | Wang 2014 dissertation, Chapter 4 |
 //! | [`congestion`] | Wang 2014 dissertation, Section 5.6.2 |
 
@@ -25,3 +26,4 @@ pub mod placement;
 pub mod replica;
 pub mod size_prediction;
 pub mod skew;
+pub mod split;

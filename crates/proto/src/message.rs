@@ -14,6 +14,16 @@ use crate::frame::{FrameHeader, HEADER_LEN, PROTOCOL_VERSION};
 /// A worker id meaning "no worker" (a partition without a replica).
 pub const NO_WORKER: u32 = u32::MAX;
 
+/// Most splits one shuffle may have. A partition that outgrows its worker continues in a
+/// split: a slot numbered from `num_partitions` up, held and replicated like a partition
+/// (see `docs/protocol.md`, "Partition splits").
+pub const MAX_SPLITS: u32 = 4096;
+
+/// The bound of a shuffle's slot numbers: its partitions, then its possible splits.
+pub fn slot_limit(num_partitions: u32) -> u32 {
+    num_partitions.saturating_add(MAX_SPLITS)
+}
+
 crate::wire_u8_enum! {
     /// The commit rule: where a map's data must be before its commit counts.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -274,6 +284,10 @@ crate::wire_enum! {
             partition_records: Vec<u64>,
             /// Replica worker id per partition; [`NO_WORKER`] where there is none.
             partition_replicas: Vec<u32>,
+            /// The partition each split continues, for the slots from `num_partitions`
+            /// on (the four per-partition lists above then cover every slot): a reader of
+            /// partition `p` reads slot `p` and every slot whose entry here is `p`.
+            split_parents: Appended<Vec<u32>>,
         },
         /// A client could not reach a worker; the coordinator checks it at once instead of
         /// waiting for its heartbeat deadline.
@@ -295,6 +309,19 @@ crate::wire_enum! {
         AppRegistered = 0x1C {
             #[serde(with = "hex_bytes")]
             token: Bytes,
+        },
+        /// A worker asks for the split that continues `slot` (a partition or a split)
+        /// once it holds enough of it; asking again answers the same split.
+        SplitPartition = 0x1D {
+            app_id: String,
+            shuffle_id: u32,
+            slot: u32,
+        },
+        /// The answer to `SplitPartition`: pushes of the partition go on in `slot`, whose
+        /// primary is the worker at `addr`.
+        PartitionSplit = 0x1E {
+            slot: u32,
+            addr: String,
         },
 
         // Control plane: membership (worker to coordinator).
@@ -431,6 +458,13 @@ crate::wire_enum! {
             /// Sum of the budgets of all workers in the worker's process (the bound for
             /// `peak_rss_bytes`, plus overhead).
             process_budget_bytes: u64,
+        },
+        /// A push's answer when its partition was split: the batch is stored, and the
+        /// map's next batches of it go to `slot` on the worker at `addr` (the batches
+        /// already sent here are still taken).
+        PushRedirect = 0x46 {
+            slot: u32,
+            addr: String,
         },
     }
 }

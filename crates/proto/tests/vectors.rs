@@ -182,6 +182,48 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 partition_bytes: vec![100, 0],
                 partition_records: vec![5, 0],
                 partition_replicas: vec![0, u32::MAX],
+                split_parents: Appended(None),
+            },
+        ),
+        (
+            "shuffle_status_split",
+            34,
+            Message::ShuffleStatus {
+                num_maps: 3,
+                num_partitions: 2,
+                committed_maps: 3,
+                workers: workers(),
+                partition_workers: vec![1, 0, 0],
+                map_attempts: attempts(&[0, 1, 2]),
+                partition_bytes: vec![100, 4096, 2048],
+                partition_records: vec![5, 90, 0],
+                partition_replicas: vec![0, u32::MAX, 1],
+                split_parents: Appended(Some(vec![1])),
+            },
+        ),
+        (
+            "split_partition",
+            35,
+            Message::SplitPartition {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                slot: 1,
+            },
+        ),
+        (
+            "partition_split",
+            35,
+            Message::PartitionSplit {
+                slot: 2,
+                addr: "10.0.0.2:7001".into(),
+            },
+        ),
+        (
+            "push_redirect",
+            36,
+            Message::PushRedirect {
+                slot: 2,
+                addr: "10.0.0.2:7001".into(),
             },
         ),
         (

@@ -46,6 +46,8 @@ pub struct StandaloneConfig {
     pub tls: Option<crossdock_client::tls::ServerTls>,
     /// How each worker is shared between applications.
     pub tenancy: crate::worker::config::Tenancy,
+    /// Each worker's split size (see [`WorkerConfig::split_bytes`]).
+    pub split_bytes: u64,
 }
 
 /// A running standalone cluster.
@@ -101,6 +103,7 @@ impl Standalone {
                 secret: cfg.secret.clone(),
                 tls: cfg.tls.clone(),
                 tenancy: cfg.tenancy,
+                split_bytes: cfg.split_bytes,
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

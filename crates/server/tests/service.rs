@@ -444,6 +444,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             secret: Some(common::secret()),
             tls: None,
             tenancy: Default::default(),
+            split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
         },
         worker_shutdown,
     )
@@ -666,6 +667,7 @@ async fn worker_labels_reach_clients_and_replicas_cross_zones() {
                 secret: Some(common::secret()),
                 tls: None,
                 tenancy: Default::default(),
+                split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
             },
             shutdown.clone(),
         )

@@ -11,6 +11,8 @@ use crate::metrics::{describe, sample, ErrorCounts, LatencyHistogram, RatioHisto
 pub struct CoordinatorMetrics {
     pub commits: AtomicU64,
     pub rejected_commits: AtomicU64,
+    /// Partitions (or splits) continued on another worker.
+    pub splits: AtomicU64,
     pub expired_apps: AtomicU64,
     pub registered_shuffles: AtomicU64,
     /// Partitions that lost every copy with a worker.
@@ -54,7 +56,7 @@ impl CoordinatorMetrics {
         let (apps, shuffles, alive, lost) = counts;
         let (appends, syncs) = journal;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let rows: [(&str, &str, &str, u64); 14] = [
+        let rows: [(&str, &str, &str, u64); 15] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -90,6 +92,12 @@ impl CoordinatorMetrics {
                 "counter",
                 "Commits refused because another attempt of the map won.",
                 get(&self.rejected_commits),
+            ),
+            (
+                "crossdock_coordinator_splits_total",
+                "counter",
+                "Hot partitions (or their splits) continued on another worker.",
+                get(&self.splits),
             ),
             (
                 "crossdock_coordinator_expired_apps_total",

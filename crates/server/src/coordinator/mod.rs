@@ -17,6 +17,7 @@
 //! | [`prediction`] | what a commit's size prediction or completion is reported as |
 //! | [`calls`] | what it tells several workers at once |
 //! | [`recovery`] | losing copies: lost, restarted, corrupt; adoption, revocation |
+//! | [`split`] | a hot partition continued on another worker |
 //! | [`service`] | the requests, one function each |
 //! | [`sweeper`] | lost workers, expired leases, compaction, every 100 ms |
 //! | [`conn`] | one connection: framing and dispatch |
@@ -34,6 +35,7 @@ pub mod node;
 pub mod prediction;
 pub mod recovery;
 pub mod service;
+pub mod split;
 pub mod state;
 pub mod sweeper;
 pub mod web;

@@ -16,7 +16,7 @@ use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
 use super::state::{Labels, Load, Rejoin, StateError};
-use super::{prediction, recovery};
+use super::{prediction, recovery, split};
 use crate::app_limits::AppLimits;
 use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
@@ -210,6 +210,11 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             }
             Ok(Message::Ok)
         }
+        Message::SplitPartition {
+            app_id,
+            shuffle_id,
+            slot,
+        } => Ok(split::split_partition(coord, &app_id, shuffle_id, slot).await?),
         Message::GetShuffleStatus { app_id, shuffle_id } => {
             let st = coord.lock();
             let s = st.shuffle(&app_id, shuffle_id)?;
@@ -349,10 +354,11 @@ async fn commit_map(
     if attempt_id.is_none() {
         return Err(StateError::ReservedAttempt.into());
     }
-    if let Some(s) = stats.iter().find(|s| s.partition >= shuffle.num_partitions) {
+    let slots = shuffle.lock().slots();
+    if let Some(s) = stats.iter().find(|s| s.partition >= slots) {
         return Err(StateError::PartitionOutOfRange {
             partition: s.partition,
-            partitions: shuffle.num_partitions,
+            partitions: slots,
         }
         .into());
     }

@@ -46,6 +46,11 @@ impl Tenancy {
     }
 }
 
+/// The split size by default: past it a partition continues on another worker, so no
+/// partition fills one worker's disk or is read whole from one place (Celeborn splits at
+/// the same size).
+pub const DEFAULT_SPLIT_BYTES: u64 = 1 << 30;
+
 /// Largest batch a worker accepts by default.
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
 /// Largest chunk of a fetch stream.
@@ -92,6 +97,9 @@ pub struct WorkerConfig {
     pub tls: Option<crossdock_client::tls::ServerTls>,
     /// How the worker is shared between applications.
     pub tenancy: Tenancy,
+    /// A partition whose bytes here reach this continues on another worker (and one
+    /// crowding a worker short of memory does sooner); 0 turns splits off.
+    pub split_bytes: u64,
 }
 
 impl WorkerConfig {

@@ -101,6 +101,38 @@ impl Links {
         }))
     }
 
+    /// Asks the coordinator for the split continuing `slot` of a shuffle: its slot and
+    /// its primary's address. Gives up after 10 s.
+    pub async fn ask_split(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        slot: u32,
+    ) -> Result<(u32, String), ClientError> {
+        let msg = Message::SplitPartition {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            slot,
+        };
+        let ask = async {
+            let c = RpcConnection::connect(&self.coordinator, self.keyring()).await?;
+            match c.call(&msg).await? {
+                Message::PartitionSplit { slot, addr } => Ok((slot, addr)),
+                other => Err(ClientError::unexpected(&self.coordinator, other)),
+            }
+        };
+        match tokio::time::timeout(Duration::from_secs(10), ask).await {
+            Ok(res) => res,
+            Err(_) => Err(ClientError::Io {
+                addr: self.coordinator.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer to a split request within 10 s",
+                ),
+            }),
+        }
+    }
+
     /// Tells the coordinator (in the background) that `addr` did not answer.
     pub fn report_failure(&self, addr: &str) {
         report_failure(

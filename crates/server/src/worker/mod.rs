@@ -14,6 +14,7 @@
 //! | [`node`] | [`Worker`]: what connections and background tasks share |
 //! | [`fetch`] | streaming a fetch (storage opens and loads, this writes the frames) |
 //! | [`reply`] | a connection's reply queue, in request order |
+//! | [`split`] | a push's answer for a hot partition: go on at its split |
 //! | [`push`], [`control`] | a pushed batch; the coordinator's calls |
 //! | [`conn`] | one connection: framing and dispatch |
 //! | [`membership`] | registration and heartbeats |
@@ -31,6 +32,7 @@ pub mod node;
 pub mod per_app;
 pub mod push;
 pub mod reply;
+pub mod split;
 pub mod storage;
 
 use std::sync::atomic::Ordering;
@@ -144,6 +146,7 @@ impl Worker {
             ),
             gate: Gate::new(cfg.limits.clone()),
             secret: cfg.secret.clone(),
+            split_bytes: cfg.split_bytes,
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), order = sharing.order.name(), app_memory_share = sharing.app_share, app_stored_quota = ?cfg.tenancy.app_stored_quota, "worker listening");
         let w = worker.clone();

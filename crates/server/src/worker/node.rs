@@ -40,6 +40,8 @@ pub struct Worker {
     /// The cluster secret (`None`: authentication off): what each connection's
     /// handshake is checked against.
     pub secret: Option<Arc<crossdock_proto::auth::ClusterSecret>>,
+    /// A partition past this many bytes here continues on another worker; 0: never.
+    pub split_bytes: u64,
 }
 
 impl Worker {

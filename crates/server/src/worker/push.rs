@@ -15,11 +15,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use crossdock_proto::codec::Reader;
 use crossdock_proto::io::{read_exact_bytes, skip};
-use crossdock_proto::{DecodeError, FrameHeader, Message, PushHeader, FLAG_REPLICA};
+use crossdock_proto::{DecodeError, FrameHeader, PushHeader, FLAG_REPLICA};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::node::Worker;
 use super::reply::{answer, send, Next, Pending, Replies, Reply};
+use super::split;
 use crate::auth::{unauthorized, Access};
 use crate::error::ServerError;
 
@@ -78,38 +79,38 @@ pub async fn handle<R: AsyncRead + Unpin>(
     };
     let copy = payload.clone();
     let m = &worker.metrics;
-    match store.insert(&shuffle, &part, &header, payload) {
+    let taken = match store.insert(&shuffle, &part, &header, payload) {
         Ok(true) => {
             m.pushed_bytes.fetch_add(payload_len, Ordering::Relaxed);
             m.apps.pushed(&header.app_id, payload_len);
             m.pushed_batches.fetch_add(1, Ordering::Relaxed);
+            part.split.took(payload_len)
         }
         Ok(false) => {
             m.duplicate_batches.fetch_add(1, Ordering::Relaxed);
+            part.split.took(0)
         }
         Err(err) => {
             answer(tx, h.request_id, Err(err.into())).await?;
             return Ok(Next::Continue);
         }
-    }
+    };
+    let from_map = h.flags & FLAG_REPLICA == 0;
+    let ok = split::answer(worker, &header, &part, taken, from_map);
     // A primary acknowledges only once the replica holds the batch too (a retried,
     // duplicate batch is forwarded again: the replica may be the one that missed it).
-    let forward = if h.flags & FLAG_REPLICA == 0 {
-        part.forward_to()
-    } else {
-        None
-    };
+    let forward = if from_map { part.forward_to() } else { None };
     let reply = match forward {
         None => {
             m.push_ack.observe(started.elapsed());
-            Reply::Now(h.request_id, Ok(Message::Ok))
+            Reply::Now(h.request_id, Ok(ok))
         }
         Some(addr) => match worker.links.forward(&addr, &header, &copy).await {
             Ok(ack) => {
                 let worker = Arc::clone(worker);
                 let pending: Pending = Box::pin(async move {
                     let res = match ack.await {
-                        Ok(res) => res.map(|()| Message::Ok).map_err(ServerError::from),
+                        Ok(res) => res.map(|()| ok).map_err(ServerError::from),
                         Err(e) => Err(ServerError::task("forward", e)),
                     };
                     if res.is_ok() {

@@ -64,6 +64,7 @@ impl Cluster {
             secret: Some(super::secret()),
             tls: None,
             tenancy: Default::default(),
+            split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
         };
         configure(&mut cfg);
         let sa = Standalone::start(cfg, shutdown).await.unwrap();

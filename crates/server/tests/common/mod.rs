@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::{ClientError, FetchRange, Keyring, PartitionReader, WorkerClient};
+use crossdock_client::{ClientError, FetchRange, Keyring, PartitionReader, Redirect, WorkerClient};
 use crossdock_proto::auth::ClusterSecret;
 use crossdock_proto::{checksum, AttemptId, PartitionStat, PushHeader};
 
@@ -60,6 +60,19 @@ pub async fn push_batch(
     (map, attempt, seq): (u32, u32, u32),
     data: &[u8],
 ) -> Result<(), ClientError> {
+    push_routed(addr, app, partition, (map, attempt, seq), data)
+        .await
+        .map(|_| ())
+}
+
+/// As [`push_batch`], answering where the partition goes on if it was split.
+pub async fn push_routed(
+    addr: &str,
+    app: &str,
+    partition: u32,
+    (map, attempt, seq): (u32, u32, u32),
+    data: &[u8],
+) -> Result<Option<Redirect>, ClientError> {
     let w = WorkerClient::connect(addr, &app_keys(app)).await?;
     let p = w
         .push(&header(app, partition, map, attempt, seq, data), data)

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use crossdock_client::{ClientError, CoordinatorClient, Keyring, Placement, ShuffleStatus};
 use crossdock_proto::{AttemptId, CommitStatus, Durability};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
-use crossdock_server::worker::config::Tenancy;
+use crossdock_server::worker::config::{Tenancy, DEFAULT_SPLIT_BYTES};
 use crossdock_server::worker::{Worker, WorkerConfig};
 
 use super::{payload, push_batch, read_batches, reader, stat};
@@ -54,6 +54,7 @@ pub async fn start_worker_on(
         tier,
         64 << 20,
         Tenancy::default(),
+        DEFAULT_SPLIT_BYTES,
     )
     .await
 }
@@ -66,6 +67,7 @@ pub async fn start_worker_shared(
     tier: Option<&TierCfg>,
     memory: u64,
     tenancy: Tenancy,
+    split_bytes: u64,
 ) -> Node {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
@@ -85,6 +87,7 @@ pub async fn start_worker_shared(
             secret: Some(super::secret()),
             tls: None,
             tenancy,
+            split_bytes,
         },
         shutdown,
     )
@@ -115,13 +118,31 @@ impl Cluster {
             tier,
             64 << 20,
             Tenancy::default(),
+            DEFAULT_SPLIT_BYTES,
+        )
+        .await
+    }
+
+    /// `workers` workers that split a partition once they hold `split_bytes` of it.
+    pub async fn start_splitting(workers: usize, replication: u32, split_bytes: u64) -> Cluster {
+        let (memory, tenancy) = (64 << 20, Tenancy::default());
+        let durability = Durability::Memory;
+        Cluster::start_full(
+            workers,
+            replication,
+            durability,
+            None,
+            memory,
+            tenancy,
+            split_bytes,
         )
         .await
     }
 
     /// One worker of `memory` bytes shared between apps as `tenancy` says.
     pub async fn start_shared(memory: u64, tenancy: Tenancy) -> Cluster {
-        Cluster::start_full(1, 1, Durability::Memory, None, memory, tenancy).await
+        let split = DEFAULT_SPLIT_BYTES;
+        Cluster::start_full(1, 1, Durability::Memory, None, memory, tenancy, split).await
     }
 
     pub async fn start_full(
@@ -131,6 +152,7 @@ impl Cluster {
         tier: Option<TierCfg>,
         memory: u64,
         tenancy: Tenancy,
+        split_bytes: u64,
     ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
@@ -152,6 +174,7 @@ impl Cluster {
                     tier.as_ref(),
                     memory,
                     tenancy,
+                    split_bytes,
                 )
                 .await,
             );

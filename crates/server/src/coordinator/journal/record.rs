@@ -54,6 +54,15 @@ crossdock_proto::wire_enum! {
             app_id: String,
             shuffle_id: u32,
         },
+        /// A split continuing slot `from` of a shuffle, on `primary` (and `replica`, or
+        /// `NO_WORKER`): it takes the next slot number.
+        Split = 9 {
+            app_id: String,
+            shuffle_id: u32,
+            from: u32,
+            primary: u32,
+            replica: u32,
+        },
     }
 }
 

@@ -46,8 +46,14 @@ pub enum StateError {
     MapOutOfRange { map: u32, shuffle: u32, maps: u32 },
     #[error("attempt id 4294967295 is reserved")]
     ReservedAttempt,
-    #[error("commit names partition {partition} but the shuffle has {partitions}")]
+    #[error(
+        "partition {partition} is out of range: the shuffle has {partitions} partitions and splits"
+    )]
     PartitionOutOfRange { partition: u32, partitions: u32 },
+    #[error("shuffle {shuffle} has {max} splits, the most a shuffle may have")]
+    SplitLimit { shuffle: u32, max: u32 },
+    #[error("no other live worker with room to continue partition {partition} on")]
+    NoSplitTarget { partition: u32 },
 }
 
 impl Coded for StateError {
@@ -61,7 +67,8 @@ impl Coded for StateError {
                 ErrorCode::InvalidArgument
             }
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
-            E::NoWorkers | E::AllDisksFull { .. } => ErrorCode::NoWorkers,
+            E::NoWorkers | E::AllDisksFull { .. } | E::NoSplitTarget { .. } => ErrorCode::NoWorkers,
+            E::SplitLimit { .. } => ErrorCode::LimitExceeded,
             E::MapOutOfRange { .. } => ErrorCode::UnknownMap,
             E::Quota { .. } => ErrorCode::LimitExceeded,
         }

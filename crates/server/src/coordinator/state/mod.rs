@@ -19,6 +19,8 @@ pub mod prediction;
 pub mod progress;
 pub mod replay;
 #[cfg(test)]
+mod split_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeSet;
@@ -470,6 +472,7 @@ impl State {
             partition_bytes: p.partition_bytes.clone(),
             partition_records: p.partition_records.clone(),
             partition_replicas: p.replica.clone(),
+            split_parents: crossdock_proto::Appended(Some(p.split_parents())),
         }
     }
 }

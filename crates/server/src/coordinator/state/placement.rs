@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use crossdock_policy::load_aware::{place_in_blocks, place_partitions, WorkerLoad};
 use crossdock_policy::replica::{self, Site};
+use crossdock_policy::split::{split_target, Peer};
 use crossdock_proto::{Message, NO_WORKER};
 
 use super::apps::Apps;
@@ -90,6 +91,31 @@ impl Placer<'_> {
         (primary, replica)
     }
 
+    /// Where the split continuing `slot` of a shuffle goes: (primary, replica), chosen by
+    /// [`split_target`] among the live workers with room that hold no copy of `slot`,
+    /// by the memory they had free at their last heartbeat. `None` without such a worker.
+    pub fn split_target(&self, p: &Progress, slot: u32) -> Option<(u32, u32)> {
+        let partition = p.partition_of(slot);
+        let holds_partition =
+            |w: u32| (0..p.slots()).any(|s| p.partition_of(s) == partition && p.holds(s, w));
+        let peers: Vec<Peer> = self
+            .members
+            .iter()
+            .filter(|w| w.alive && !w.disk_full && !p.holds(slot, w.id))
+            .map(|w| Peer {
+                id: w.id,
+                free_memory: w.memory_budget.saturating_sub(w.load.buffered),
+                stored: w.load.stored,
+                holds_partition: holds_partition(w.id),
+            })
+            .collect();
+        let primary = split_target(&peers)?;
+        let live: Vec<u32> = self.live_loads().iter().map(|l| l.id).collect();
+        let labels = self.labels(&live);
+        let replica = self.replica_for(slot, primary, &sites(&labels));
+        Some((primary, replica))
+    }
+
     /// Moves a shuffle's partitions off the lost worker `lost` (only partition `only`
     /// when given: a copy found corrupt). A partition that kept a copy is served by it
     /// (the replica is promoted). A partition that lost every copy is placed anew, and
@@ -118,7 +144,7 @@ impl Placer<'_> {
         let mut changed: BTreeSet<u32> = BTreeSet::new();
         let mut lost_parts: BTreeSet<u32> = BTreeSet::new();
         let mut degraded = 0;
-        for part in 0..s.num_partitions {
+        for part in 0..p.slots() {
             let i = part as usize;
             if keep.contains(&part) || only.is_some_and(|o| o != part) {
                 continue; // a restarted worker that still holds this copy whole

@@ -25,6 +25,9 @@ pub struct Progress {
     pub(super) primary: Vec<u32>,
     /// Replica worker per partition, [`NO_WORKER`] where there is none.
     pub(super) replica: Vec<u32>,
+    /// The slot each split continues, for the slots past the shuffle's partitions (the
+    /// per-partition lists above cover every slot; see [`Progress::add_split`]).
+    pub(super) split_from: Vec<u32>,
     /// The prediction of the final partition sizes (soft state, not journaled).
     pub(super) forecast: Forecast,
 }
@@ -51,6 +54,71 @@ impl Progress {
     /// Partition `p` goes on with its primary alone.
     pub fn drop_replica(&mut self, p: u32) {
         self.replica[p as usize] = NO_WORKER;
+    }
+
+    /// How many slots the shuffle has: its partitions and their splits.
+    pub fn slots(&self) -> u32 {
+        self.primary.len() as u32
+    }
+
+    /// The split that continues `slot`, if it was split.
+    pub fn split_of(&self, slot: u32) -> Option<u32> {
+        let first = self.primary.len() - self.split_from.len();
+        self.split_from
+            .iter()
+            .position(|&f| f == slot)
+            .map(|i| (first + i) as u32)
+    }
+
+    /// The partition `slot` belongs to: itself, or the partition its chain of splits
+    /// continues.
+    pub fn partition_of(&self, slot: u32) -> u32 {
+        let first = (self.primary.len() - self.split_from.len()) as u32;
+        let mut s = slot;
+        while s >= first {
+            s = self.split_from[(s - first) as usize];
+        }
+        s
+    }
+
+    /// The partition of every split slot, in slot order (`ShuffleStatus.split_parents`).
+    pub fn split_parents(&self) -> Vec<u32> {
+        let first = (self.primary.len() - self.split_from.len()) as u32;
+        (0..self.split_from.len() as u32)
+            .map(|i| self.partition_of(first + i))
+            .collect()
+    }
+
+    /// Adds the split that continues `from`, on `primary` (and `replica`). Returns its
+    /// slot. A split's figures are kept like a partition's; a reader reads them all.
+    pub fn add_split(&mut self, from: u32, primary: u32, replica: u32) -> u32 {
+        let slot = self.primary.len() as u32;
+        self.primary.push(primary);
+        self.replica.push(replica);
+        self.partition_bytes.push(0);
+        self.partition_records.push(0);
+        self.split_from.push(from);
+        slot
+    }
+
+    /// Takes back the last split added (its workers could not prepare it).
+    pub fn drop_last_split(&mut self) {
+        if self.split_from.pop().is_some() {
+            self.primary.pop();
+            self.replica.pop();
+            self.partition_bytes.pop();
+            self.partition_records.pop();
+        }
+    }
+
+    /// Bytes per partition over the committed maps, each partition's splits folded in.
+    pub fn logical_bytes(&self) -> Vec<u64> {
+        let n = self.primary.len() - self.split_from.len();
+        let mut out = self.partition_bytes[..n].to_vec();
+        for s in n..self.partition_bytes.len() {
+            out[self.partition_of(s as u32) as usize] += self.partition_bytes[s];
+        }
+        out
     }
 
     /// (primary per partition, replica per partition).
@@ -225,6 +293,7 @@ impl ShuffleEntry {
                 partition_records: vec![0; num_partitions as usize],
                 primary,
                 replica,
+                split_from: Vec::new(),
                 forecast: Forecast::new(num_maps, DEFAULT_PREDICTION_THRESHOLD),
             }),
             registered_at: std::time::Instant::now(),
@@ -315,9 +384,13 @@ impl ShuffleEntry {
         }
         p.map_stats[map as usize] = kept;
         let p = &mut *p;
-        let forecast = p
-            .forecast
-            .on_commit(p.committed, self.num_maps, &p.partition_bytes);
+        let forecast = if p.split_from.is_empty() {
+            p.forecast
+                .on_commit(p.committed, self.num_maps, &p.partition_bytes)
+        } else {
+            let logical = p.logical_bytes();
+            p.forecast.on_commit(p.committed, self.num_maps, &logical)
+        };
         Recorded {
             replaced: previous.some(),
             forecast,

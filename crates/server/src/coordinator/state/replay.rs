@@ -29,14 +29,24 @@ pub fn snapshot(members: &Membership, apps: &Apps) -> Vec<Record> {
         });
         for (shuffle_id, s) in app.shuffles() {
             let p = s.lock();
+            let n = s.num_partitions as usize;
             out.push(Record::Shuffle {
                 app_id: app_id.clone(),
                 shuffle_id,
                 num_maps: s.num_maps,
                 num_partitions: s.num_partitions,
-                primary: p.primary.clone(),
-                replica: p.replica.clone(),
+                primary: p.primary[..n].to_vec(),
+                replica: p.replica[..n].to_vec(),
             });
+            for (i, &from) in p.split_from.iter().enumerate() {
+                out.push(Record::Split {
+                    app_id: app_id.clone(),
+                    shuffle_id,
+                    from,
+                    primary: p.primary[n + i],
+                    replica: p.replica[n + i],
+                });
+            }
             for (m, &a) in p.map_attempts.iter().enumerate() {
                 if !a.is_none() {
                     out.push(Record::Commit {
@@ -130,8 +140,8 @@ pub fn apply(
             stats,
         } => {
             if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
-                let valid =
-                    map_id < s.num_maps && stats.iter().all(|x| x.partition < s.num_partitions);
+                let slots = s.lock().slots();
+                let valid = map_id < s.num_maps && stats.iter().all(|x| x.partition < slots);
                 if valid {
                     let recorded = s.record_commit(map_id, attempt_id, &stats);
                     if let Some(done) = recorded.forecast.completed {
@@ -151,6 +161,22 @@ pub fn apply(
         }
         Record::ShuffleGone { app_id, shuffle_id } => {
             apps.remove_shuffle(&app_id, shuffle_id);
+        }
+        Record::Split {
+            app_id,
+            shuffle_id,
+            from,
+            primary,
+            replica,
+        } => {
+            if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
+                let mut p = s.lock();
+                if from < p.slots() && p.split_of(from).is_none() {
+                    let before = p.copies_per_worker();
+                    p.add_split(from, primary, replica);
+                    apps.moved(&app_id, shuffle_id, &s, &before, &p.copies_per_worker());
+                }
+            }
         }
     }
 }

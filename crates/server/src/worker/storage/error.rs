@@ -13,7 +13,7 @@ pub enum StorageError {
     UnknownApp { app: String },
     #[error("shuffle {shuffle} of app '{app}' is not on this worker")]
     UnknownShuffle { app: String, shuffle: u32 },
-    #[error("partition {partition} of shuffle {shuffle} of app '{app}' is out of range (the shuffle has {partitions} partitions)")]
+    #[error("partition {partition} of shuffle {shuffle} of app '{app}' is out of range (the shuffle's partitions and splits end at {partitions})")]
     PartitionOutOfRange {
         app: String,
         shuffle: u32,
@@ -43,7 +43,7 @@ pub enum StorageError {
     },
     #[error("{forwards} forward addresses for {partitions} partitions")]
     ForwardCount { forwards: usize, partitions: usize },
-    #[error("partition {partition} is out of range for {partitions} partitions")]
+    #[error("partition {partition} is out of range: partitions and splits end at {partitions}")]
     PreparedOutOfRange { partition: u32, partitions: u32 },
     #[error(transparent)]
     BadAppId(#[from] crate::names::BadAppId),

@@ -11,6 +11,7 @@
 //! | [`layout`] | names of directories, files and keys; `shuffle.meta` |
 //! | [`error`], [`metrics`] | what this layer reports |
 //! | [`object`] | the object tier: one S3 or DFS store, through opendal |
+//! | [`split`] | whether a partition continues on another worker |
 //! | [`partition`] | one partition: its batches in memory, its file, its map index |
 //! | [`shuffle`] | one shuffle: its partitions here and its committed attempts |
 //! | [`registry`] | the apps and shuffles held |
@@ -36,6 +37,7 @@ pub mod record;
 pub mod recovery;
 pub mod registry;
 pub mod shuffle;
+pub mod split;
 pub mod upload;
 
 use std::collections::HashMap;
@@ -289,10 +291,11 @@ impl ShuffleStore {
                 partitions: partitions.len(),
             });
         }
-        if let Some(&p) = partitions.iter().find(|&&p| p >= meta.num_partitions) {
+        let slots = crossdock_proto::slot_limit(meta.num_partitions);
+        if let Some(&p) = partitions.iter().find(|&&p| p >= slots) {
             return Err(StorageError::PreparedOutOfRange {
                 partition: p,
-                partitions: meta.num_partitions,
+                partitions: slots,
             });
         }
         let shuffle = self.registry.get_or_create(meta)?;

@@ -133,6 +133,8 @@ pub struct Partition {
     /// partition has a replica: pushed batches are forwarded there.
     forward: std::sync::RwLock<Option<std::sync::Arc<str>>>,
     pub state: Mutex<PartitionState>,
+    /// Whether it continues on another worker (see [`super::split`]).
+    pub split: super::split::SplitMark,
 }
 
 /// Batches taken out of memory for one flush.
@@ -195,6 +197,7 @@ impl Partition {
             uploading: AtomicBool::new(false),
             restoring: AtomicBool::new(false),
             forward: std::sync::RwLock::new(None),
+            split: Default::default(),
             state: Mutex::new(PartitionState {
                 index: BTreeMap::new(),
                 unflushed: Vec::new(),

@@ -66,7 +66,9 @@ fn recover_partitions(
     let owner: Arc<str> = meta.app_id.as_str().into();
     for f in std::fs::read_dir(dir)?.flatten() {
         let name = f.file_name().to_string_lossy().to_string();
-        let Some(p) = layout::partition_of(&name).filter(|&p| p < meta.num_partitions) else {
+        let Some(p) = layout::partition_of(&name)
+            .filter(|&p| p < crossdock_proto::slot_limit(meta.num_partitions))
+        else {
             continue;
         };
         // Part of it lives only in the object store: not a whole copy here. The

@@ -112,12 +112,13 @@ impl Shuffle {
     pub fn placed(&self, p: u32) -> Result<Arc<Partition>, StorageError> {
         self.partition(p).ok_or_else(|| {
             let (app, shuffle) = (self.app_id.clone(), self.shuffle_id);
-            if p >= self.num_partitions {
+            let slots = crossdock_proto::slot_limit(self.num_partitions);
+            if p >= slots {
                 StorageError::PartitionOutOfRange {
                     app,
                     shuffle,
                     partition: p,
-                    partitions: self.num_partitions,
+                    partitions: slots,
                 }
             } else {
                 StorageError::PartitionNotHere {
@@ -353,8 +354,13 @@ mod tests {
             s.held_whole(&[a0, AttemptId::NONE], &[0, 1], &[3, 0]),
             vec![0, 1]
         );
+        // Slots past the partitions are splits, placed by the coordinator when needed.
         assert!(matches!(
             s.placed(2),
+            Err(StorageError::PartitionNotHere { .. })
+        ));
+        assert!(matches!(
+            s.placed(crossdock_proto::slot_limit(2)),
             Err(StorageError::PartitionOutOfRange { .. })
         ));
     }

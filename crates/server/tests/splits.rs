@@ -1,0 +1,212 @@
+//! Hot partitions split across workers (Celeborn's soft split; SMS's delegation to a
+//! peer with room): pushers follow the push answers, commits count every slot, readers
+//! read every split, and a split survives losing its worker like a partition. Real
+//! coordinator and workers on loopback.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use crossdock_client::ShuffleStatus;
+use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, PartitionStat};
+
+use common::nodes::{read_from, Cluster};
+use common::{payload, push_routed, read_batches, reader};
+
+const BATCH: usize = 64 << 10;
+
+/// What one map pushed: payload bytes per slot, and every batch as (slot, seq, bytes).
+#[derive(Default)]
+struct Pushed {
+    per_slot: BTreeMap<u32, u64>,
+    batches: Vec<(u32, u32, Vec<u8>)>,
+}
+
+/// Pushes `n` batches of `map` to partition `p`, starting at `addr` and following every
+/// redirect the workers answer with, as the engine clients do.
+async fn push_following(addr: &str, app: &str, p: u32, map: u32, n: u32) -> Pushed {
+    let (mut slot, mut to) = (p, addr.to_string());
+    let mut out = Pushed::default();
+    for seq in 0..n {
+        let data = payload(map, p, seq, BATCH);
+        let redirect = push_routed(&to, app, slot, (map, 0, seq), &data)
+            .await
+            .unwrap();
+        *out.per_slot.entry(slot).or_default() += data.len() as u64;
+        out.batches.push((slot, seq, data));
+        if let Some(r) = redirect {
+            (slot, to) = (r.slot, r.addr);
+        }
+    }
+    out
+}
+
+async fn commit(c: &Cluster, app: &str, map: u32, pushed: &Pushed) -> CommitStatus {
+    let stats = pushed
+        .per_slot
+        .iter()
+        .map(|(&partition, &bytes)| PartitionStat {
+            partition,
+            bytes,
+            records: 1,
+        })
+        .collect();
+    c.coord
+        .commit_map(app, 0, map, AttemptId(0), stats)
+        .await
+        .unwrap()
+        .0
+}
+
+/// Every batch of partition `p` a reader of maps `[start, end)` gets from all its slots,
+/// as (map, seq, payload), sorted.
+async fn read_all(
+    status: &ShuffleStatus,
+    app: &str,
+    p: u32,
+    start: u32,
+    end: u32,
+) -> Vec<(u32, u32, Bytes)> {
+    let mut out = Vec::new();
+    for slot in status.slots_of(p) {
+        let addr = &status.placement.worker_of(slot).unwrap().addr;
+        let r = reader(addr, app, slot, start, end).with_max_resumes(0);
+        out.extend(read_batches(r).await.unwrap());
+    }
+    out.sort();
+    out
+}
+
+fn expected(pushed: &[&Pushed], maps: &[u32]) -> Vec<(u32, u32, Bytes)> {
+    let mut out: Vec<(u32, u32, Bytes)> = maps
+        .iter()
+        .flat_map(|&m| {
+            pushed[m as usize]
+                .batches
+                .iter()
+                .map(move |(_, seq, b)| (m, *seq, Bytes::from(b.clone())))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_partition_splits_and_is_read_once_through_the_loss_of_a_splits_worker() {
+    // Split at 4 batches, replicated: a split has a replica like a partition.
+    let c = Cluster::start_splitting(3, 2, 4 * BATCH as u64).await;
+    c.coord.register_app("h", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("h", 0, 2, 2).await.unwrap();
+    let first = placement.worker_of(0).unwrap().addr.clone();
+    let cold = placement.worker_of(1).unwrap().addr.clone();
+    let m0 = push_following(&first, "h", 0, 0, 24).await;
+    let m1 = push_following(&first, "h", 0, 1, 8).await;
+    let cold0 = push_following(&cold, "h", 1, 0, 1).await;
+    assert!(
+        m0.per_slot.len() >= 2,
+        "24 batches at a split size of 4 left partition 0 in one slot: {:?}",
+        m0.per_slot
+    );
+    // Map 1 started after the split: the old slot redirected it at its first batch.
+    assert!(m1.per_slot.len() >= 2, "{:?}", m1.per_slot);
+    let mut m0_all = Pushed::default();
+    for p in [&m0, &cold0] {
+        for (&s, &b) in &p.per_slot {
+            *m0_all.per_slot.entry(s).or_default() += b;
+        }
+    }
+    assert_eq!(commit(&c, "h", 0, &m0_all).await, CommitStatus::Committed);
+    assert_eq!(commit(&c, "h", 1, &m1).await, CommitStatus::Committed);
+
+    let status = c.status("h").await;
+    let slots = status.slots_of(0);
+    assert!(slots.len() >= 2 && slots[0] == 0, "{slots:?}");
+    assert_eq!(
+        status.slots_of(1),
+        vec![1],
+        "the cold partition was not split"
+    );
+    let split = slots[1];
+    let (split_at, split_replica) = (
+        status.placement.worker_of(split).unwrap().addr.clone(),
+        status.placement.replica_of(split).unwrap().addr.clone(),
+    );
+    assert_ne!(split_at, first, "a split goes to another worker");
+    assert_ne!(split_at, split_replica);
+    let bytes: u64 = slots
+        .iter()
+        .map(|&s| status.partition_bytes[s as usize])
+        .sum();
+    assert_eq!(bytes, 32 * BATCH as u64, "the commits count every slot");
+
+    let want = expected(&[&m0, &m1], &[0, 1]);
+    assert_eq!(read_all(&status, "h", 0, 0, 2).await, want);
+    // A map range (AQE's skew reads) reads only its maps, from every slot.
+    assert_eq!(
+        read_all(&status, "h", 0, 1, 2).await,
+        expected(&[&m0, &m1], &[1])
+    );
+    assert_eq!(
+        read_from(&cold, "h", 1, 2).await.unwrap().len(),
+        1,
+        "one batch of map 0"
+    );
+
+    // The split's worker goes: its replica serves it, nothing is recomputed.
+    c.kill(&split_at).await;
+    let after = c.status("h").await;
+    assert_eq!(after.committed_maps, 2);
+    assert_eq!(after.slots_of(0), slots);
+    assert_eq!(
+        after.placement.worker_of(split).unwrap().addr,
+        split_replica
+    );
+    assert_eq!(read_all(&after, "h", 0, 0, 2).await, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_other_worker_a_hot_partition_stays_whole() {
+    let c = Cluster::start_splitting(1, 1, 2 * BATCH as u64).await;
+    c.coord.register_app("w", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("w", 0, 1, 1).await.unwrap();
+    let only = placement.worker_of(0).unwrap().addr.clone();
+    let m0 = push_following(&only, "w", 0, 0, 10).await;
+    assert_eq!(
+        m0.per_slot.keys().collect::<Vec<_>>(),
+        vec![&0],
+        "nowhere to split to"
+    );
+    assert_eq!(commit(&c, "w", 0, &m0).await, CommitStatus::Committed);
+    let status = c.status("w").await;
+    assert_eq!(status.slots_of(0), vec![0]);
+    assert_eq!(
+        read_all(&status, "w", 0, 0, 1).await,
+        expected(&[&m0], &[0])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_misplaces_split_bytes_is_refused() {
+    let c = Cluster::start_splitting(2, 1, 2 * BATCH as u64).await;
+    c.coord.register_app("m", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("m", 0, 1, 1).await.unwrap();
+    let first = placement.worker_of(0).unwrap().addr.clone();
+    let m0 = push_following(&first, "m", 0, 0, 12).await;
+    assert!(m0.per_slot.len() >= 2, "{:?}", m0.per_slot);
+    // Claiming every byte for the first slot: the split's worker holds some of them.
+    let total: u64 = m0.per_slot.values().sum();
+    let claim = vec![PartitionStat {
+        partition: 0,
+        bytes: total,
+        records: 1,
+    }];
+    let err = c
+        .coord
+        .commit_map("m", 0, 0, AttemptId(0), claim)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::CommitMismatch), "{err}");
+    // The right figures commit (the refused commit was undone everywhere).
+    assert_eq!(commit(&c, "m", 0, &m0).await, CommitStatus::Committed);
+}
