@@ -57,9 +57,11 @@ def jvm_jobs_jar(out_dir: pathlib.Path, sources: pathlib.Path = JVM_JOBS) -> pat
 class Standalone:
     """A `crossdock standalone` child process."""
 
-    def __init__(self, workers: int = 2, memory: str = "512MiB", tls: bool = False):
+    def __init__(self, workers: int = 2, memory: str = "512MiB", tls: bool = False,
+                 extra_args: tuple[str, ...] = ()):
         """With `tls`, the cluster runs with TLS on certificates `crossdock tls-certs` makes
-        for 127.0.0.1; `tls_ca` is then the authority clients must trust."""
+        for 127.0.0.1; `tls_ca` is then the authority clients must trust. `extra_args` go
+        to `crossdock standalone` as they are."""
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-test-")
@@ -75,7 +77,7 @@ class Standalone:
         self.proc = subprocess.Popen(
             [str(BINARY), "standalone", "--listen", "127.0.0.1:0", "--workers", str(workers),
              "--memory", memory, "--data-dir", self.dir.name, "--metrics-listen", "127.0.0.1:0",
-             *tls_args],
+             *tls_args, *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             env={**os.environ, "CROSSDOCK_LOG": "warn"},
         )

@@ -1,8 +1,8 @@
 """Spark through Crossdock gives exactly the results of Spark's own shuffle.
 
 Every workload of `workloads.py` runs once in a vanilla local-cluster application and
-once in one whose shuffles go through a real `crossdock standalone`; the results must be
-identical. Further tests: two applications at once against one Crossdock, a job against
+once in one whose shuffles go through a real `crossdock standalone` that splits every
+partition past 1 MiB across its workers; the results must be identical. Further tests: two applications at once against one Crossdock, a job against
 a cluster that runs with TLS, and a coordinator that cannot be reached.
 """
 
@@ -48,7 +48,9 @@ def vanilla(tmp_env):
 
 @pytest.fixture(scope="module")
 def crossdock_cluster():
-    with Standalone(workers=2, memory="512MiB") as sa:
+    # Partitions split at 1 MiB: every workload's larger partitions are pushed, committed
+    # and read across workers (AQE's skew reads, merged sorted runs and joins included).
+    with Standalone(workers=2, memory="512MiB", extra_args=("--split-size", "1MiB")) as sa:
         yield sa
 
 
@@ -74,6 +76,8 @@ def test_the_shuffles_really_went_through_crossdock(through_crossdock, crossdock
     assert crossdock_cluster.metric("crossdock_worker_pushed_bytes_total") > 1_000_000
     assert crossdock_cluster.metric("crossdock_worker_fetched_bytes_total") > 1_000_000
     assert crossdock_cluster.metric("crossdock_coordinator_commits_total") > 100
+    # And the partitions past the split size went on in splits on the other worker.
+    assert crossdock_cluster.metric("crossdock_coordinator_splits_total") > 0
 
 
 TWO_APPS_JOB = textwrap.dedent("""

@@ -174,7 +174,9 @@ fn modules_import_downward_only() {
     let mut upward = Vec::new();
     for (m, path) in &known {
         // Test modules (`tests`, `*_tests`) test their parent from inside it.
-        if m.last().is_some_and(|n| n == "tests" || n.ends_with("_tests")) {
+        if m.last()
+            .is_some_and(|n| n == "tests" || n.ends_with("_tests"))
+        {
             continue;
         }
         for p in paths(&code(path)) {

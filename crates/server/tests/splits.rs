@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use crossdock_client::ShuffleStatus;
-use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, PartitionStat};
+use crossdock_proto::{AttemptId, CommitStatus, Durability, ErrorCode, PartitionStat};
 
-use common::nodes::{read_from, Cluster};
+use common::nodes::{read_from, restart_in_place, Cluster};
 use common::{payload, push_routed, read_batches, reader};
 
 const BATCH: usize = 64 << 10;
@@ -97,9 +97,12 @@ async fn a_hot_partition_splits_and_is_read_once_through_the_loss_of_a_splits_wo
     // Split at 4 batches, replicated: a split has a replica like a partition.
     let c = Cluster::start_splitting(3, 2, 4 * BATCH as u64).await;
     c.coord.register_app("h", 60_000).await.unwrap();
-    let placement = c.coord.register_shuffle("h", 0, 2, 2).await.unwrap();
+    let placement = c.coord.register_shuffle("h", 0, 3, 2).await.unwrap();
     let first = placement.worker_of(0).unwrap().addr.clone();
     let cold = placement.worker_of(1).unwrap().addr.clone();
+    // Map 2 commits before anything is split: the splits' workers must learn of it.
+    let early = push_following(&cold, "h", 1, 2, 1).await;
+    assert_eq!(commit(&c, "h", 2, &early).await, CommitStatus::Committed);
     let m0 = push_following(&first, "h", 0, 0, 24).await;
     let m1 = push_following(&first, "h", 0, 1, 8).await;
     let cold0 = push_following(&cold, "h", 1, 0, 1).await;
@@ -141,28 +144,28 @@ async fn a_hot_partition_splits_and_is_read_once_through_the_loss_of_a_splits_wo
     assert_eq!(bytes, 32 * BATCH as u64, "the commits count every slot");
 
     let want = expected(&[&m0, &m1], &[0, 1]);
-    assert_eq!(read_all(&status, "h", 0, 0, 2).await, want);
+    assert_eq!(read_all(&status, "h", 0, 0, 3).await, want);
     // A map range (AQE's skew reads) reads only its maps, from every slot.
     assert_eq!(
         read_all(&status, "h", 0, 1, 2).await,
         expected(&[&m0, &m1], &[1])
     );
     assert_eq!(
-        read_from(&cold, "h", 1, 2).await.unwrap().len(),
-        1,
-        "one batch of map 0"
+        read_from(&cold, "h", 1, 3).await.unwrap().len(),
+        2,
+        "one batch of maps 0 and 2"
     );
 
     // The split's worker goes: its replica serves it, nothing is recomputed.
     c.kill(&split_at).await;
     let after = c.status("h").await;
-    assert_eq!(after.committed_maps, 2);
+    assert_eq!(after.committed_maps, 3);
     assert_eq!(after.slots_of(0), slots);
     assert_eq!(
         after.placement.worker_of(split).unwrap().addr,
         split_replica
     );
-    assert_eq!(read_all(&after, "h", 0, 0, 2).await, want);
+    assert_eq!(read_all(&after, "h", 0, 0, 3).await, want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,4 +212,72 @@ async fn a_commit_that_misplaces_split_bytes_is_refused() {
     assert_eq!(err.code(), Some(ErrorCode::CommitMismatch), "{err}");
     // The right figures commit (the refused commit was undone everywhere).
     assert_eq!(commit(&c, "m", 0, &m0).await, CommitStatus::Committed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_short_of_memory_delegates_a_hot_partition_to_a_peer_with_room() {
+    // Splits by size are out of reach (1 GiB): only memory pressure can split. 16 MiB
+    // workers (14 MiB of push credit) start writing to disk at 90% of it; on the way there
+    // the hot partition holds most of a worker whose memory is 7/8 spent, and its later
+    // batches go to the peer.
+    let small = 16 << 20;
+    let c = Cluster::start_splitting_in(2, 1, 1 << 30, small, Durability::Memory).await;
+    c.coord.register_app("p", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("p", 0, 1, 1).await.unwrap();
+    let first = placement.worker_of(0).unwrap().addr.clone();
+    let m0 = push_following(&first, "p", 0, 0, 320).await;
+    assert!(
+        m0.per_slot.len() >= 2,
+        "20 MiB into a 16 MiB worker stayed in one slot: {:?}",
+        m0.per_slot
+    );
+    let budget = c.node(&first).worker.store.budget.total();
+    assert!(
+        c.node(&first).worker.store.budget.peak() <= budget,
+        "the worker never held more than its budget"
+    );
+    assert_eq!(commit(&c, "p", 0, &m0).await, CommitStatus::Committed);
+    let status = c.status("p").await;
+    let split = status.slots_of(0)[1];
+    assert_ne!(status.placement.worker_of(split).unwrap().addr, first);
+    assert_eq!(
+        read_all(&status, "p", 0, 0, 1).await,
+        expected(&[&m0], &[0])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_on_disk_is_served_again_by_its_restarted_worker() {
+    let c = Cluster::start_splitting_in(2, 1, 2 * BATCH as u64, 64 << 20, Durability::Disk).await;
+    c.coord.register_app("r", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("r", 0, 2, 1).await.unwrap();
+    let first = placement.worker_of(0).unwrap().addr.clone();
+    let m0 = push_following(&first, "r", 0, 0, 10).await;
+    let m1 = push_following(&first, "r", 0, 1, 4).await;
+    assert_eq!(commit(&c, "r", 0, &m0).await, CommitStatus::Committed);
+    assert_eq!(commit(&c, "r", 1, &m1).await, CommitStatus::Committed);
+    let status = c.status("r").await;
+    let slots = status.slots_of(0);
+    assert!(slots.len() >= 2, "{slots:?}");
+    let split_at = status.placement.worker_of(slots[1]).unwrap().addr.clone();
+    // The split's worker restarts on its data directory (durability disk: its batches were
+    // synced before the commits counted): it is checked and keeps serving the split.
+    let _again = restart_in_place(&c, &split_at).await;
+    let want = expected(&[&m0, &m1], &[0, 1]);
+    common::eventually("the restarted worker serves its split again", || async {
+        let s = c.status("r").await;
+        s.committed_maps == 2 && s.slots_of(0) == slots && {
+            let mut out = Vec::new();
+            for &slot in &slots {
+                let addr = &s.placement.worker_of(slot).unwrap().addr;
+                match read_batches(reader(addr, "r", slot, 0, 2).with_max_resumes(0)).await {
+                    Ok(b) => out.extend(b),
+                    Err(_) => return false,
+                }
+            }
+            out.sort();
+            out == want
+        }
+    })
+    .await;
 }

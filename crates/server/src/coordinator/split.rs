@@ -38,7 +38,7 @@ pub async fn split_partition(
     if let Some(answer) = existing(coord, &shuffle, slot)? {
         return Ok(answer);
     }
-    let (new, primary, replica, prepares, partition) = {
+    let (new, primary, replica, calls, partition) = {
         let st = coord.lock();
         let mut p = shuffle.lock();
         if p.slots() >= slot_limit(shuffle.num_partitions) {
@@ -62,23 +62,24 @@ pub async fn split_partition(
             &before,
             &p.copies_per_worker(),
         );
-        let prepares: Vec<(String, Message)> = [primary, replica]
+        // Each worker of the split creates it, then takes the commits as they stand (a
+        // worker new to the shuffle knows none) and confirms it holds the split whole: none
+        // of the committed maps wrote into it. Until then it would hold its reads back as
+        // it does a copy moved from a lost worker.
+        let check = p.copy_check(app_id, shuffle_id, vec![new], false);
+        let calls: Vec<(String, Message, Message)> = [primary, replica]
             .into_iter()
             .filter(|&w| w != NO_WORKER)
             .map(|w| {
-                let msg =
+                let prepare =
                     st.placer()
                         .prepare_message(app_id, shuffle_id, &shuffle, &p, w, vec![new]);
-                (st.addr_of(w), msg)
+                (st.addr_of(w), prepare, check.clone())
             })
             .collect();
-        (new, primary, replica, prepares, partition)
+        (new, primary, replica, calls, partition)
     };
-    if let Some(err) = call_all(coord, &prepares)
-        .await
-        .into_iter()
-        .find_map(|r| r.err())
-    {
+    if let Some(err) = prepare_split(coord, &calls, new).await {
         let st = coord.lock();
         let mut p = shuffle.lock();
         let before = p.copies_per_worker();
@@ -104,6 +105,41 @@ pub async fn split_partition(
     let addr = coord.lock().addr_of(primary);
     tracing::info!(app = %app_id, shuffle_id, partition, from = slot, split = new, worker = %addr, "partition split");
     Ok(Message::PartitionSplit { slot: new, addr })
+}
+
+/// Prepares a new split on its workers and has each confirm it holds it whole; the first
+/// failure, if any.
+async fn prepare_split(
+    coord: &Arc<Coordinator>,
+    calls: &[(String, Message, Message)],
+    slot: u32,
+) -> Option<ServiceError> {
+    let prepares: Vec<(String, Message)> = calls
+        .iter()
+        .map(|(a, p, _)| (a.clone(), p.clone()))
+        .collect();
+    if let Some(err) = call_all(coord, &prepares)
+        .await
+        .into_iter()
+        .find_map(|r| r.err())
+    {
+        return Some(err);
+    }
+    let checks: Vec<(String, Message)> = calls
+        .iter()
+        .map(|(a, _, c)| (a.clone(), c.clone()))
+        .collect();
+    for (res, (addr, _)) in call_all(coord, &checks).await.into_iter().zip(&checks) {
+        match res {
+            Ok(Message::CopiesHeld { partitions }) if partitions.contains(&slot) => {}
+            Ok(other) => {
+                let e = crossdock_client::ClientError::unexpected(addr, other);
+                return Some(ServiceError::worker(addr, e));
+            }
+            Err(e) => return Some(e),
+        }
+    }
+    None
 }
 
 /// The split continuing `slot`, if there is one.

@@ -125,8 +125,20 @@ impl Cluster {
 
     /// `workers` workers that split a partition once they hold `split_bytes` of it.
     pub async fn start_splitting(workers: usize, replication: u32, split_bytes: u64) -> Cluster {
-        let (memory, tenancy) = (64 << 20, Tenancy::default());
         let durability = Durability::Memory;
+        Cluster::start_splitting_in(workers, replication, split_bytes, 64 << 20, durability).await
+    }
+
+    /// As [`Cluster::start_splitting`], with `memory` bytes of budget per worker and the
+    /// commit rule `durability`.
+    pub async fn start_splitting_in(
+        workers: usize,
+        replication: u32,
+        split_bytes: u64,
+        memory: u64,
+        durability: Durability,
+    ) -> Cluster {
+        let tenancy = Tenancy::default();
         Cluster::start_full(
             workers,
             replication,

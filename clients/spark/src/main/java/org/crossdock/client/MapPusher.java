@@ -20,9 +20,16 @@ import org.crossdock.protocol.Message;
  * larger than the window is still sent, alone. The first failure (a worker's Error answer, a
  * broken connection, no acknowledgement within the timeout) is kept and thrown by the next
  * {@link #push} or by {@link #awaitAll}.
+ *
+ * <p><b>Splits.</b> A worker whose partition was split answers {@code PushRedirect}: the batch
+ * is stored, and the partition goes on in a split slot on another worker. The pusher records it
+ * in the executor's {@link SplitRoutes}, and every partition a map attempt begins goes to the
+ * latest slot known. A map's batches of one partition all go to the slot its first batch went to,
+ * because together they are one stream that a reader decodes in order ({@link #slotOf}); the
+ * worker that was split keeps taking them.
  */
 public final class MapPusher implements Closeable {
-  private record Item(int partition, String addr, int seq, byte[] buf, int len) {}
+  private record Item(int partition, int slot, String addr, int seq, byte[] buf, int len) {}
 
   private final ConnectionPool pool;
   private final String appId;
@@ -32,6 +39,11 @@ public final class MapPusher implements Closeable {
   private final long maxInFlightBytes;
   private final long ackTimeoutMs;
   private final int[] nextSeq;
+  private final SplitRoutes routes;
+  /** The slot each partition's batches go to in this attempt, -1 before its first batch. */
+  private final int[] slots;
+  /** The address of each partition's slot in this attempt. */
+  private final String[] slotAddrs;
 
   private final ArrayDeque<Item> queue = new ArrayDeque<>();
   private long inFlight;
@@ -55,6 +67,21 @@ public final class MapPusher implements Closeable {
       int numPartitions,
       long maxInFlightBytes,
       long ackTimeoutMs) {
+    this(pool, appId, shuffleId, mapId, attemptId, numPartitions, maxInFlightBytes, ackTimeoutMs,
+        new SplitRoutes());
+  }
+
+  /** A pusher that starts each partition where {@code routes} says it goes on. */
+  public MapPusher(
+      ConnectionPool pool,
+      String appId,
+      int shuffleId,
+      int mapId,
+      int attemptId,
+      int numPartitions,
+      long maxInFlightBytes,
+      long ackTimeoutMs,
+      SplitRoutes routes) {
     this.pool = pool;
     this.appId = appId;
     this.shuffleId = shuffleId;
@@ -63,6 +90,18 @@ public final class MapPusher implements Closeable {
     this.maxInFlightBytes = Math.max(1, maxInFlightBytes);
     this.ackTimeoutMs = ackTimeoutMs;
     this.nextSeq = new int[numPartitions];
+    this.routes = routes;
+    this.slots = new int[numPartitions];
+    java.util.Arrays.fill(slots, -1);
+    this.slotAddrs = new String[numPartitions];
+  }
+
+  /**
+   * The slot {@code partition}'s batches of this attempt went to: the partition itself, or the
+   * split it went on in when the attempt began it. What the commit reports its bytes under.
+   */
+  public synchronized int slotOf(int partition) {
+    return slots[partition] < 0 ? partition : slots[partition];
   }
 
   /**
@@ -92,7 +131,13 @@ public final class MapPusher implements Closeable {
       }
       inFlight += len;
       peakInFlight = Math.max(peakInFlight, inFlight);
-      queue.add(new Item(partition, addr, nextSeq[partition]++, buf, len));
+      if (slots[partition] < 0) {
+        SplitRoutes.Route r = routes.of(partition);
+        slots[partition] = r == null ? partition : r.slot();
+        slotAddrs[partition] = r == null ? addr : r.addr();
+      }
+      queue.add(new Item(partition, slots[partition], slotAddrs[partition],
+          nextSeq[partition]++, buf, len));
       if (sender == null) {
         sender = new Thread(this::sendLoop, "crossdock-push-" + shuffleId + "-" + mapId);
         sender.setDaemon(true);
@@ -143,20 +188,23 @@ public final class MapPusher implements Closeable {
       try {
         int crc = Checksums.crc32c(it.buf, 0, it.len);
         Message.PushHeader h =
-            new Message.PushHeader(appId, shuffleId, it.partition, mapId, attemptId, it.seq, crc);
+            new Message.PushHeader(appId, shuffleId, it.slot, mapId, attemptId, it.seq, crc);
         CompletableFuture<Message> f = pool.get(it.addr).push(h, it.buf, 0, it.len);
-        final long len = it.len;
-        final String addr = it.addr;
-        f.whenComplete((m, e) -> acked(len, addr, e, m));
+        final Item sent = it;
+        f.whenComplete((m, e) -> acked(sent, e, m));
       } catch (IOException e) {
-        acked(it.len, it.addr, e, null);
+        acked(it, e, null);
       }
     }
   }
 
-  private synchronized void acked(long len, String addr, Throwable e, Message m) {
-    inFlight -= len;
+  private synchronized void acked(Item it, Throwable e, Message m) {
+    inFlight -= it.len;
     lastProgressNanos = System.nanoTime();
+    String addr = it.addr;
+    if (m instanceof Message.PushRedirect r) {
+      routes.learn(it.partition, r.slot(), r.addr());
+    }
     if (e instanceof CrossdockException ce && ce.code() == ErrorCode.PUSH_AFTER_COMMIT) {
       lostRace = true;
     } else if (failure == null) {
@@ -165,7 +213,7 @@ public final class MapPusher implements Closeable {
       }
       if (e != null) {
         failure = e instanceof IOException io ? io : new IOException(e);
-      } else if (!(m instanceof Message.Ok)) {
+      } else if (!(m instanceof Message.Ok || m instanceof Message.PushRedirect)) {
         failure = CrossdockException.protocol("worker", "unexpected push answer " + m, null);
       }
     }

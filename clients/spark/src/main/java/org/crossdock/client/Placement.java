@@ -7,9 +7,16 @@ import java.util.List;
 import java.util.Map;
 import org.crossdock.protocol.Message;
 
-/** Where each partition of a shuffle lives: a compact, serializable form of ShufflePlacement. */
+/**
+ * Where each partition of a shuffle lives: a compact, serializable form of ShufflePlacement.
+ *
+ * <p>A hot partition may have been split (continued on other workers): its splits are slots
+ * numbered from {@link #numPartitions} on, each with its own primary and replica, and a reader
+ * reads every slot of the partition ({@link #slotsOf}). The methods taking a partition accept any
+ * slot.
+ */
 public final class Placement implements Serializable {
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
 
   private final String[] addrs;
   /** The host label of each of addrs' workers (what Spark calls the executors there). */
@@ -17,6 +24,10 @@ public final class Placement implements Serializable {
   private final int[] partitionAddr;
   /** Index into addrs of each partition's replica, -1 where there is none. */
   private final int[] replicaAddr;
+  /** The shuffle's partitions; the slots past them are splits. */
+  private final int partitions;
+  /** The partition of each split slot (slot {@code partitions + i}). */
+  private final int[] splitParents;
 
   /** A placement whose workers' hosts are their addresses' host parts. */
   public Placement(String[] addrs, int[] partitionAddr, int[] replicaAddr) {
@@ -24,6 +35,23 @@ public final class Placement implements Serializable {
   }
 
   public Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr) {
+    this(addrs, hosts, partitionAddr, replicaAddr, partitionAddr.length, new int[0]);
+  }
+
+  private Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr,
+      int partitions, int[] splitParents) {
+    if (partitions + splitParents.length != partitionAddr.length) {
+      throw new IllegalArgumentException(partitionAddr.length + " slots for " + partitions
+          + " partitions and " + splitParents.length + " splits");
+    }
+    for (int parent : splitParents) {
+      if (parent < 0 || parent >= partitions) {
+        throw new IllegalArgumentException("a split of partition "
+            + Integer.toUnsignedString(parent) + " of a shuffle of " + partitions);
+      }
+    }
+    this.partitions = partitions;
+    this.splitParents = splitParents;
     if (hosts.length != addrs.length) {
       throw new IllegalArgumentException(
           hosts.length + " host labels for " + addrs.length + " worker addresses");
@@ -48,6 +76,21 @@ public final class Placement implements Serializable {
    */
   public static Placement of(
       List<Message.WorkerInfo> workers, int[] partitionWorkers, int[] partitionReplicas) {
+    return of(workers, partitionWorkers, partitionReplicas, partitionWorkers.length, null);
+  }
+
+  /** The placement of a shuffle's status: its partitions and their splits. */
+  public static Placement of(Message.ShuffleStatus s) {
+    return of(s.workers(), s.partitionWorkers(), s.partitionReplicas(), s.numPartitions(),
+        s.splitParents());
+  }
+
+  /**
+   * As above, for {@code partitions} partitions whose splits' partitions are {@code
+   * splitParents} (null: none), the per-slot lists covering both.
+   */
+  public static Placement of(List<Message.WorkerInfo> workers, int[] partitionWorkers,
+      int[] partitionReplicas, int partitions, int[] splitParents) {
     Map<Integer, Integer> index = new HashMap<>();
     List<Message.WorkerInfo> used = new ArrayList<>();
     int[] out = new int[partitionWorkers.length];
@@ -65,7 +108,8 @@ public final class Placement implements Serializable {
       // An empty label (a coordinator that sent none) falls back to the address.
       hosts[i] = w.host() == null || w.host().isEmpty() ? hostPart(w.addr()) : w.host();
     }
-    return new Placement(addrs, hosts, out, replicas);
+    return new Placement(addrs, hosts, out, replicas, partitions,
+        splitParents == null ? new int[0] : splitParents.clone());
   }
 
   private static int indexOf(
@@ -90,8 +134,30 @@ public final class Placement implements Serializable {
     return i;
   }
 
+  /** The shuffle's partitions (its splits not counted). */
   public int numPartitions() {
-    return partitionAddr.length;
+    return partitions;
+  }
+
+  /** The slots a reader of {@code partition} reads: the partition, then its splits in order. */
+  public int[] slotsOf(int partition) {
+    int n = 1;
+    for (int parent : splitParents) {
+      n += parent == partition ? 1 : 0;
+    }
+    int[] out = new int[n];
+    out[0] = partition;
+    for (int i = 0, k = 1; i < splitParents.length; i++) {
+      if (splitParents[i] == partition) {
+        out[k++] = partitions + i;
+      }
+    }
+    return out;
+  }
+
+  /** The partition a slot belongs to: itself, or the partition it is a split of. */
+  public int partitionOf(int slot) {
+    return slot < partitions ? slot : splitParents[slot - partitions];
   }
 
   /** The data address ({@code host:port}) of the worker that holds {@code partition}. */

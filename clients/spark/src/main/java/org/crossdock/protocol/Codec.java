@@ -64,6 +64,9 @@ public final class Codec {
     decoder(KIND_FETCH_END, FetchEnd::decode);
     decoder(KIND_GET_WORKER_STATS, GetWorkerStats::decode);
     decoder(KIND_WORKER_STATS, WorkerStats::decode);
+    decoder(KIND_SPLIT_PARTITION, SplitPartition::decode);
+    decoder(KIND_PARTITION_SPLIT, PartitionSplit::decode);
+    decoder(KIND_PUSH_REDIRECT, PushRedirect::decode);
   }
 
   private static void decoder(int kind, Decoder<? extends Message> d) {

@@ -58,6 +58,9 @@ public sealed interface Message extends Encodable {
   int KIND_FETCH_CHUNK = 0x42;
   int KIND_FETCH_END = 0x43;
   int KIND_APP_REGISTERED = 0x1C;
+  int KIND_SPLIT_PARTITION = 0x1D;
+  int KIND_PARTITION_SPLIT = 0x1E;
+  int KIND_PUSH_REDIRECT = 0x46;
   int KIND_GET_WORKER_STATS = 0x44;
   int KIND_WORKER_STATS = 0x45;
 
@@ -475,10 +478,15 @@ public sealed interface Message extends Encodable {
     }
   }
 
-  /** {@code mapAttempts} holds {@link AttemptIds#NO_ATTEMPT} for a map not committed. */
+  /**
+   * {@code mapAttempts} holds {@link AttemptIds#NO_ATTEMPT} for a map not committed. The
+   * per-partition lists cover every slot: the partitions, then their splits; {@code
+   * splitParents} (appended; null when absent) gives the partition of each split slot, from
+   * {@code numPartitions} on.
+   */
   record ShuffleStatus(int numMaps, int numPartitions, int committedMaps, List<WorkerInfo> workers,
       int[] partitionWorkers, int[] mapAttempts, long[] partitionBytes, long[] partitionRecords,
-      int[] partitionReplicas) implements Message {
+      int[] partitionReplicas, int[] splitParents) implements Message {
     public int kind() {
       return KIND_SHUFFLE_STATUS;
     }
@@ -493,13 +501,69 @@ public sealed interface Message extends Encodable {
       w.u64List(partitionBytes);
       w.u64List(partitionRecords);
       w.u32List(partitionReplicas);
+      if (splitParents != null) {
+        w.u32List(splitParents);
+      }
     }
 
     public static ShuffleStatus decode(Reader r) throws ProtocolException {
       return new ShuffleStatus(r.u32("num_maps"), r.u32("num_partitions"), r.u32("committed_maps"),
           WorkerInfo.decodeList(r), r.u32List("partition_workers"), r.u32List("map_attempts"),
           r.u64List("partition_bytes"), r.u64List("partition_records"),
-          r.u32List("partition_replicas"));
+          r.u32List("partition_replicas"),
+          r.remaining() == 0 ? null : r.u32List("split_parents"));
+    }
+  }
+
+  /** A worker asks the coordinator for the split continuing {@code slot} (cluster only). */
+  record SplitPartition(String appId, int shuffleId, int slot) implements Message {
+    public int kind() {
+      return KIND_SPLIT_PARTITION;
+    }
+
+    public void encode(Writer w) {
+      w.str(appId);
+      w.u32(shuffleId);
+      w.u32(slot);
+    }
+
+    public static SplitPartition decode(Reader r) throws ProtocolException {
+      return new SplitPartition(r.str("app_id"), r.u32("shuffle_id"), r.u32("slot"));
+    }
+  }
+
+  /** The answer to SplitPartition: the split's slot and its primary's address. */
+  record PartitionSplit(int slot, String addr) implements Message {
+    public int kind() {
+      return KIND_PARTITION_SPLIT;
+    }
+
+    public void encode(Writer w) {
+      w.u32(slot);
+      w.str(addr);
+    }
+
+    public static PartitionSplit decode(Reader r) throws ProtocolException {
+      return new PartitionSplit(r.u32("slot"), r.str("addr"));
+    }
+  }
+
+  /**
+   * A push's answer once its partition was split: the batch is stored; the map's next batches
+   * of the partition go to {@code slot} on the worker at {@code addr}.
+   */
+  record PushRedirect(int slot, String addr) implements Message {
+    public int kind() {
+      return KIND_PUSH_REDIRECT;
+    }
+
+    public void encode(Writer w) {
+      w.u32(slot);
+      w.str(addr);
+    }
+
+    public static PushRedirect decode(Reader r) throws ProtocolException {
+      return new PushRedirect(r.u32("slot"), r.str("addr"));
     }
   }
 

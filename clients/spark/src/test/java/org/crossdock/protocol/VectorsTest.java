@@ -69,8 +69,8 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 34, "expected every kind, got " + n + " frames");
-    assertEquals(34, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 37, "expected every kind, got " + n + " frames");
+    assertEquals(37, kinds.size(), "every message kind is covered: " + kinds);
   }
 
   /** testdata/protocol/auth.json: tokens and proofs as the Rust implementation computes them. */
@@ -222,6 +222,17 @@ class VectorsTest {
       o.set("partition_bytes", u64s(s.partitionBytes()));
       o.set("partition_records", u64s(s.partitionRecords()));
       o.set("partition_replicas", u32s(s.partitionReplicas()));
+      if (s.splitParents() == null) {
+        o.putNull("split_parents");
+      } else {
+        o.set("split_parents", u32s(s.splitParents()));
+      }
+    } else if (m instanceof SplitPartition r) {
+      o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId())).put("slot", u(r.slot()));
+    } else if (m instanceof PartitionSplit r) {
+      o.put("slot", u(r.slot())).put("addr", r.addr());
+    } else if (m instanceof PushRedirect r) {
+      o.put("slot", u(r.slot())).put("addr", r.addr());
     } else if (m instanceof ReportWorkerFailure r) {
       o.put("addr", r.addr());
     } else if (m instanceof ReportLostCopy r) {
@@ -405,7 +416,13 @@ class VectorsTest {
         return new ShuffleStatus(i(n, "num_maps"), i(n, "num_partitions"), i(n, "committed_maps"),
             workersOf(n.get("workers")), ints(n.get("partition_workers")), ints(n.get("map_attempts")),
             longs(n.get("partition_bytes")), longs(n.get("partition_records")),
-            ints(n.get("partition_replicas")));
+            ints(n.get("partition_replicas")),
+            n.get("split_parents") == null || n.get("split_parents").isNull() ? null
+                : ints(n.get("split_parents")));
+      case "SplitPartition":
+        return new SplitPartition(s(n, "app_id"), i(n, "shuffle_id"), i(n, "slot"));
+      case "PartitionSplit": return new PartitionSplit(i(n, "slot"), s(n, "addr"));
+      case "PushRedirect": return new PushRedirect(i(n, "slot"), s(n, "addr"));
       case "ReportWorkerFailure": return new ReportWorkerFailure(s(n, "addr"));
       case "ReportLostCopy":
         return new ReportLostCopy(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"),

@@ -27,6 +27,7 @@ import org.crossdock.client.CoordinatorClient;
 import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Placement;
 import org.crossdock.client.ReducerHosts;
+import org.crossdock.client.SplitRoutes;
 import org.crossdock.client.route.RoutePolicy;
 import org.crossdock.protocol.Message;
 import org.crossdock.protocol.ErrorCode;
@@ -63,6 +64,10 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private final Set<Integer> registered = ConcurrentHashMap.newKeySet();
   /** Placements refreshed from the coordinator after a failure, by shuffle id. */
   private final Map<Integer, Placement> refreshed = new ConcurrentHashMap<>();
+  /** The map output tracker's epoch each shuffle's placement was refreshed at, by shuffle id. */
+  private final Map<Integer, Long> refreshedAt = new ConcurrentHashMap<>();
+  /** Where each shuffle's split partitions go on, learnt from push answers (executors). */
+  private final Map<Integer, SplitRoutes> routes = new ConcurrentHashMap<>();
   private volatile CoordinatorClient coordinator;
   private volatile String appId;
   /** The app's token from the coordinator (the driver) or from a handle (executors). */
@@ -179,12 +184,42 @@ public class CrossdockShuffleManager implements ShuffleManager {
     return p != null ? p : h.placement;
   }
 
+  /**
+   * The placement a reduce task reads with: the coordinator's, with the splits of hot
+   * partitions (the handle's placement, made at registration, knows none), asked once per
+   * executor, shuffle and map output epoch. Splits are made while maps push, and a reduce task
+   * starts once every map of its range committed; Spark runs maps again only after it
+   * unregistered outputs, which moves the epoch on, so a placement asked at the same epoch
+   * already has every split that holds committed data.
+   */
+  Placement readPlacement(CrossdockShuffleHandle<?, ?, ?> h, TaskContext context)
+      throws IOException {
+    long epoch = trackerEpoch();
+    Long at = refreshedAt.get(h.shuffleId());
+    if (at == null || at != epoch) {
+      refreshStatus(h);
+      refreshedAt.put(h.shuffleId(), epoch);
+    }
+    return placement(h, context);
+  }
+
+  private static long trackerEpoch() {
+    org.apache.spark.MapOutputTracker t = SparkEnv.get().mapOutputTracker();
+    synchronized (t.epochLock()) {
+      return t.epoch();
+    }
+  }
+
   /** The shuffle's status from the coordinator; its placement is used from now on. */
   Message.ShuffleStatus refreshStatus(CrossdockShuffleHandle<?, ?, ?> h) throws IOException {
     Message.ShuffleStatus s = coordinator(h).shuffleStatus(h.appId, h.shuffleId());
-    refreshed.put(h.shuffleId(),
-        Placement.of(s.workers(), s.partitionWorkers(), s.partitionReplicas()));
+    refreshed.put(h.shuffleId(), Placement.of(s));
     return s;
+  }
+
+  /** What this executor learnt of shuffle {@code shuffleId}'s splits from push answers. */
+  SplitRoutes routes(int shuffleId) {
+    return routes.computeIfAbsent(shuffleId, id -> new SplitRoutes());
   }
 
   /**
@@ -389,8 +424,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
     if (!isDriver || app == null) {
       throw new IllegalStateException("only the driver of an app with shuffles knows placements");
     }
-    Message.ShuffleStatus s = coordinator().shuffleStatus(app, shuffleId);
-    return Placement.of(s.workers(), s.partitionWorkers(), s.partitionReplicas());
+    return Placement.of(coordinator().shuffleStatus(app, shuffleId));
   }
 
   /** Reduce tasks given their partitions' hosts as preferred locations so far (driver). */
@@ -461,6 +495,9 @@ public class CrossdockShuffleManager implements ShuffleManager {
     if (s != null) {
       s.unregisterShuffle(shuffleId);
     }
+    refreshed.remove(shuffleId);
+    refreshedAt.remove(shuffleId);
+    routes.remove(shuffleId);
     if (isDriver && appId != null && registered.remove(shuffleId)) {
       try {
         coordinator().unregisterShuffle(appId, shuffleId);

@@ -64,6 +64,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final TaskContext context;
   private final ShuffleReadMetricsReporter metrics;
   private final CrossdockConf conf;
+  /** The placement the task reads with, once asked ({@link #readPlacement()}). */
+  private volatile Placement readPlacement;
 
   CrossdockShuffleReader(CrossdockShuffleHandle<K, ?, C> handle, CrossdockShuffleManager manager,
       int startMap, int endMap, int startPartition, int endPartition, TaskContext context,
@@ -131,8 +133,11 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
    * (e.g. its block is empty), mapIndex is -1 and Spark retries the stage as a whole.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  FetchFailedException fetchFailed(int partition, int mapIndex, String what, Throwable cause) {
+  FetchFailedException fetchFailed(int slot, int mapIndex, String what, Throwable cause) {
     int shuffleId = handle.shuffleId();
+    // A split's slot fails as its partition: that is what Spark knows.
+    Placement p = readPlacement;
+    int partition = p == null || slot < p.numPartitions() ? slot : p.partitionOf(slot);
     BlockManagerId location = null;
     long mapTaskId = -1;
     int index = -1;
@@ -154,6 +159,19 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     String msg = "Crossdock fetch of shuffle " + shuffleId + " partition " + partition + " maps ["
         + startMap + ", " + endMap + ") failed: " + what;
     return new FetchFailedException(location, shuffleId, mapTaskId, index, partition, msg, cause);
+  }
+
+  /**
+   * The placement the task reads with, splits included ({@link
+   * CrossdockShuffleManager#readPlacement}); asked on first use.
+   */
+  Placement readPlacement() throws IOException {
+    Placement p = readPlacement;
+    if (p == null) {
+      p = manager.readPlacement(handle, context);
+      readPlacement = p;
+    }
+    return p;
   }
 
   /**
@@ -298,7 +316,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
         finish();
         return false;
       }
-      lastPartition = d.segment().partition;
+      lastPartition = readPlacement.partitionOf(d.segment().partition);
       lastMap = d.batch().mapId();
       if (isLocal(d.source())) {
         metrics.incLocalBlocksFetched(1);
@@ -322,7 +340,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
         List<Segment> plan = startMap >= endMap || startPartition >= endPartition
             ? List.of()
             : FetchPlanner.plan(handle.shuffleId(), startMap, endMap, startPartition,
-                endPartition, manager.placement(handle, context), conf, context.taskAttemptId());
+                endPartition, readPlacement(), conf, context.taskAttemptId());
         memory = new FetchMemoryConsumer(context.taskMemoryManager());
         FetchScheduler.Settings settings = new FetchScheduler.Settings(handle.appId, handle.appToken,
             handle.shuffleId(), conf.fetchPolicy, conf.fetchMaxInFlight, conf.fetchIncrement(),

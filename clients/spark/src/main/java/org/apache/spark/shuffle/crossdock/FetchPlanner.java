@@ -24,6 +24,9 @@ import scala.collection.Iterator;
  * started, as Spark does after a fetch failure), every partition is one segment: the workers'
  * commits, not the tracker, say what there is to read.
  *
+ * <p>A split partition (a hot one continued on other workers) is read from every slot of it
+ * ({@link Placement#slotsOf}); a segment's {@code partition} is the slot it fetches.
+ *
  * <p>Target size: the in-flight increment for the adaptive reader (segments are packed per
  * source at request time), a fifth of the limit for the static one (Spark's request size), whose
  * segments are then shuffled as Spark shuffles its requests.
@@ -49,16 +52,21 @@ final class FetchPlanner {
     }
     List<Segment> out = new ArrayList<>();
     for (int p = 0; p < parts; p++) {
-      int partition = startPartition + p;
-      List<String> copies = placement.copiesOf(partition);
-      int first = 0;
-      long bytes = 0;
-      for (int m = 0; m < maps; m++) {
-        bytes += sizes[p][m];
-        if (bytes >= target || m == maps - 1) {
-          out.add(new Segment(partition, startMap + first, startMap + m + 1, bytes, copies));
-          first = m + 1;
-          bytes = 0;
+      // A split partition is read from every slot, each cut the same way: which maps went on
+      // in a split is not known here, so each slot counts its share of their sizes.
+      int[] slots = placement.slotsOf(startPartition + p);
+      for (int slot : slots) {
+        List<String> copies = placement.copiesOf(slot);
+        int first = 0;
+        long bytes = 0;
+        for (int m = 0; m < maps; m++) {
+          bytes += sizes[p][m];
+          if (bytes >= target || m == maps - 1) {
+            long share = (bytes + slots.length - 1) / slots.length;
+            out.add(new Segment(slot, startMap + first, startMap + m + 1, share, copies));
+            first = m + 1;
+            bytes = 0;
+          }
         }
       }
     }
@@ -85,11 +93,14 @@ final class FetchPlanner {
     long cap = Math.max(Math.max(4L << 10, runBatch), conf.fetchMaxInFlight / (2L * Math.max(1, n)));
     List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));
     for (int p = 0; p < parts; p++) {
-      int partition = startPartition + p;
-      List<String> copies = placement.copiesOf(partition);
-      for (int m = 0; m < maps; m++) {
-        long estimate = sizes == null ? cap : sizes[p][m];
-        out.add(new Segment(partition, startMap + m, startMap + m + 1, estimate, copies, cap));
+      // A split partition: each map's run is whole in one of its slots (a map's batches of a
+      // partition never leave the slot they began in); the others answer it empty.
+      for (int slot : placement.slotsOf(startPartition + p)) {
+        List<String> copies = placement.copiesOf(slot);
+        for (int m = 0; m < maps; m++) {
+          long estimate = sizes == null ? cap : sizes[p][m];
+          out.add(new Segment(slot, startMap + m, startMap + m + 1, estimate, copies, cap));
+        }
       }
     }
     return out;

@@ -95,7 +95,7 @@ final class MapAttempt {
   MapPusher startPushing() throws IOException {
     placement = manager.placement(handle, context);
     pusher = new MapPusher(manager.pool(handle), handle.appId, handle.shuffleId(), mapIndex, attemptId,
-        numPartitions, conf.maxInFlight, conf.networkTimeoutMs);
+        numPartitions, conf.maxInFlight, conf.networkTimeoutMs, manager.routes(handle.shuffleId()));
     return pusher;
   }
 
@@ -147,10 +147,12 @@ final class MapAttempt {
           shuffleId, mapIndex, attemptId);
       return;
     }
+    // Each partition's bytes are counted where they went: the partition, or the split the
+    // pusher began it in.
     List<Message.PartitionStat> stats = new ArrayList<>();
     for (int p = 0; p < bytes.length; p++) {
       if (bytes[p] > 0) {
-        stats.add(new Message.PartitionStat(p, bytes[p], records[p]));
+        stats.add(new Message.PartitionStat(pusher.slotOf(p), bytes[p], records[p]));
       }
     }
     Message.CommitResult r =

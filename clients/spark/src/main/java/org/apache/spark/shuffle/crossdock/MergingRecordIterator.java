@@ -124,7 +124,7 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
 
   private Placement placement() {
     try {
-      return manager.placement(handle, context);
+      return reader.readPlacement();
     } catch (IOException e) {
       throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(startPartition, -1,
           "the shuffle's placement could not be had: " + e.getMessage(), e));
