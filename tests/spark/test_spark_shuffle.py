@@ -2,7 +2,7 @@
 
 Every workload of `workloads.py` runs once in a vanilla local-cluster application and
 once in one whose shuffles go through a real `crossdock standalone` that splits every
-partition past 1 MiB across its workers; the results must be identical. Further tests: two applications at once against one Crossdock, a job against
+partition past 128 KiB across its workers; the results must be identical. Further tests: two applications at once against one Crossdock, a job against
 a cluster that runs with TLS, and a coordinator that cannot be reached.
 """
 
@@ -48,9 +48,9 @@ def vanilla(tmp_env):
 
 @pytest.fixture(scope="module")
 def crossdock_cluster():
-    # Partitions split at 1 MiB: every workload's larger partitions are pushed, committed
+    # Partitions split at 128 KiB: every workload's larger partitions are pushed, committed
     # and read across workers (AQE's skew reads, merged sorted runs and joins included).
-    with Standalone(workers=2, memory="512MiB", extra_args=("--split-size", "1MiB")) as sa:
+    with Standalone(workers=2, memory="512MiB", extra_args=("--split-size", "128KiB")) as sa:
         yield sa
 
 

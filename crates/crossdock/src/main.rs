@@ -345,8 +345,8 @@ fn split_size(s: Option<String>) -> Result<u64> {
         Some("0" | "off") => Ok(0),
         Some(s) => {
             let n = parse_size(s)?;
-            if n < (1 << 20) {
-                anyhow::bail!("--split-size {s} is too small: at least 1MiB, or 0 for no splits");
+            if n < (64 << 10) {
+                anyhow::bail!("--split-size {s} is too small: at least 64KiB, or 0 for no splits");
             }
             Ok(n)
         }

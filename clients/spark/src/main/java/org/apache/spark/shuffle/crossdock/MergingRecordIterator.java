@@ -252,9 +252,17 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     boolean advance() {
       try {
         if (records == null) {
-          BlockId blockId = new ShuffleBlockId(handle.shuffleId(), run.startMap, run.partition);
-          InputStream wrapped = serializerManager.wrapStream(blockId, new RunStream(this));
-          records = serializer.deserializeStream(wrapped).asKeyValueIterator();
+          RunStream stream = new RunStream(this);
+          if (stream.buffer() == null) {
+            // An empty run (the map wrote nothing here, or its run is in another slot of a
+            // split partition): no records, and nothing a serializer could open (Java's
+            // reads a stream header at once).
+            records = scala.collection.Iterator$.MODULE$.empty();
+          } else {
+            BlockId blockId = new ShuffleBlockId(handle.shuffleId(), run.startMap, run.partition);
+            InputStream wrapped = serializerManager.wrapStream(blockId, stream);
+            records = serializer.deserializeStream(wrapped).asKeyValueIterator();
+          }
         }
         if (records.hasNext()) {
           head = records.next();
