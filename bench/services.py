@@ -126,11 +126,16 @@ class CrossdockService:
     def commit_latency(self) -> dict[str, float]:
         """The coordinator's commits so far and their p50 and p99 latency in ms (from its
         `crossdock_coordinator_commit_seconds` histogram, interpolated within buckets as
-        Prometheus' histogram_quantile does); empty without a metrics endpoint."""
+        Prometheus' histogram_quantile does), and its partition splits; empty without a
+        metrics endpoint."""
         if not self.metrics_url:
             return {}
         text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
-        return histogram_summary(text, "crossdock_coordinator_commit_seconds", "commit")
+        out = histogram_summary(text, "crossdock_coordinator_commit_seconds", "commit")
+        # Hot partitions continued on another worker (docs/architecture.md, "A hot partition, split").
+        out["splits"] = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                            if l.startswith("crossdock_coordinator_splits_total"))
+        return out
 
     def peak_rss(self) -> int:
         """Sum over the worker processes of each one's peak resident set."""

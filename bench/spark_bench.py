@@ -363,13 +363,18 @@ class LocalBackend:
     kind = "single host"
     executors = 2
 
-    def __init__(self, workdir: pathlib.Path, replication: int = 1):
+    def __init__(self, workdir: pathlib.Path, replication: int = 1, worker_memory: str = "1GiB",
+                 split_size: str | None = None):
         self.workdir = workdir
         self.replication = replication
+        self.worker_memory = worker_memory
+        self.split_size = split_size
 
     def describe(self) -> dict:
+        split = f", split size {self.split_size}" if self.split_size else ""
         return {"kind": self.kind, "spark": "local-cluster[2,1,2048]: 2 executors x 1 core, 1 GiB heap",
-                "crossdock": f"crossdock standalone, 2 workers x 1 GiB, replication {self.replication}, per run",
+                "crossdock": f"crossdock standalone, 2 workers x {self.worker_memory}, replication "
+                             f"{self.replication}{split}, per run",
                 "goal_wall_ratio": 1.0}
 
     def spark_conf(self) -> dict[str, str]:
@@ -384,9 +389,11 @@ class LocalBackend:
             ca = certs / "ca.pem"
             tls_args = ["--tls-cert", str(certs / "cert.pem"), "--tls-key", str(certs / "key.pem"), "--tls-ca", str(ca)]
         p = Proc("crossdock standalone",
-                 [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2", "--memory", "1GiB",
+                 [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2",
+                  "--memory", self.worker_memory,
                   "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "127.0.0.1:0",
-                  "--replication", str(self.replication), *tls_args],
+                  "--replication", str(self.replication), *tls_args,
+                  *(["--split-size", self.split_size] if self.split_size else [])],
                  r"metrics on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
         address = next(m.group(1) for m in (re.search(r"crossdock standalone listening on (\S+)", ln) for ln in p.output) if m)
         service = CrossdockService(address, [p], metrics_url=p.match.group(1))
@@ -575,7 +582,7 @@ METRICS = [("wall_s", "action wall s"), ("machine_cpu_s", "machine CPU s"), ("ex
            ("net_bytes", "bytes on links"), ("peak_executor_heap", "peak exec heap"),
            ("fetch_peak_bytes", "peak fetch buf"), ("reduce_local_share", "reduce local"),
            ("worker_peak_rss", "service RSS"), ("commits", "map commits"), ("commit_p50_ms", "commit p50 ms"),
-           ("commit_p99_ms", "commit p99 ms")]
+           ("commit_p99_ms", "commit p99 ms"), ("splits", "partition splits")]
 
 
 def _paired_wall_ratios(by_mode: dict, mode: str) -> list[float]:
@@ -796,6 +803,9 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                          "with certificates made per run), crossdock-unplaced (spark.crossdock.locality=false: reduce "
                          "tasks where Spark puts them) [vanilla,crossdock]")
     ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
+    ap.add_argument("--worker-memory", default="1GiB", help="memory budget of each Crossdock worker (one host) [1GiB]")
+    ap.add_argument("--split-size", default=None,
+                    help="the Crossdock workers' --split-size (one host) [the service's default, 1GiB]")
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "
                          "or a .toml/.json file (see bench/peers/); repeatable")
@@ -818,7 +828,8 @@ def main() -> int:
         _plots(pathlib.Path(args.plot_only))
         return 0
     with work_dir("crossdock-bench-", args.keep_logs) as workdir:
-        return run_suite(args, LocalBackend(workdir, replication=args.replication), workdir)
+        return run_suite(args, LocalBackend(workdir, replication=args.replication,
+                                        worker_memory=args.worker_memory, split_size=args.split_size), workdir)
 
 
 if __name__ == "__main__":

@@ -363,6 +363,15 @@ async fn commit_map(
         .into());
     }
     let _serial = shuffle.commit_guard(map_id).await;
+    // Again under the guard: a split that could not be journaled is taken back under it.
+    let slots = shuffle.lock().slots();
+    if let Some(s) = stats.iter().find(|s| s.partition >= slots) {
+        return Err(StateError::PartitionOutOfRange {
+            partition: s.partition,
+            partitions: slots,
+        }
+        .into());
+    }
     if let Some((status, winner)) = shuffle.commit_precheck(map_id, attempt_id) {
         if status == CommitStatus::Rejected {
             CoordinatorMetrics::add(&coord.metrics.rejected_commits, 1);

@@ -33,78 +33,119 @@ pub async fn split_partition(
     if let Some(answer) = existing(coord, &shuffle, slot)? {
         return Ok(answer);
     }
+    // A split that cannot be made is refused without waiting for the layout (which
+    // would hold the shuffle's commits up every time a worker asks again).
+    plan(coord, app_id, shuffle_id, &shuffle, slot)?;
     // One layout change at a time; commits of the shuffle wait the few milliseconds.
     let _layout = shuffle.layout_guard().await;
     if let Some(answer) = existing(coord, &shuffle, slot)? {
         return Ok(answer);
     }
-    let (new, primary, replica, calls, partition) = {
-        let st = coord.lock();
-        let mut p = shuffle.lock();
-        if p.slots() >= slot_limit(shuffle.num_partitions) {
-            return Err(StateError::SplitLimit {
-                shuffle: shuffle_id,
-                max: MAX_SPLITS,
-            }
-            .into());
-        }
-        let partition = p.partition_of(slot);
-        let (primary, replica) = st
-            .placer()
-            .split_target(&p, slot)
-            .ok_or(StateError::NoSplitTarget { partition })?;
-        let before = p.copies_per_worker();
-        let new = p.add_split(slot, primary, replica);
-        st.layout_changed(
-            app_id,
-            shuffle_id,
-            &shuffle,
-            &before,
-            &p.copies_per_worker(),
-        );
-        // Each worker of the split creates it, then takes the commits as they stand (a
-        // worker new to the shuffle knows none) and confirms it holds the split whole: none
-        // of the committed maps wrote into it. Until then it would hold its reads back as
-        // it does a copy moved from a lost worker.
-        let check = p.copy_check(app_id, shuffle_id, vec![new], false);
-        let calls: Vec<(String, Message, Message)> = [primary, replica]
-            .into_iter()
-            .filter(|&w| w != NO_WORKER)
-            .map(|w| {
-                let prepare =
-                    st.placer()
-                        .prepare_message(app_id, shuffle_id, &shuffle, &p, w, vec![new]);
-                (st.addr_of(w), prepare, check.clone())
-            })
-            .collect();
-        (new, primary, replica, calls, partition)
-    };
-    if let Some(err) = prepare_split(coord, &calls, new).await {
-        let st = coord.lock();
-        let mut p = shuffle.lock();
-        let before = p.copies_per_worker();
-        p.drop_last_split();
-        st.layout_changed(
-            app_id,
-            shuffle_id,
-            &shuffle,
-            &before,
-            &p.copies_per_worker(),
-        );
+    let planned = plan(coord, app_id, shuffle_id, &shuffle, slot)?;
+    // Nobody learns of the split before its workers hold it and the journal has it.
+    if let Some(err) = prepare_split(coord, &planned.calls, planned.slot).await {
         tracing::warn!(app = %app_id, shuffle_id, slot, error = %err, "could not prepare a split");
         return Err(err);
     }
-    coord.log(&[Record::Split {
+    let (new, primary, replica) = (planned.slot, planned.primary, planned.replica);
+    change_layout(coord, app_id, shuffle_id, &shuffle, |p| {
+        let added = p.add_split(slot, primary, replica);
+        assert_eq!(added, new, "only the holder of the layout guard adds slots");
+    });
+    let logged = coord.log(&[Record::Split {
         app_id: app_id.to_string(),
         shuffle_id,
+        slot: new,
         from: slot,
         primary,
         replica,
-    }])?;
+    }]);
+    if let Err(e) = logged {
+        change_layout(coord, app_id, shuffle_id, &shuffle, |p| p.drop_last_split());
+        return Err(e);
+    }
     CoordinatorMetrics::add(&coord.metrics.splits, 1);
     let addr = coord.lock().addr_of(primary);
+    let partition = planned.partition;
     tracing::info!(app = %app_id, shuffle_id, partition, from = slot, split = new, worker = %addr, "partition split");
     Ok(Message::PartitionSplit { slot: new, addr })
+}
+
+/// A split as planned, not yet made.
+struct Planned {
+    /// Its slot number: the shuffle's next.
+    slot: u32,
+    primary: u32,
+    replica: u32,
+    /// The partition it belongs to.
+    partition: u32,
+    /// Per worker of it: (address, `PrepareShuffle`, `CheckCopies`).
+    calls: Vec<(String, Message, Message)>,
+}
+
+/// Where the split continuing `slot` would go, and the calls that make it there; or why
+/// there can be none.
+fn plan(
+    coord: &Coordinator,
+    app_id: &str,
+    shuffle_id: u32,
+    shuffle: &ShuffleEntry,
+    slot: u32,
+) -> Result<Planned, StateError> {
+    let st = coord.lock();
+    let mut p = shuffle.lock();
+    if p.slots() >= slot_limit(shuffle.num_partitions) {
+        return Err(StateError::SplitLimit {
+            shuffle: shuffle_id,
+            max: MAX_SPLITS,
+        });
+    }
+    let partition = p.partition_of(slot);
+    let (primary, replica) = st
+        .placer()
+        .split_target(&p, slot)
+        .ok_or(StateError::NoSplitTarget { partition })?;
+    // The messages are those of the layout with the split; it is taken back at once,
+    // under the same lock, so nobody sees it.
+    let new = p.add_split(slot, primary, replica);
+    // Each worker of the split creates it, then takes the commits as they stand (a worker
+    // new to the shuffle knows none) and confirms it holds the split whole: none of the
+    // committed maps wrote into it. Until then it would hold its reads back as it does a
+    // copy moved from a lost worker.
+    let check = p.copy_check(app_id, shuffle_id, vec![new], false);
+    let calls = [primary, replica]
+        .into_iter()
+        .filter(|&w| w != NO_WORKER)
+        .map(|w| {
+            let prepare =
+                st.placer()
+                    .prepare_message(app_id, shuffle_id, shuffle, &p, w, vec![new]);
+            (st.addr_of(w), prepare, check.clone())
+        })
+        .collect();
+    p.drop_last_split();
+    Ok(Planned {
+        slot: new,
+        primary,
+        replica,
+        partition,
+        calls,
+    })
+}
+
+/// Applies `change` to the shuffle's layout and keeps the tally of copies per worker.
+fn change_layout(
+    coord: &Coordinator,
+    app_id: &str,
+    shuffle_id: u32,
+    shuffle: &ShuffleEntry,
+    change: impl FnOnce(&mut crate::coordinator::state::Progress),
+) {
+    let st = coord.lock();
+    let mut p = shuffle.lock();
+    let before = p.copies_per_worker();
+    change(&mut p);
+    st.layout_changed(app_id, shuffle_id, shuffle, &before, &p.copies_per_worker());
 }
 
 /// Prepares a new split on its workers and has each confirm it holds it whole; the first

@@ -54,11 +54,12 @@ crossdock_proto::wire_enum! {
             app_id: String,
             shuffle_id: u32,
         },
-        /// A split continuing slot `from` of a shuffle, on `primary` (and `replica`, or
-        /// `NO_WORKER`): it takes the next slot number.
+        /// Split `slot` of a shuffle (always its next slot number), continuing slot `from`,
+        /// on `primary` (and `replica`, or `NO_WORKER`).
         Split = 9 {
             app_id: String,
             shuffle_id: u32,
+            slot: u32,
             from: u32,
             primary: u32,
             replica: u32,

@@ -359,7 +359,7 @@ impl State {
             .filter(|(_, s)| s.registered_at.elapsed() <= PARTNER_WINDOW)
             .filter(|(_, s)| s.lock().committed < s.num_maps)
             .max_by_key(|(id, _)| *id)?;
-        let (primary, _) = partner.lock().layout();
+        let (primary, _) = partner.lock().partition_layout();
         let usable = |w: &u32| {
             self.members
                 .iter()
@@ -452,10 +452,11 @@ impl State {
     /// The placement message of a shuffle.
     pub fn placement(&self, s: &ShuffleEntry) -> Message {
         let p = s.lock();
+        let (primary, replica) = p.partition_layout();
         Message::ShufflePlacement {
             workers: self.members.infos(p.holders()),
-            partition_workers: p.primary.clone(),
-            partition_replicas: p.replica.clone(),
+            partition_workers: primary,
+            partition_replicas: replica,
         }
     }
 

@@ -113,15 +113,32 @@ impl Progress {
 
     /// Bytes per partition over the committed maps, each partition's splits folded in.
     pub fn logical_bytes(&self) -> Vec<u64> {
+        self.fold_splits(&self.partition_bytes)
+    }
+
+    /// Records per partition over the committed maps, each partition's splits folded in.
+    pub fn logical_records(&self) -> Vec<u64> {
+        self.fold_splits(&self.partition_records)
+    }
+
+    /// A per-slot figure as one per partition: each split's added to its partition's.
+    fn fold_splits(&self, per_slot: &[u64]) -> Vec<u64> {
         let n = self.primary.len() - self.split_from.len();
-        let mut out = self.partition_bytes[..n].to_vec();
-        for s in n..self.partition_bytes.len() {
-            out[self.partition_of(s as u32) as usize] += self.partition_bytes[s];
+        let mut out = per_slot[..n].to_vec();
+        for (s, &v) in per_slot.iter().enumerate().skip(n) {
+            out[self.partition_of(s as u32) as usize] += v;
         }
         out
     }
 
-    /// (primary per partition, replica per partition).
+    /// (primary, replica) of the shuffle's partitions, its splits left out: what a new
+    /// registration is told, and what a partner shuffle copies.
+    pub fn partition_layout(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.primary.len() - self.split_from.len();
+        (self.primary[..n].to_vec(), self.replica[..n].to_vec())
+    }
+
+    /// (primary per slot, replica per slot): the partitions, then the splits.
     pub fn layout(&self) -> (Vec<u32>, Vec<u32>) {
         (self.primary.clone(), self.replica.clone())
     }
@@ -280,6 +297,12 @@ impl ShuffleEntry {
     /// A shuffle with nothing committed yet, laid out as given, that predicts its
     /// partition sizes at the default threshold (see [`ShuffleEntry::observing`]).
     pub fn new(num_maps: u32, num_partitions: u32, primary: Vec<u32>, replica: Vec<u32>) -> Self {
+        assert!(
+            primary.len() == num_partitions as usize && replica.len() == primary.len(),
+            "a layout of {} primaries and {} replicas for {num_partitions} partitions",
+            primary.len(),
+            replica.len()
+        );
         ShuffleEntry {
             num_maps,
             num_partitions,

@@ -42,6 +42,7 @@ pub fn snapshot(members: &Membership, apps: &Apps) -> Vec<Record> {
                 out.push(Record::Split {
                     app_id: app_id.clone(),
                     shuffle_id,
+                    slot: (n + i) as u32,
                     from,
                     primary: p.primary[n + i],
                     replica: p.replica[n + i],
@@ -112,9 +113,12 @@ pub fn apply(
             primary,
             replica,
         } => {
-            let entry = ShuffleEntry::new(num_maps, num_partitions, primary, replica)
-                .observing(prediction_threshold);
-            apps.put_shuffle(&app_id, shuffle_id, entry);
+            let whole = primary.len() == num_partitions as usize && replica.len() == primary.len();
+            if whole {
+                let entry = ShuffleEntry::new(num_maps, num_partitions, primary, replica)
+                    .observing(prediction_threshold);
+                apps.put_shuffle(&app_id, shuffle_id, entry);
+            }
         }
         Record::Layout {
             app_id,
@@ -165,13 +169,14 @@ pub fn apply(
         Record::Split {
             app_id,
             shuffle_id,
+            slot,
             from,
             primary,
             replica,
         } => {
             if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
                 let mut p = s.lock();
-                if from < p.slots() && p.split_of(from).is_none() {
+                if slot == p.slots() && from < slot && p.split_of(from).is_none() {
                     let before = p.copies_per_worker();
                     p.add_split(from, primary, replica);
                     apps.moved(&app_id, shuffle_id, &s, &before, &p.copies_per_worker());

@@ -94,6 +94,24 @@ fn with_replication_the_split_gets_a_replica_on_another_worker() {
 }
 
 #[test]
+fn the_placement_of_a_split_shuffle_lists_its_partitions_only() {
+    // A new registration of the shuffle, and a partner shuffle copying its layout, must
+    // get one entry per partition.
+    let (st, e) = splittable(1);
+    e.lock().add_split(1, 2, NO_WORKER);
+    let Message::ShufflePlacement {
+        partition_workers,
+        partition_replicas,
+        ..
+    } = st.placement(&e)
+    else {
+        panic!("a placement")
+    };
+    assert_eq!((partition_workers.len(), partition_replicas.len()), (2, 2));
+    assert_eq!(e.lock().partition_layout().0.len(), 2);
+}
+
+#[test]
 fn a_split_taken_back_leaves_the_layout_as_it_was() {
     let (_, e) = splittable(1);
     let mut p = e.lock();
@@ -131,9 +149,10 @@ fn splits_come_back_from_a_snapshot_and_from_the_log() {
     {
         logged.apply(r, now);
     }
-    let split = |from, primary| Record::Split {
+    let split = |slot, from, primary| Record::Split {
         app_id: "a".into(),
         shuffle_id: 0,
+        slot,
         from,
         primary,
         replica: NO_WORKER,
@@ -152,8 +171,10 @@ fn splits_come_back_from_a_snapshot_and_from_the_log() {
         0,
         "a commit naming an unknown slot is skipped"
     );
-    logged.apply(split(1, 0), now);
-    logged.apply(split(1, 2), now);
+    logged.apply(split(3, 1, 0), now);
+    assert_eq!(s.lock().slots(), 2, "a split is the next slot or none");
+    logged.apply(split(2, 1, 0), now);
+    logged.apply(split(3, 1, 2), now);
     assert_eq!(s.lock().slots(), 3, "a slot is split once");
     logged.apply(commit, now);
     assert_eq!(s.lock().partition_bytes(), &[0, 0, 4]);

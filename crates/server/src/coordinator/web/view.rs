@@ -213,7 +213,7 @@ pub fn overview(coord: &Coordinator) -> Overview {
             l.shuffle_id,
             &l.entry,
             p.committed(),
-            p.partition_bytes(),
+            &p.logical_bytes(),
             p.partition_records().iter().sum(),
         );
         by_app.entry(l.app_id.clone()).or_default().push(summary);
@@ -260,8 +260,8 @@ pub fn shuffle(coord: &Coordinator, app_id: &str, shuffle_id: u32) -> Option<Shu
     let prediction = entry.prediction();
     let p = entry.lock();
     let (primary, replica) = p.layout();
-    let bytes = p.partition_bytes();
-    let records = p.partition_records();
+    // A split partition shows as one, its splits' figures folded in.
+    let (bytes, records) = (&p.logical_bytes()[..], &p.logical_records()[..]);
     let addr = |w: u32| addrs.get(&w).cloned().unwrap_or_default();
     let partitions = (0..entry.num_partitions as usize)
         .map(|i| Partition {

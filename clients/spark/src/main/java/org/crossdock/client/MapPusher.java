@@ -40,6 +40,8 @@ public final class MapPusher implements Closeable {
   private final long ackTimeoutMs;
   private final int[] nextSeq;
   private final SplitRoutes routes;
+  /** The current primary of a split slot, if the caller's placement knows it (else null). */
+  private final java.util.function.IntFunction<String> slotAddr;
   /** The slot each partition's batches go to in this attempt, -1 before its first batch. */
   private final int[] slots;
   /** The address of each partition's slot in this attempt. */
@@ -68,10 +70,14 @@ public final class MapPusher implements Closeable {
       long maxInFlightBytes,
       long ackTimeoutMs) {
     this(pool, appId, shuffleId, mapId, attemptId, numPartitions, maxInFlightBytes, ackTimeoutMs,
-        new SplitRoutes());
+        new SplitRoutes(), slot -> null);
   }
 
-  /** A pusher that starts each partition where {@code routes} says it goes on. */
+  /**
+   * A pusher that starts each partition where {@code routes} says it goes on, at the address
+   * {@code slotAddr} gives for the split (the caller's placement: after a worker's loss it
+   * names the split's new primary), else at the one the redirect named.
+   */
   public MapPusher(
       ConnectionPool pool,
       String appId,
@@ -81,7 +87,8 @@ public final class MapPusher implements Closeable {
       int numPartitions,
       long maxInFlightBytes,
       long ackTimeoutMs,
-      SplitRoutes routes) {
+      SplitRoutes routes,
+      java.util.function.IntFunction<String> slotAddr) {
     this.pool = pool;
     this.appId = appId;
     this.shuffleId = shuffleId;
@@ -91,6 +98,7 @@ public final class MapPusher implements Closeable {
     this.ackTimeoutMs = ackTimeoutMs;
     this.nextSeq = new int[numPartitions];
     this.routes = routes;
+    this.slotAddr = slotAddr;
     this.slots = new int[numPartitions];
     java.util.Arrays.fill(slots, -1);
     this.slotAddrs = new String[numPartitions];
@@ -133,8 +141,9 @@ public final class MapPusher implements Closeable {
       peakInFlight = Math.max(peakInFlight, inFlight);
       if (slots[partition] < 0) {
         SplitRoutes.Route r = routes.of(partition);
+        String current = r == null ? null : slotAddr.apply(r.slot());
         slots[partition] = r == null ? partition : r.slot();
-        slotAddrs[partition] = r == null ? addr : r.addr();
+        slotAddrs[partition] = r == null ? addr : current != null ? current : r.addr();
       }
       queue.add(new Item(partition, slots[partition], slotAddrs[partition],
           nextSeq[partition]++, buf, len));

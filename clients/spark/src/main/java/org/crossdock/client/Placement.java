@@ -155,6 +155,11 @@ public final class Placement implements Serializable {
     return out;
   }
 
+  /** The data address of {@code slot}'s primary, or null for a slot this placement predates. */
+  public String addrOfSlot(int slot) {
+    return slot >= 0 && slot < partitionAddr.length ? addrOf(slot) : null;
+  }
+
   /** The partition a slot belongs to: itself, or the partition it is a split of. */
   public int partitionOf(int slot) {
     return slot < partitions ? slot : splitParents[slot - partitions];

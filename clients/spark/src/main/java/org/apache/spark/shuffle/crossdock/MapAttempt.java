@@ -95,7 +95,8 @@ final class MapAttempt {
   MapPusher startPushing() throws IOException {
     placement = manager.placement(handle, context);
     pusher = new MapPusher(manager.pool(handle), handle.appId, handle.shuffleId(), mapIndex, attemptId,
-        numPartitions, conf.maxInFlight, conf.networkTimeoutMs, manager.routes(handle.shuffleId()));
+        numPartitions, conf.maxInFlight, conf.networkTimeoutMs, manager.routes(handle.shuffleId()),
+        placement::addrOfSlot);
     return pusher;
   }
 
