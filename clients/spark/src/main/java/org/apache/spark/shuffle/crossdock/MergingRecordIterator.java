@@ -257,7 +257,7 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
             // An empty run (the map wrote nothing here, or its run is in another slot of a
             // split partition): no records, and nothing a serializer could open (Java's
             // reads a stream header at once).
-            records = scala.collection.Iterator$.MODULE$.empty();
+            records = noRecords();
           } else {
             BlockId blockId = new ShuffleBlockId(handle.shuffleId(), run.startMap, run.partition);
             InputStream wrapped = serializerManager.wrapStream(blockId, stream);
@@ -291,6 +291,12 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
       }
       return CrossdockShuffleReader.sneakyThrow(t);
     }
+  }
+
+  /** An empty record iterator (Scala 2.12's and 2.13's signatures of `empty` differ). */
+  @SuppressWarnings("unchecked")
+  private static Iterator<Tuple2<Object, Object>> noRecords() {
+    return (Iterator<Tuple2<Object, Object>>) (Iterator<?>) scala.collection.Iterator$.MODULE$.empty();
   }
 
   /** A run's batches as one stream, fetched segment by segment as it is read. */
