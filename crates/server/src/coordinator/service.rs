@@ -354,16 +354,8 @@ async fn commit_map(
     if attempt_id.is_none() {
         return Err(StateError::ReservedAttempt.into());
     }
-    let slots = shuffle.lock().slots();
-    if let Some(s) = stats.iter().find(|s| s.partition >= slots) {
-        return Err(StateError::PartitionOutOfRange {
-            partition: s.partition,
-            partitions: slots,
-        }
-        .into());
-    }
     let _serial = shuffle.commit_guard(map_id).await;
-    // Again under the guard: a split that could not be journaled is taken back under it.
+    // Under the guard: a split that could not be journaled is taken back under it.
     let slots = shuffle.lock().slots();
     if let Some(s) = stats.iter().find(|s| s.partition >= slots) {
         return Err(StateError::PartitionOutOfRange {
