@@ -28,13 +28,17 @@ pub fn answer(
     taken: u64,
     primary: bool,
 ) -> Message {
+    // With splits off nothing here was split: the push path takes no lock for them.
+    if worker.split_bytes == 0 {
+        return Message::Ok;
+    }
     if let Some((slot, addr)) = part.split.continues() {
         return Message::PushRedirect {
             slot,
             addr: addr.to_string(),
         };
     }
-    if primary && worker.split_bytes > 0 {
+    if primary {
         let budget = &worker.store.budget;
         let (used, total) = (budget.used(), budget.total());
         // The slot's memory only matters (and its lock is only taken) when memory is short.
