@@ -375,6 +375,34 @@ async fn a_worker_restarted_on_its_data_dir_serves_what_it_had_written_to_disk()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_restarted_serves_a_partition_nobody_wrote_into_at_once() {
+    let c = Cluster::start_with(1, 1, Durability::Disk).await;
+    c.coord.register_app("y", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("y", 0, 1, 2).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    // The map writes into partition 0 only: partition 1 leaves no file to recover.
+    let data = payload(0, 0, 0, 1000);
+    push_to(&addr, "y", 0, 0, 0, &data).await.unwrap();
+    let (status, _) = c
+        .coord
+        .commit_map("y", 0, 0, AttemptId(0), vec![stat(0, data.len())])
+        .await
+        .unwrap();
+    assert_eq!(status, CommitStatus::Committed);
+    let _again = restart_in_place(&c, &addr).await;
+    // The restarted worker holds partition 1 whole (empty); the coordinator's resync after
+    // the check must not turn it into a copy awaiting restoration (whose reads would wait
+    // a minute and fail).
+    eventually("the restarted worker serves both partitions", || async {
+        let read = |p| tokio::time::timeout(Duration::from_secs(1), read_from(&addr, "y", p, 1));
+        matches!(read(0).await, Ok(Ok(b)) if b == vec![(0, bytes::Bytes::from(data.clone()))])
+            && matches!(read(1).await, Ok(Ok(b)) if b.is_empty())
+    })
+    .await;
+    assert_eq!(attempts(&c.status("y").await.map_attempts), vec![Some(0)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_restarted_after_losing_data_held_in_memory_reports_it_lost() {
     let c = Cluster::start_with(2, 1, Durability::Memory).await;
     c.coord.register_app("e", 60_000).await.unwrap();

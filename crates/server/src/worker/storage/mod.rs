@@ -366,9 +366,7 @@ impl ShuffleStore {
         shuffle.sync_commits(map_attempts)?;
         let held = shuffle.held_whole(map_attempts, partitions, expected);
         for &p in &held {
-            if let Some(part) = shuffle.partition(p) {
-                part.restoring.store(false, Ordering::Release);
-            }
+            shuffle.keep(p).restoring.store(false, Ordering::Release);
         }
         Ok(held)
     }

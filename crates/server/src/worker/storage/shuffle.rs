@@ -167,6 +167,27 @@ impl Shuffle {
         }
     }
 
+    /// Partition `p`, created empty and servable if it is not here: a copy the coordinator
+    /// found held whole while it held nothing (no committed map wrote into it, so a
+    /// restart left no file of it). Created later by a `PrepareShuffle` instead, it would
+    /// count as moved from a lost worker and wait for a check that never comes.
+    pub fn keep(&self, p: u32) -> Arc<Partition> {
+        let dir = &self.dirs[p as usize % self.dirs.len()];
+        let owner: Arc<str> = self.app_id.as_str().into();
+        let mut parts = self.partitions.write().expect("lock");
+        parts
+            .entry(p)
+            .or_insert_with(|| {
+                Arc::new(Partition::new(
+                    p,
+                    owner,
+                    self.shuffle_id,
+                    partition_file(dir, p),
+                ))
+            })
+            .clone()
+    }
+
     /// Adds partitions rebuilt from their files after a restart.
     pub fn add_recovered(&self, recovered: HashMap<u32, Arc<Partition>>) {
         self.partitions.write().expect("lock").extend(recovered);
