@@ -36,6 +36,7 @@ pub struct FileConfig {
     pub object_store: Option<String>,
     pub disk_quota: Option<String>,
     pub split_size: Option<String>,
+    pub memory_only: Option<bool>,
     pub max_connections: Option<usize>,
     pub max_connections_per_peer: Option<usize>,
     pub idle_timeout: Option<String>,

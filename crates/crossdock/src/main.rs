@@ -151,6 +151,11 @@ struct StandaloneArgs {
     /// 512MiB [default: 1GiB].
     #[arg(long, env = "CROSSDOCK_SPLIT_SIZE")]
     split_size: Option<String>,
+    /// No local disk tier: shuffle data stays in memory until its app ends, and a push
+    /// that finds the memory budget spent is refused (memory exceeded) instead of waiting
+    /// for a spill; commits must be of durability memory. For nodes without a local disk.
+    #[arg(long, env = "CROSSDOCK_MEMORY_ONLY")]
+    memory_only: bool,
     /// Fraction of a shuffle's maps, 0 to 1, that must have committed before the
     /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
@@ -242,6 +247,11 @@ struct WorkerArgs {
     /// 512MiB [default: 1GiB].
     #[arg(long, env = "CROSSDOCK_SPLIT_SIZE")]
     split_size: Option<String>,
+    /// No local disk tier: shuffle data stays in memory until its app ends, and a push
+    /// that finds the memory budget spent is refused (memory exceeded) instead of waiting
+    /// for a spill; commits must be of durability memory. For nodes without a local disk.
+    #[arg(long, env = "CROSSDOCK_MEMORY_ONLY")]
+    memory_only: bool,
     #[command(flatten)]
     tenancy: TenancyArgs,
     #[command(flatten)]
@@ -389,12 +399,23 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         tls,
         tenancy,
         split_bytes: split_size(a.split_size.or(file.split_size))?,
+        memory_only: a.memory_only || file.memory_only.unwrap_or(false),
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
     }
+    if cfg.memory_only && cfg.durability != Durability::Memory {
+        anyhow::bail!(
+            "--memory-only keeps shuffle data in memory only: it needs --durability memory"
+        );
+    }
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");
+    }
+    if cfg.memory_only && cfg.object_store.is_some() {
+        anyhow::bail!(
+            "--memory-only writes no files, so it has nothing to upload to --object-store"
+        );
     }
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let cluster = Standalone::start(cfg.clone(), shutdown.clone())
@@ -519,9 +540,15 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         tls,
         tenancy,
         split_bytes: split_size(a.split_size.or(file.split_size))?,
+        memory_only: a.memory_only || file.memory_only.unwrap_or(false),
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");
+    }
+    if cfg.memory_only && cfg.object_store.is_some() {
+        anyhow::bail!(
+            "--memory-only writes no files, so it has nothing to upload to --object-store"
+        );
     }
     if cfg.memory < (16 << 20) {
         anyhow::bail!(

@@ -48,6 +48,8 @@ pub struct StandaloneConfig {
     pub tenancy: crate::worker::config::Tenancy,
     /// Each worker's split size (see [`WorkerConfig::split_bytes`]).
     pub split_bytes: u64,
+    /// Each worker keeps data in memory only (see [`WorkerConfig::memory_only`]).
+    pub memory_only: bool,
 }
 
 /// A running standalone cluster.
@@ -104,6 +106,7 @@ impl Standalone {
                 tls: cfg.tls.clone(),
                 tenancy: cfg.tenancy,
                 split_bytes: cfg.split_bytes,
+                memory_only: cfg.memory_only,
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

@@ -12,9 +12,10 @@ use crossdock_proto::{AttemptId, CommitStatus, Durability, ErrorCode, NO_WORKER}
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 
 use common::nodes::{
-    expected, push_to, read_from, restart_in_place, run_map, start_worker, start_worker_on, Cluster,
+    expected, push_to, read_from, restart_in_place, run_map, start_worker, start_worker_on,
+    Cluster, WorkerOpts,
 };
-use common::{attempts, eventually, payload, rand_id, stat, SmallDisk};
+use common::{attempts, eventually, payload, push_batch, rand_id, stat, SmallDisk};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicated_partition_survives_losing_its_primary() {
@@ -415,6 +416,64 @@ async fn a_worker_restarted_after_losing_data_held_in_memory_reports_it_lost() {
         attempts(&c.status("e").await.map_attempts) == vec![None]
     })
     .await;
+}
+
+/// One memory-only worker of 16 MiB (14 MiB of push credit) with splits off.
+async fn memory_only_cluster(durability: Durability) -> Cluster {
+    let opts = WorkerOpts {
+        split_bytes: 0,
+        memory_only: true,
+    };
+    let tenancy = crossdock_server::worker::config::Tenancy::default();
+    Cluster::start_full(1, 1, durability, None, 16 << 20, tenancy, opts).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_only_worker_refuses_what_does_not_fit_and_keeps_what_it_took() {
+    let c = memory_only_cluster(Durability::Memory).await;
+    c.coord.register_app("x", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("x", 0, 1, 1).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let node = c.node(&addr);
+    let budget = node.worker.store.budget.total();
+    let mut taken = Vec::new();
+    let refusal = loop {
+        let data = payload(0, 0, taken.len() as u32, 256 << 10);
+        match push_batch(&addr, "x", 0, (0, 0, taken.len() as u32), &data).await {
+            Ok(()) => taken.push(data),
+            Err(e) => break e,
+        }
+        assert!(taken.len() < 1000, "never refused");
+    };
+    assert_eq!(refusal.code(), Some(ErrorCode::LimitExceeded), "{refusal}");
+    assert!(refusal.to_string().contains("memory exceeded"), "{refusal}");
+    let held: u64 = taken.iter().map(|d| d.len() as u64).sum();
+    assert!(
+        held <= budget && held + (256 << 10) > budget,
+        "{held} of {budget}"
+    );
+    assert!(node.worker.store.budget.peak() <= budget);
+    // Nothing went to disk; what was taken commits and reads back whole.
+    let flushed = &node.worker.store.metrics().flushed_bytes;
+    assert_eq!(flushed.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let (status, _) = c
+        .coord
+        .commit_map("x", 0, 0, AttemptId(0), vec![stat(0, held as usize)])
+        .await
+        .unwrap();
+    assert_eq!(status, CommitStatus::Committed);
+    let read = read_from(&addr, "x", 0, 1).await.unwrap();
+    let want: Vec<(u32, bytes::Bytes)> = taken.into_iter().map(|d| (0, d.into())).collect();
+    assert_eq!(read, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_only_worker_refuses_a_commit_it_cannot_make_durable_on_disk() {
+    let c = memory_only_cluster(Durability::Disk).await;
+    c.coord.register_app("w", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("w", 0, 1, 1).await.unwrap();
+    let err = run_map(&c, &placement, "w", 0, 0, 1).await.unwrap_err();
+    assert!(err.to_string().contains("--durability memory"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -225,6 +225,7 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         tls: None,
         tenancy: Default::default(),
         split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
+        memory_only: false,
     };
     let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
         .await

@@ -445,6 +445,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             tls: None,
             tenancy: Default::default(),
             split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
+            memory_only: false,
         },
         worker_shutdown,
     )
@@ -668,6 +669,7 @@ async fn worker_labels_reach_clients_and_replicas_cross_zones() {
                 tls: None,
                 tenancy: Default::default(),
                 split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
+                memory_only: false,
             },
             shutdown.clone(),
         )

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use crossdock_client::ShuffleStatus;
 use crossdock_proto::{AttemptId, CommitStatus, Durability, ErrorCode, PartitionStat};
 
-use common::nodes::{read_from, restart_in_place, Cluster};
+use common::nodes::{read_from, restart_in_place, Cluster, WorkerOpts};
 use common::{payload, push_routed, read_batches, reader};
 
 const BATCH: usize = 64 << 10;
@@ -242,6 +242,36 @@ async fn a_worker_short_of_memory_delegates_a_hot_partition_to_a_peer_with_room(
     assert_ne!(status.placement.worker_of(split).unwrap().addr, first);
     assert_eq!(
         read_all(&status, "p", 0, 0, 1).await,
+        expected(&[&m0], &[0])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_only_workers_take_a_partition_larger_than_any_of_them_by_delegating_it() {
+    // Workers without a disk (SMS's setting): 16 MiB each, 14 MiB of push credit, and a
+    // 40 MiB partition. Without delegation the first worker would refuse it (memory
+    // exceeded); with it, the overflow goes to peers with room, split after split.
+    let opts = WorkerOpts {
+        split_bytes: 1 << 30,
+        memory_only: true,
+    };
+    let tenancy = crossdock_server::worker::config::Tenancy::default();
+    let c = Cluster::start_full(4, 1, Durability::Memory, None, 16 << 20, tenancy, opts).await;
+    c.coord.register_app("m", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("m", 0, 1, 1).await.unwrap();
+    let first = placement.worker_of(0).unwrap().addr.clone();
+    let m0 = push_following(&first, "m", 0, 0, 640).await;
+    assert!(m0.per_slot.len() >= 3, "{:?}", m0.per_slot);
+    assert_eq!(commit(&c, "m", 0, &m0).await, CommitStatus::Committed);
+    for n in &c.nodes {
+        let b = &n.worker.store.budget;
+        assert!(b.peak() <= b.total(), "a worker held more than its budget");
+        let flushed = &n.worker.store.metrics().flushed_bytes;
+        assert_eq!(flushed.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+    let status = c.status("m").await;
+    assert_eq!(
+        read_all(&status, "m", 0, 0, 1).await,
         expected(&[&m0], &[0])
     );
 }

@@ -100,6 +100,11 @@ pub struct WorkerConfig {
     /// A partition whose bytes here reach this continues on another worker (and one
     /// crowding a worker short of memory does sooner); 0 turns splits off.
     pub split_bytes: u64,
+    /// No local disk tier: pushed batches stay in memory until their app is deleted, and
+    /// a batch that finds no room is refused (`memory exceeded`) instead of waiting for a
+    /// spill (a node without a local disk, as the SMS paper's HPC nodes). Commits must
+    /// then be of durability `memory`.
+    pub memory_only: bool,
 }
 
 impl WorkerConfig {

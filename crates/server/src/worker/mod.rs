@@ -117,6 +117,7 @@ impl Worker {
             cfg.tenancy.app_stored_quota,
             Arc::new(Congestion::new(cfg.tenancy.congestion_step)),
             tier,
+            cfg.memory_only,
         );
         match store.recover() {
             Ok(0) => {}

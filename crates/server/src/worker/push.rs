@@ -24,6 +24,9 @@ use super::split;
 use crate::auth::{unauthorized, Access};
 use crate::error::ServerError;
 
+/// How long a push to a memory-only worker waits for memory credit before it is refused.
+const MEMORY_ONLY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Reads and stores one `PushBatch` frame whose header `h` was read.
 pub async fn handle<R: AsyncRead + Unpin>(
     r: &mut R,
@@ -69,7 +72,20 @@ pub async fn handle<R: AsyncRead + Unpin>(
     if let Some(delay) = store.congestion.delay_for(&store.budget, &header.app_id) {
         tokio::time::sleep(delay).await;
     }
-    store.budget.take(&header.app_id, payload_len).await;
+    if store.memory_only() {
+        // Without a disk, credit only returns when an app is deleted: a push that finds
+        // none soon is refused rather than left waiting (concurrent pushes can pass the
+        // admission check together).
+        let take = store.budget.take(&header.app_id, payload_len);
+        if tokio::time::timeout(MEMORY_ONLY_WAIT, take).await.is_err() {
+            skip(r, payload_len).await?;
+            let err = store.memory_exceeded(payload_len);
+            answer(tx, h.request_id, Err(err.into())).await?;
+            return Ok(Next::Continue);
+        }
+    } else {
+        store.budget.take(&header.app_id, payload_len).await;
+    }
     let payload = match read_exact_bytes(r, payload_len as usize).await {
         Ok(p) => p,
         Err(e) => {

@@ -65,6 +65,7 @@ impl Cluster {
             tls: None,
             tenancy: Default::default(),
             split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
+            memory_only: false,
         };
         configure(&mut cfg);
         let sa = Standalone::start(cfg, shutdown).await.unwrap();

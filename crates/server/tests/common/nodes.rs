@@ -30,6 +30,23 @@ pub struct Cluster {
     pub stop: tokio::sync::watch::Sender<bool>,
 }
 
+/// How a test worker splits and whether it has a disk tier.
+#[derive(Clone, Copy)]
+pub struct WorkerOpts {
+    pub split_bytes: u64,
+    pub memory_only: bool,
+}
+
+impl WorkerOpts {
+    /// Splits at `split_bytes`, spills to disk.
+    pub fn splitting(split_bytes: u64) -> WorkerOpts {
+        WorkerOpts {
+            split_bytes,
+            memory_only: false,
+        }
+    }
+}
+
 /// A worker's object store and disk quota.
 #[derive(Clone)]
 pub struct TierCfg {
@@ -54,7 +71,7 @@ pub async fn start_worker_on(
         tier,
         64 << 20,
         Tenancy::default(),
-        DEFAULT_SPLIT_BYTES,
+        WorkerOpts::splitting(DEFAULT_SPLIT_BYTES),
     )
     .await
 }
@@ -67,7 +84,7 @@ pub async fn start_worker_shared(
     tier: Option<&TierCfg>,
     memory: u64,
     tenancy: Tenancy,
-    split_bytes: u64,
+    opts: WorkerOpts,
 ) -> Node {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
@@ -87,7 +104,8 @@ pub async fn start_worker_shared(
             secret: Some(super::secret()),
             tls: None,
             tenancy,
-            split_bytes,
+            split_bytes: opts.split_bytes,
+            memory_only: opts.memory_only,
         },
         shutdown,
     )
@@ -118,7 +136,7 @@ impl Cluster {
             tier,
             64 << 20,
             Tenancy::default(),
-            DEFAULT_SPLIT_BYTES,
+            WorkerOpts::splitting(DEFAULT_SPLIT_BYTES),
         )
         .await
     }
@@ -146,7 +164,7 @@ impl Cluster {
             None,
             memory,
             tenancy,
-            split_bytes,
+            WorkerOpts::splitting(split_bytes),
         )
         .await
     }
@@ -154,7 +172,8 @@ impl Cluster {
     /// One worker of `memory` bytes shared between apps as `tenancy` says.
     pub async fn start_shared(memory: u64, tenancy: Tenancy) -> Cluster {
         let split = DEFAULT_SPLIT_BYTES;
-        Cluster::start_full(1, 1, Durability::Memory, None, memory, tenancy, split).await
+        let opts = WorkerOpts::splitting(split);
+        Cluster::start_full(1, 1, Durability::Memory, None, memory, tenancy, opts).await
     }
 
     pub async fn start_full(
@@ -164,7 +183,7 @@ impl Cluster {
         tier: Option<TierCfg>,
         memory: u64,
         tenancy: Tenancy,
-        split_bytes: u64,
+        opts: WorkerOpts,
     ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (stop, shutdown) = tokio::sync::watch::channel(false);
@@ -186,7 +205,7 @@ impl Cluster {
                     tier.as_ref(),
                     memory,
                     tenancy,
-                    split_bytes,
+                    opts,
                 )
                 .await,
             );

@@ -52,6 +52,8 @@ pub struct LocalDisk {
     uploads: Option<Arc<Uploader>>,
     /// Told how long each flush took per byte.
     congestion: Arc<Congestion>,
+    /// Nothing is ever written (`WorkerConfig::memory_only`).
+    memory_only: bool,
 }
 
 impl LocalDisk {
@@ -61,6 +63,7 @@ impl LocalDisk {
         metrics: Arc<StorageMetrics>,
         uploads: Option<Arc<Uploader>>,
         congestion: Arc<Congestion>,
+        memory_only: bool,
     ) -> Arc<LocalDisk> {
         let total = budget.total();
         Arc::new(LocalDisk {
@@ -74,7 +77,13 @@ impl LocalDisk {
             metrics,
             uploads,
             congestion,
+            memory_only,
         })
+    }
+
+    /// Whether this worker has no disk tier: nothing is flushed, a full budget refuses.
+    pub fn memory_only(&self) -> bool {
+        self.memory_only
     }
 
     /// The buffered bytes above which flushing starts.
@@ -123,6 +132,9 @@ impl LocalDisk {
 
     /// The flush policy (see the module documentation), then eviction.
     pub fn relieve_pressure(self: &Arc<Self>, partitions: Vec<Arc<Partition>>, idle: Duration) {
+        if self.memory_only {
+            return;
+        }
         let mut parts: Vec<(u64, bool, Arc<Partition>)> = partitions
             .iter()
             .filter_map(|p| {
@@ -164,7 +176,7 @@ impl LocalDisk {
 
     /// Starts a flush of `part` unless one is already scheduled.
     pub fn schedule_flush(self: &Arc<Self>, part: Arc<Partition>) {
-        if part.flushing.swap(true, Ordering::AcqRel) {
+        if self.memory_only || part.flushing.swap(true, Ordering::AcqRel) {
             return;
         }
         let disk = self.clone();

@@ -29,6 +29,14 @@ pub async fn persist(
     if level == Durability::Memory {
         return Ok(());
     }
+    if disk.memory_only() {
+        return Err(StorageError::MemoryOnly {
+            level: match level {
+                Durability::ObjectStore => "the object store",
+                _ => "disk",
+            },
+        });
+    }
     let uploads = disk.uploads();
     if level == Durability::ObjectStore && uploads.is_none() {
         return Err(StorageError::NoObjectStore);

@@ -96,6 +96,10 @@ pub enum StorageError {
     },
     #[error("disk full: this worker cannot write to {dirs} and its memory is used up; it takes no more data until space is freed")]
     DiskFull { dirs: String },
+    #[error("memory exceeded: this worker keeps shuffle data in memory only (--memory-only) and holds {used} of its {budget}-byte push budget; a batch of {len} bytes does not fit and was not stored")]
+    MemoryExceeded { len: u64, used: u64, budget: u64 },
+    #[error("this worker keeps shuffle data in memory only (--memory-only) and cannot make a commit durable on {level}; run the coordinator with --durability memory")]
+    MemoryOnly { level: &'static str },
     #[error("the coordinator commits to the object store, but this worker has none: start every worker with --object-store")]
     NoObjectStore,
     #[error("map {map} attempt {attempt} could not be {what} within {secs} s{}", last_upload_error.as_ref().map_or(String::new(), |e| format!("; last upload error: {e}")))]
@@ -208,7 +212,8 @@ impl Coded for StorageError {
             | E::NoObjectStore => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
-            E::QuotaExceeded { .. } => ErrorCode::LimitExceeded,
+            E::QuotaExceeded { .. } | E::MemoryExceeded { .. } => ErrorCode::LimitExceeded,
+            E::MemoryOnly { .. } => ErrorCode::InvalidArgument,
             E::BadChecksum { .. } => ErrorCode::BadChecksum,
             E::PushAfterCommit { .. } => ErrorCode::PushAfterCommit,
             E::CommitMismatch { .. } => ErrorCode::CommitMismatch,

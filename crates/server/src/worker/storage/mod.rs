@@ -94,6 +94,7 @@ impl ShuffleStore {
         app_stored_quota: Option<u64>,
         congestion: Arc<Congestion>,
         tier: Option<Tier>,
+        memory_only: bool,
     ) -> Arc<ShuffleStore> {
         let metrics = Arc::new(StorageMetrics::default());
         let uploads = tier.map(|t| Uploader::new(t, metrics.clone()));
@@ -103,6 +104,7 @@ impl ShuffleStore {
             metrics.clone(),
             uploads,
             congestion.clone(),
+            memory_only,
         );
         Arc::new(ShuffleStore {
             registry: Registry::new(roots),
@@ -212,6 +214,10 @@ impl ShuffleStore {
         if self.disk.is_full() && self.budget.used() + payload_len > self.disk.high_water() {
             return Err(self.disk.full_error());
         }
+        // Without a disk nothing will make room: refuse at once what cannot fit.
+        if self.disk.memory_only() && self.budget.used() + payload_len > self.budget.total() {
+            return Err(self.memory_exceeded(payload_len));
+        }
         shuffle.admit(h.map_id, h.attempt_id, h.batch_seq)?;
         // A retry of a stored batch stores nothing more: it is answered, not refused.
         let quota = self
@@ -301,6 +307,20 @@ impl ShuffleStore {
         let shuffle = self.registry.get_or_create(meta)?;
         shuffle.place(partitions, forward_to);
         Ok(())
+    }
+
+    /// Whether this worker keeps data in memory only (`WorkerConfig::memory_only`).
+    pub fn memory_only(&self) -> bool {
+        self.disk.memory_only()
+    }
+
+    /// The refusal of a `len`-byte batch that does not fit in a memory-only worker.
+    pub fn memory_exceeded(&self, len: u64) -> StorageError {
+        StorageError::MemoryExceeded {
+            len,
+            used: self.budget.used(),
+            budget: self.budget.total(),
+        }
     }
 
     /// Records the coordinator's decision on which attempt counts for `map` (see
