@@ -6,7 +6,8 @@
 //! measured about 20% more push and fetch throughput (`crossdock bench push-fetch`,
 //! docs/benchmarks.md). The arena count is capped so idle per-thread arenas cannot
 //! inflate the resident set (a known failure of JVM shuffle servers on glibc), and the
-//! heap keeps at most 128 MiB of free memory before trimming.
+//! heap keeps at most 128 MiB of free memory before trimming; after an application's or
+//! shuffle's data is deleted every arena is trimmed ([`trim`], `crossdock_server::heap`).
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
@@ -21,5 +22,20 @@ pub fn tune() {
     }
 }
 
+/// Returns the free memory of every arena to the OS (`crossdock_server::heap`, called
+/// after an application's or shuffle's data was deleted).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub fn trim() {
+    // SAFETY: malloc_trim only releases free pages; it is thread-safe (it takes each
+    // arena's lock in turn).
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn tune() {}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn trim() {}

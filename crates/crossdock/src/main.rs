@@ -260,6 +260,7 @@ struct WorkerArgs {
 
 fn main() -> Result<()> {
     alloc::tune();
+    crossdock_server::heap::set_trim(alloc::trim);
     let cli = Cli::parse();
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     tracing_subscriber::fmt()

@@ -18,6 +18,7 @@ pub mod auth;
 pub mod congestion;
 pub mod coordinator;
 pub mod error;
+pub mod heap;
 pub mod limits;
 pub mod memory;
 pub mod metrics;

@@ -420,6 +420,7 @@ impl ShuffleStore {
     pub fn delete_shuffle(&self, app_id: &str, shuffle_id: u32, everywhere: bool) {
         if let Some(s) = self.registry.remove_shuffle(app_id, shuffle_id) {
             self.drop_shuffle(&s);
+            crate::heap::release_freed();
         }
         if let Some(up) = self.disk.uploads().filter(|_| everywhere) {
             up.delete_shuffle(app_id, shuffle_id);
@@ -429,8 +430,12 @@ impl ShuffleStore {
     /// Deletes all data of an app; `everywhere` as for [`ShuffleStore::delete_shuffle`].
     pub fn delete_app(&self, app_id: &str, everywhere: bool) {
         self.asked_quotas.lock().expect("quota lock").remove(app_id);
-        for s in self.registry.remove_app(app_id) {
-            self.drop_shuffle(&s);
+        let dropped = self.registry.remove_app(app_id);
+        for s in &dropped {
+            self.drop_shuffle(s);
+        }
+        if !dropped.is_empty() {
+            crate::heap::release_freed();
         }
         for (root, dir) in self
             .registry
