@@ -25,6 +25,9 @@ pub struct SplitCheck {
     /// Memory the worker holds now, and its budget.
     pub worker_used: u64,
     pub worker_budget: u64,
+    /// The worker has no disk to spill to (`--memory-only`): what it cannot hold is
+    /// refused, so it delegates sooner.
+    pub memory_only: bool,
 }
 
 /// Why a slot is split.
@@ -45,9 +48,18 @@ pub fn split_due(c: &SplitCheck) -> Option<SplitReason> {
     if c.slot_bytes >= c.split_bytes {
         return Some(SplitReason::Size);
     }
-    let pressed = u128::from(c.worker_used) * 8 >= u128::from(c.worker_budget) * 7;
+    let pressed = pressed(c.worker_used, c.worker_budget, c.memory_only);
     let hot = u128::from(c.slot_memory) * 4 >= u128::from(c.worker_budget);
     (c.worker_budget > 0 && pressed && hot).then_some(SplitReason::MemoryPressure)
+}
+
+/// Whether a worker's memory is short enough for a hot slot to be delegated: 7/8 of the
+/// budget spent, or 3/4 on a worker without a disk. Delegation is asked for while batches
+/// keep arriving (the coordinator answers after a journal write), so a worker that
+/// refuses what it cannot hold keeps a quarter of its budget for them.
+pub fn pressed(used: u64, budget: u64, memory_only: bool) -> bool {
+    let (num, den) = if memory_only { (3, 4) } else { (7, 8) };
+    u128::from(used) * den >= u128::from(budget) * num
 }
 
 /// A worker that could take a split.
@@ -90,6 +102,7 @@ mod tests {
             split_bytes: 1000,
             worker_used,
             worker_budget: 800,
+            memory_only: false,
         }
     }
 
@@ -114,6 +127,13 @@ mod tests {
             ..check(5000, 800)
         };
         assert_eq!(split_due(&off), None, "a split size of 0 turns splits off");
+        // Without a disk, 3/4 of the budget (600) is pressed already.
+        let no_disk = |used| SplitCheck {
+            memory_only: true,
+            ..check(200, used)
+        };
+        assert_eq!(split_due(&no_disk(599)), None);
+        assert_eq!(split_due(&no_disk(600)), Some(SplitReason::MemoryPressure));
     }
 
     #[test]

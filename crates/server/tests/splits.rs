@@ -248,9 +248,10 @@ async fn a_worker_short_of_memory_delegates_a_hot_partition_to_a_peer_with_room(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_only_workers_take_a_partition_larger_than_any_of_them_by_delegating_it() {
-    // Workers without a disk (SMS's setting): 16 MiB each, 14 MiB of push credit, and a
-    // 40 MiB partition. Without delegation the first worker would refuse it (memory
-    // exceeded); with it, the overflow goes to peers with room, split after split.
+    // Workers without a disk (SMS's setting): 16 MiB each, 12 MiB of push credit, and a
+    // 30 MiB partition. Without delegation the first worker would refuse it (memory
+    // exceeded); with it, the overflow goes to peers with room, split after split (each
+    // worker delegates at 9 MiB, keeping 3 MiB for what arrives while it asks).
     let opts = WorkerOpts {
         split_bytes: 1 << 30,
         memory_only: true,
@@ -260,7 +261,7 @@ async fn memory_only_workers_take_a_partition_larger_than_any_of_them_by_delegat
     c.coord.register_app("m", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("m", 0, 1, 1).await.unwrap();
     let first = placement.worker_of(0).unwrap().addr.clone();
-    let m0 = push_following(&first, "m", 0, 0, 640).await;
+    let m0 = push_following(&first, "m", 0, 0, 480).await;
     assert!(m0.per_slot.len() >= 3, "{:?}", m0.per_slot);
     assert_eq!(commit(&c, "m", 0, &m0).await, CommitStatus::Committed);
     for n in &c.nodes {

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossdock_policy::split::{split_due, SplitCheck};
+use crossdock_policy::split::{pressed, split_due, SplitCheck};
 use crossdock_proto::{Message, PushHeader};
 
 use super::node::Worker;
@@ -41,8 +41,9 @@ pub fn answer(
     if primary {
         let budget = &worker.store.budget;
         let (used, total) = (budget.used(), budget.total());
+        let memory_only = worker.store.memory_only();
         // The slot's memory only matters (and its lock is only taken) when memory is short.
-        let slot_memory = if used.saturating_mul(8) >= total.saturating_mul(7) {
+        let slot_memory = if pressed(used, total, memory_only) {
             part.state.lock().expect("partition lock").mem_bytes
         } else {
             0
@@ -53,6 +54,7 @@ pub fn answer(
             split_bytes: worker.split_bytes,
             worker_used: used,
             worker_budget: total,
+            memory_only,
         };
         if let Some(reason) = split_due(&check) {
             if part.split.begin(Instant::now()) {
