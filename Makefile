@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-durability bench-multi-app clean
+.PHONY: all setup build build-spark-3.5 test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app clean
 
 all: build
 
@@ -81,6 +81,11 @@ bench-prediction: build
 ## over plain TCP and over TLS, alternating run by run
 bench-native: build
 	$(BIN) bench push-fetch --bytes 4GiB --baseline --runs 3 --compare-tls --json
+
+## bench-alltoall: the skew paper's all-to-all (CSA, DSA, SMS) through 8 memory-only worker processes,
+## Zipf alpha 0 to 3, 3 runs each (ALLTOALL_ARGS="--runs 5 ...")
+bench-alltoall: build
+	$(BIN) bench alltoall --json $(ALLTOALL_ARGS)
 
 ## bench-multi-app: a large Spark application and three small ones started during it, each against its
 ## time alone: vanilla, one Crossdock service in FIFO order, and in fair completion order (MULTI_APP_ARGS="--runs 3")

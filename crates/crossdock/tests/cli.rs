@@ -192,6 +192,46 @@ fn bench_without_a_coordinator_starts_its_own_cluster() {
 }
 
 #[test]
+fn the_all_to_all_bench_fails_what_overflows_and_checks_what_completes() {
+    // 4 pushers × 4 MiB; each memory-only worker takes 78% of it all. At α = 3 the
+    // hottest worker is owed 84%: CSA and DSA must be refused (memory exceeded, the
+    // worker intact); at α = 0 everything completes and is read back byte for byte.
+    let out = run(&[
+        "bench",
+        "alltoall",
+        "--processes",
+        "4",
+        "--bytes-per-process",
+        "4MiB",
+        "--batch-size",
+        "64KiB",
+        "--alphas",
+        "0,3",
+        "--algo",
+        "dsa,sms",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let j = bench_json(&out);
+    let points = j["points"].as_array().unwrap();
+    let (even, skewed) = (&points[0]["methods"], &points[1]["methods"]);
+    for m in ["dsa", "sms"] {
+        assert_eq!(even[m]["completed"], 1, "{m} at α 0: {}", even[m]);
+        assert!(j["worker_rss"][m]["within"].as_bool().unwrap());
+    }
+    assert_eq!(skewed["dsa"]["completed"], 0);
+    let why = skewed["dsa"]["failure"].as_str().unwrap();
+    assert!(why.contains("memory exceeded"), "{why}");
+    assert!(points[1]["largest_demand_share"].as_f64().unwrap() > 0.78);
+    // Delegation races the data still arriving; whichever way it goes, it never reads
+    // back anything wrong.
+    if let Some(why) = skewed["sms"]["failure"].as_str() {
+        assert!(why.contains("memory exceeded"), "{why}");
+    }
+}
+
+#[test]
 fn bad_settings_fail_fast_with_a_clear_message() {
     let out = run(&["worker", "--listen", "127.0.0.1:0"]);
     assert!(!out.status.success());

@@ -22,6 +22,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{human_bytes, parse_size};
 
+mod alltoall;
 mod baseline;
 mod embedded;
 
@@ -38,6 +39,8 @@ pub struct BenchArgs {
 pub enum BenchKind {
     /// Push M×R batches, commit, fetch every partition, verify every byte.
     PushFetch(PushFetchArgs),
+    /// The skew paper's all-to-all (CSA, DSA, SMS) on memory-only workers.
+    Alltoall(alltoall::AllToAllArgs),
 }
 
 #[derive(Args, Clone)]
@@ -116,19 +119,20 @@ struct Target {
 pub async fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         BenchKind::PushFetch(a) => push_fetch(a).await,
+        BenchKind::Alltoall(a) => alltoall::run(a).await,
     }
 }
 
 /// Random bytes that payloads are cut from; a batch's content is a function of its
 /// (map, partition, seq), so the reader can check every byte without storing them.
-struct Pool {
+pub(super) struct Pool {
     data: Arc<Vec<u8>>,
 }
 
 impl Pool {
     const SIZE: usize = 16 << 20;
 
-    fn new(batch: usize) -> Pool {
+    pub(super) fn new(batch: usize) -> Pool {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut data = vec![0u8; Self::SIZE + batch];
         for chunk in data.chunks_mut(8) {
@@ -143,7 +147,7 @@ impl Pool {
         }
     }
 
-    fn slice(&self, map: u32, partition: u32, seq: u32, len: usize) -> &[u8] {
+    pub(super) fn slice(&self, map: u32, partition: u32, seq: u32, len: usize) -> &[u8] {
         let mut h = (map as u64) << 40 ^ (partition as u64) << 20 ^ seq as u64;
         h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
         h ^= h >> 33;
@@ -301,7 +305,7 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let n = v.len();
     if n % 2 == 1 {

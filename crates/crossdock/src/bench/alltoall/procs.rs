@@ -1,0 +1,150 @@
+//! The cluster of one method: a `crossdock coordinator` and P `crossdock worker`
+//! processes, memory-only, each its own process so that its RSS is its own.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use crossdock_client::{CoordinatorClient, Keyring, WorkerClient};
+use crossdock_proto::Message;
+
+/// A coordinator and P worker processes, stopped when dropped.
+pub struct Procs {
+    pub coordinator: String,
+    children: Vec<Child>,
+    workers: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Procs {
+    pub fn start(p: usize, memory: u64, delegate: bool) -> Result<Procs> {
+        let dir = tempfile::Builder::new()
+            .prefix("crossdock-alltoall-")
+            .tempdir()?;
+        let exe = std::env::current_exe()?;
+        let mut procs = Procs {
+            coordinator: String::new(),
+            children: Vec::new(),
+            workers: Vec::new(),
+            _dir: dir,
+        };
+        let root = procs._dir.path().to_path_buf();
+        let mut coord = Command::new(&exe);
+        coord
+            .args(["coordinator", "--listen", "127.0.0.1:0", "--no-auth"])
+            .args(["--metrics-listen", "off", "--durability", "memory"])
+            .arg("--data-dir")
+            .arg(root.join("coordinator"));
+        procs.coordinator = procs.spawn(coord, "crossdock coordinator listening on ")?;
+        // Splits by size are out of reach (the data is far smaller): SMS's workers split
+        // only under memory pressure; CSA's and DSA's never.
+        let split = if delegate { "1TiB" } else { "off" };
+        for i in 0..p {
+            let mut w = Command::new(&exe);
+            w.args([
+                "worker",
+                "--listen",
+                "127.0.0.1:0",
+                "--no-auth",
+                "--memory-only",
+            ])
+            .args(["--coordinator", &procs.coordinator])
+            .args(["--memory", &memory.to_string(), "--split-size", split])
+            .args(["--metrics-listen", "off"])
+            .arg("--data-dir")
+            .arg(root.join(format!("w{i}")));
+            let addr = procs.spawn(w, "crossdock worker listening on ")?;
+            procs.workers.push(addr);
+        }
+        Ok(procs)
+    }
+
+    /// Starts `cmd` and returns the address it prints after `prefix`.
+    fn spawn(&mut self, mut cmd: Command, prefix: &str) -> Result<String> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .env("CROSSDOCK_LOG", "warn")
+            .spawn()
+            .context("starting a crossdock process")?;
+        let stdout = child.stdout.take().expect("piped");
+        self.children.push(child);
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            let Some(line) = lines.next() else {
+                bail!("a crossdock process exited before printing its address");
+            };
+            if let Some(rest) = line?.strip_prefix(prefix) {
+                break rest.split_whitespace().next().unwrap_or("").to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Ok(addr)
+    }
+
+    /// Waits until the coordinator places a shuffle of `parts` partitions on all `p`
+    /// workers (each registers on its own after it printed its address).
+    pub async fn wait_for_workers(&self, p: usize, parts: u32) -> Result<()> {
+        let coord = CoordinatorClient::connect(&self.coordinator, &Keyring::new()).await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for probe in 0.. {
+            let app = format!("alltoall-probe-{}-{probe}", std::process::id());
+            coord.register_app(&app, 60_000).await?;
+            let placed = coord.register_shuffle(&app, 0, 1, parts).await?;
+            coord.unregister_app(&app).await?;
+            if placed.workers.len() == p {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "only {} of {p} workers registered within 30 s",
+                    placed.workers.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The largest peak RSS of the workers, and the budget of that worker.
+    pub async fn peak_rss(&self, memory: u64) -> Result<(u64, u64)> {
+        let mut peak = (0, memory);
+        for addr in &self.workers {
+            let client = WorkerClient::connect(addr, &Keyring::new()).await?;
+            if let Message::WorkerStats {
+                peak_rss_bytes,
+                process_budget_bytes,
+                ..
+            } = client.call(&Message::GetWorkerStats).await?
+            {
+                if peak_rss_bytes > peak.0 {
+                    peak = (peak_rss_bytes, process_budget_bytes);
+                }
+            }
+        }
+        Ok(peak)
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for c in &mut self.children {
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
