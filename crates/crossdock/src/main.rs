@@ -415,7 +415,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
     }
     if cfg.memory_only && cfg.object_store.is_some() {
         anyhow::bail!(
-            "--memory-only writes no files, so it has nothing to upload to --object-store"
+            "--memory-only writes no partition files, so it has nothing to upload to --object-store"
         );
     }
     let (stop, shutdown) = tokio::sync::watch::channel(false);
@@ -548,7 +548,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
     }
     if cfg.memory_only && cfg.object_store.is_some() {
         anyhow::bail!(
-            "--memory-only writes no files, so it has nothing to upload to --object-store"
+            "--memory-only writes no partition files, so it has nothing to upload to --object-store"
         );
     }
     if cfg.memory < (16 << 20) {

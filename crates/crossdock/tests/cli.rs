@@ -194,8 +194,8 @@ fn bench_without_a_coordinator_starts_its_own_cluster() {
 #[test]
 fn the_all_to_all_bench_fails_what_overflows_and_checks_what_completes() {
     // 4 pushers × 4 MiB; each memory-only worker takes 78% of it all. At α = 3 the
-    // hottest worker is owed 84%: CSA and DSA must be refused (memory exceeded, the
-    // worker intact); at α = 0 everything completes and is read back byte for byte.
+    // hottest worker is owed 84%: DSA must be refused (memory exceeded, the worker
+    // intact); at α = 0 everything completes and is read back byte for byte.
     let out = run(&[
         "bench",
         "alltoall",

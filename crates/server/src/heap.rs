@@ -9,9 +9,12 @@
 //! (the `crossdock` binary, `alloc.rs`) installs its trim here; a library user that
 //! installs none loses nothing but the trim.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 static TRIM: OnceLock<fn()> = OnceLock::new();
+/// A trim is queued: deletions meanwhile need no other (a trim takes every arena's lock).
+static PENDING: AtomicBool = AtomicBool::new(false);
 
 /// Installs the function that returns free heap memory to the OS (first one wins).
 pub fn set_trim(trim: fn()) {
@@ -24,10 +27,17 @@ pub fn release_freed() {
     let Some(&trim) = TRIM.get() else {
         return;
     };
+    if PENDING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let run = move || {
+        PENDING.store(false, Ordering::Release);
+        trim();
+    };
     match tokio::runtime::Handle::try_current() {
         Ok(rt) => {
-            rt.spawn_blocking(trim);
+            rt.spawn_blocking(run);
         }
-        Err(_) => trim(),
+        Err(_) => run(),
     }
 }

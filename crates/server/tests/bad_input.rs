@@ -321,3 +321,35 @@ async fn a_reader_that_stops_reading_is_cut_after_the_read_timeout() {
     assert!(batches < 32, "{batches} batches, then {err}");
     healthy_round_trip(&c, "stops-reading-neighbour").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_check_naming_slots_past_the_split_limit_creates_nothing() {
+    let c = Cluster::start(1, 64 << 20).await;
+    let app = "slots";
+    let placement = c.shuffle(app, 1, 2).await;
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let cluster = RpcConnection::connect(&addr, &Keyring::cluster(Some(common::secret())))
+        .await
+        .unwrap();
+    let limit = crossdock_proto::slot_limit(2);
+    // An empty slot is held whole when it may exist (a split nobody wrote into), never
+    // past the limit; and nothing is created there to push into.
+    let check = Message::CheckCopies {
+        app_id: app.into(),
+        shuffle_id: 0,
+        map_attempts: vec![AttemptId::NONE],
+        partitions: vec![5, limit, u32::MAX],
+        expected_bytes: vec![0, 0, 0],
+        adopt: false,
+    };
+    match cluster.call(&check).await.unwrap() {
+        Message::CopiesHeld { partitions } => assert_eq!(partitions, vec![5]),
+        other => panic!("{other:?}"),
+    }
+    let d = b"x".to_vec();
+    assert_code(
+        common::push_batch(&addr, app, limit, (0, 0, 0), &d).await,
+        ErrorCode::UnknownPartition,
+    );
+    healthy_round_trip(&c, "slots-neighbour").await;
+}

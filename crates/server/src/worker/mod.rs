@@ -119,7 +119,14 @@ impl Worker {
             tier,
             cfg.memory_only,
         );
-        match store.recover() {
+        // A memory-only worker writes no partition files and serves none left by an
+        // earlier run with a disk (they would hold memory it cannot spill).
+        let recovered = if cfg.memory_only {
+            Ok(0)
+        } else {
+            store.recover()
+        };
+        match recovered {
             Ok(0) => {}
             Ok(n) => {
                 tracing::info!(partitions = n, data_dir = %cfg.data_dir.display(), "found partition files of a previous run; the coordinator decides what still counts")
@@ -159,7 +166,9 @@ impl Worker {
             shutdown.clone(),
             move |stream, peer| conn::serve(stream, peer, w.clone()),
         ));
-        tokio::spawn(flusher(worker.store.clone(), shutdown.clone()));
+        if !cfg.memory_only {
+            tokio::spawn(flusher(worker.store.clone(), shutdown.clone()));
+        }
         if matches!(sharing.order, crate::memory::Order::FairCompletion(_)) {
             tokio::spawn(fair_completion(worker.clone(), shutdown.clone()));
         }

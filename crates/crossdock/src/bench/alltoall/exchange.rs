@@ -120,9 +120,11 @@ pub async fn one_run(
         ));
     }
     let mut loads: BTreeMap<String, u64> = BTreeMap::new();
+    let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    // Every pusher committed (or gave up): the paper's global barrier.
     let joined = tokio::time::timeout(RUN_TIMEOUT, async {
         for t in tasks {
-            for (addr, bytes) in t.await?? {
+            for (addr, bytes) in t.await? {
                 *loads.entry(addr).or_default() += bytes;
             }
         }
@@ -131,7 +133,10 @@ pub async fn one_run(
     .await;
     let exchange_secs = start.elapsed().as_secs_f64();
     match joined {
-        Err(_) => shared.fail(format!("stuck: not done after {} s", RUN_TIMEOUT.as_secs())),
+        Err(_) => {
+            aborts.iter().for_each(|a| a.abort());
+            shared.fail(format!("stuck: not done after {} s", RUN_TIMEOUT.as_secs()))
+        }
         Ok(r) => r?,
     }
     let mut outcome = RunOutcome {
@@ -159,15 +164,19 @@ pub async fn one_run(
 
 /// Pusher `i`: its data to every worker in the method's order, then its commit. Returns
 /// the bytes each worker acknowledged.
-async fn pusher(s: &Shared, coord: &CoordinatorClient, i: usize) -> Result<Vec<(String, u64)>> {
+async fn pusher(s: &Shared, coord: &CoordinatorClient, i: usize) -> Vec<(String, u64)> {
     let p = s.placement.workers.len();
     let keyring = Keyring::new();
     let mut clients: HashMap<String, WorkerClient> = HashMap::new();
+    // Errors end this pusher's sending, never its part in CSA's step barriers (the
+    // others would wait at them forever).
     for w in &s.placement.workers {
-        clients.insert(
-            w.addr.clone(),
-            WorkerClient::connect(&w.addr, &keyring).await?,
-        );
+        match WorkerClient::connect(&w.addr, &keyring).await {
+            Ok(c) => {
+                clients.insert(w.addr.clone(), c);
+            }
+            Err(e) => s.fail(describe(&e)),
+        }
     }
     // Where each partition's next batch goes: (slot, worker), moved on by redirects.
     let mut route: Vec<(u32, String)> = (0..s.placement.partition_workers.len() as u32)
@@ -189,8 +198,15 @@ async fn pusher(s: &Shared, coord: &CoordinatorClient, i: usize) -> Result<Vec<(
                 let len = left.min(s.batch);
                 let (slot, addr) = route[x as usize].clone();
                 if !clients.contains_key(&addr) {
-                    let c = WorkerClient::connect(&addr, &keyring).await?;
-                    clients.insert(addr.clone(), c);
+                    match WorkerClient::connect(&addr, &keyring).await {
+                        Ok(c) => {
+                            clients.insert(addr.clone(), c);
+                        }
+                        Err(e) => {
+                            s.fail(describe(&e));
+                            break;
+                        }
+                    }
                 }
                 let payload = s.pool.slice(i as u32, x, seq, len as usize);
                 let header = PushHeader {
@@ -243,7 +259,7 @@ async fn pusher(s: &Shared, coord: &CoordinatorClient, i: usize) -> Result<Vec<(
             Err(e) => s.fail(describe(&e)),
         }
     }
-    Ok(acked.into_iter().collect())
+    acked.into_iter().collect()
 }
 
 /// Waits for one push's acknowledgement: counts it, follows a redirect, or records the
@@ -271,9 +287,9 @@ async fn settle(
     }
 }
 
-/// The failure as the table shows it: memory exceeded named as such.
+/// The failure as the table shows it: a worker's refusal for lack of memory named as such.
 fn describe(e: &crossdock_client::ClientError) -> String {
-    if e.code() == Some(ErrorCode::LimitExceeded) {
+    if e.code() == Some(ErrorCode::LimitExceeded) && e.to_string().contains("memory exceeded") {
         format!("memory exceeded ({e})")
     } else {
         e.to_string()

@@ -12,8 +12,8 @@
 //! - **CSA**: pairwise steps (pusher `i` sends to worker `i + k` at step `k`, or `i ^ k`
 //!   for a power of two), every batch of a step acknowledged and every pusher done with
 //!   it before the next step starts; no delegation (splits off).
-//! - **DSA**: the same destination order, unsynchronized, one barrier at the end (the
-//!   commits); no delegation.
+//! - **DSA**: the same destination order, unsynchronized; the exchange ends when every
+//!   pusher has committed (the paper's one global barrier); no delegation.
 //! - **SMS**: as DSA, with the workers delegating the overflow of a hot partition to peers
 //!   with free memory (the memory-pressure split, `policy/split.rs`) and pushers following
 //!   the push answers.
@@ -25,7 +25,7 @@
 //! and delegated bytes, and each worker's peak RSS against its budget; beside them the
 //! simulator's verdict on the same data and the paper's.
 //!
-//! Rooms: [`procs`] starts the coordinator and workers, [`exchange`] runs one exchange and
+//! Parts: [`procs`] starts the coordinator and workers, [`exchange`] runs one exchange and
 //! reads it back, [`report`] prints the table.
 
 mod exchange;
@@ -45,6 +45,7 @@ use exchange::one_run;
 use procs::Procs;
 use report::report;
 
+/// Arguments of `crossdock bench alltoall` (defaults: the paper's Exp. 1 scaled to one host).
 #[derive(Args, Clone)]
 pub struct AllToAllArgs {
     /// Processes: P pushers and P workers (each its own `crossdock worker` process).
@@ -109,16 +110,20 @@ pub type Sizes = Arc<Vec<Vec<u64>>>;
 pub struct RunOutcome {
     /// `None`: completed and every byte read back; else why not.
     pub failure: Option<String>,
+    /// From the first push to the last commit (or the failure).
     pub exchange_secs: f64,
+    /// Reading every slot back and checking it.
     pub read_secs: f64,
     /// Bytes held by each worker when the exchange ended (acknowledged pushes).
     pub loads: Vec<u64>,
+    /// Splits made (the overflow delegated to peers) and the bytes they took.
     pub splits: u32,
     pub delegated: u64,
     /// The most bytes destined to the partitions placed on one worker.
     pub demand: u64,
 }
 
+/// Runs every method at every α, `--runs` times each, and prints the table.
 pub async fn run(a: AllToAllArgs) -> Result<()> {
     let p = a.processes;
     let per_process = parse_size(&a.bytes_per_process)?;
@@ -133,6 +138,14 @@ pub async fn run(a: AllToAllArgs) -> Result<()> {
     let total = per_process * p as u64;
     let limit = (total as f64 * a.limit_share) as u64;
     let memory = memory_for_push_credit(limit);
+    if memory < (16 << 20) {
+        bail!(
+            "each worker's push credit would be {} ({} of the data), under the 12 MiB a 16 MiB \
+             worker has: give more --bytes-per-process or a larger --limit-share",
+            human_bytes(limit),
+            a.limit_share
+        );
+    }
     let skew = sim_args(&a, per_process, limit)?;
     println!(
         "alltoall: {p} processes × {} ({} in all), {parts} partitions, DummyRDD chunks of {}; \
@@ -194,14 +207,13 @@ pub async fn run(a: AllToAllArgs) -> Result<()> {
 /// 4 and 64 MiB, for fetch buffers: `WorkerConfig::derived`).
 fn memory_for_push_credit(limit: u64) -> u64 {
     let m = limit / 7 * 8;
-    let m = if m / 8 > (64 << 20) {
+    if m / 8 > (64 << 20) {
         limit + (64 << 20)
     } else if m / 8 < (4 << 20) {
         limit + (4 << 20)
     } else {
         m
-    };
-    m.max(16 << 20)
+    }
 }
 
 /// The simulator's arguments for the same data and caps: its SMS cap is the live

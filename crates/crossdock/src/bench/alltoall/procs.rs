@@ -18,6 +18,8 @@ pub struct Procs {
 }
 
 impl Procs {
+    /// Starts the coordinator and `p` memory-only workers of `memory` bytes that delegate
+    /// (split under memory pressure) or never split.
     pub fn start(p: usize, memory: u64, delegate: bool) -> Result<Procs> {
         let dir = tempfile::Builder::new()
             .prefix("crossdock-alltoall-")

@@ -100,6 +100,13 @@ pub enum StorageError {
     MemoryExceeded { len: u64, used: u64, budget: u64 },
     #[error("this worker keeps shuffle data in memory only (--memory-only) and cannot make a commit durable on {level}; run the coordinator with --durability memory")]
     MemoryOnly { level: &'static str },
+    #[error("memory exceeded: app '{app}' holds {held} bytes of its {share}-byte share of this memory-only worker (--app-memory-share); a batch of {len} bytes does not fit and was not stored")]
+    AppMemoryExceeded {
+        app: String,
+        len: u64,
+        held: u64,
+        share: u64,
+    },
     #[error("the coordinator commits to the object store, but this worker has none: start every worker with --object-store")]
     NoObjectStore,
     #[error("map {map} attempt {attempt} could not be {what} within {secs} s{}", last_upload_error.as_ref().map_or(String::new(), |e| format!("; last upload error: {e}")))]
@@ -212,7 +219,9 @@ impl Coded for StorageError {
             | E::NoObjectStore => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
-            E::QuotaExceeded { .. } | E::MemoryExceeded { .. } => ErrorCode::LimitExceeded,
+            E::QuotaExceeded { .. } | E::MemoryExceeded { .. } | E::AppMemoryExceeded { .. } => {
+                ErrorCode::LimitExceeded
+            }
             E::MemoryOnly { .. } => ErrorCode::InvalidArgument,
             E::BadChecksum { .. } => ErrorCode::BadChecksum,
             E::PushAfterCommit { .. } => ErrorCode::PushAfterCommit,

@@ -215,8 +215,19 @@ impl ShuffleStore {
             return Err(self.disk.full_error());
         }
         // Without a disk nothing will make room: refuse at once what cannot fit.
-        if self.disk.memory_only() && self.budget.used() + payload_len > self.budget.total() {
-            return Err(self.memory_exceeded(payload_len));
+        if self.disk.memory_only() {
+            if self.budget.used() + payload_len > self.budget.total() {
+                return Err(self.memory_exceeded(payload_len));
+            }
+            let (held, share) = (self.budget.held(&h.app_id), self.budget.limit_of(&h.app_id));
+            if held > 0 && held + payload_len > share {
+                return Err(StorageError::AppMemoryExceeded {
+                    app: h.app_id.clone(),
+                    len: payload_len,
+                    held,
+                    share,
+                });
+            }
         }
         shuffle.admit(h.map_id, h.attempt_id, h.batch_seq)?;
         // A retry of a stored batch stores nothing more: it is answered, not refused.
@@ -263,7 +274,7 @@ impl ShuffleStore {
         match part.insert(h.map_id, h.attempt_id, h.batch_seq, h.crc32c, payload) {
             Insert::Stored => {
                 shuffle.accepted.fetch_add(len, Ordering::Relaxed);
-                if self.budget.used() > self.disk.high_water() {
+                if !self.disk.memory_only() && self.budget.used() > self.disk.high_water() {
                     self.budget.pressure.notify_one();
                 }
                 Ok(true)
@@ -384,7 +395,10 @@ impl ShuffleStore {
             return Ok(Vec::new()); // nothing of it survived
         };
         shuffle.sync_commits(map_attempts)?;
-        let held = shuffle.held_whole(map_attempts, partitions, expected);
+        // Slots past the shuffle's split limit are never held, not even empty ones.
+        let slots = crossdock_proto::slot_limit(shuffle.num_partitions);
+        let mut held = shuffle.held_whole(map_attempts, partitions, expected);
+        held.retain(|&p| p < slots);
         for &p in &held {
             shuffle.keep(p).restoring.store(false, Ordering::Release);
         }
