@@ -130,23 +130,33 @@ impl Procs {
 }
 
 impl Drop for Procs {
+    /// Stops the workers, then the coordinator (stopped first, it would have the workers
+    /// log that it is gone).
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(c.id().to_string())
-                .status();
+        if let Some((coordinator, workers)) = self.children.split_first_mut() {
+            stop(workers);
+            stop(std::slice::from_mut(coordinator));
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for c in &mut self.children {
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends SIGTERM to every child, waits up to 5 s for them, then kills what is left.
+fn stop(children: &mut [Child]) {
+    for c in children.iter() {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for c in children.iter_mut() {
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                break;
             }
-            let _ = c.kill();
-            let _ = c.wait();
+            std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
