@@ -215,7 +215,8 @@ impl ShuffleStore {
             return Err(self.disk.full_error());
         }
         // Without a disk nothing will make room: refuse at once what cannot fit.
-        if self.disk.memory_only() {
+        // A retry of a batch already stored takes no memory (see `push::handle`).
+        if self.disk.memory_only() && !part.holds(h.map_id, h.attempt_id, h.batch_seq) {
             if self.budget.used() + payload_len > self.budget.total() {
                 return Err(self.memory_exceeded(payload_len));
             }
