@@ -187,18 +187,21 @@ public class CrossdockShuffleManager implements ShuffleManager {
   /**
    * The placement a reduce task reads with: the coordinator's, with the splits of hot
    * partitions (the handle's placement, made at registration, knows none), asked once per
-   * executor, shuffle and map output epoch. Splits are made while maps push, and a reduce task
-   * starts once every map of its range committed; Spark runs maps again only after it
-   * unregistered outputs, which moves the epoch on, so a placement asked at the same epoch
-   * already has every split that holds committed data.
+   * executor, shuffle and map output epoch. Splits are made while maps push; Spark runs maps
+   * again only after it unregistered outputs, which moves the epoch on. So a placement asked
+   * once every map of the shuffle had committed has every split that holds committed data
+   * until the epoch moves, and is kept; one asked before (a task of another stage reading the
+   * shuffle while some of its maps run again) is used once and asked again by the next task.
    */
   Placement readPlacement(CrossdockShuffleHandle<?, ?, ?> h, TaskContext context)
       throws IOException {
     long epoch = trackerEpoch();
     Long at = refreshedAt.get(h.shuffleId());
     if (at == null || at != epoch) {
-      refreshStatus(h);
-      refreshedAt.put(h.shuffleId(), epoch);
+      Message.ShuffleStatus s = refreshStatus(h);
+      if (s.committedMaps() == s.numMaps()) {
+        refreshedAt.put(h.shuffleId(), epoch);
+      }
     }
     return placement(h, context);
   }
