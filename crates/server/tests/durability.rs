@@ -472,6 +472,46 @@ async fn a_memory_only_worker_refuses_what_does_not_fit_and_keeps_what_it_took()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_only_worker_refuses_an_app_past_its_share_and_still_takes_the_others() {
+    let opts = WorkerOpts {
+        split_bytes: 0,
+        memory_only: true,
+    };
+    let tenancy = crossdock_server::worker::config::Tenancy {
+        app_memory_share: 0.5,
+        ..Default::default()
+    };
+    let c = Cluster::start_full(1, 1, Durability::Memory, None, 16 << 20, tenancy, opts).await;
+    for app in ["big", "small"] {
+        c.coord.register_app(app, 60_000).await.unwrap();
+        c.coord.register_shuffle(app, 0, 1, 1).await.unwrap();
+    }
+    let addr = c.nodes[0].worker.addr.to_string();
+    let share = c.nodes[0].worker.store.budget.limit_of("big");
+    let mut held = 0u64;
+    let refusal = loop {
+        let data = payload(0, 0, 0, 256 << 10);
+        let seq = (held / (256 << 10)) as u32;
+        match push_batch(&addr, "big", 0, (0, 0, seq), &data).await {
+            Ok(()) => held += data.len() as u64,
+            Err(e) => break e,
+        }
+        assert!(held < 64 << 20, "never refused");
+    };
+    // Refused at its share, at once, naming the app; the worker has room for the other.
+    assert_eq!(refusal.code(), Some(ErrorCode::LimitExceeded), "{refusal}");
+    assert!(refusal.to_string().contains("app 'big'"), "{refusal}");
+    assert!(
+        held <= share && held + (256 << 10) > share,
+        "{held} of {share}"
+    );
+    let data = payload(0, 0, 0, 256 << 10);
+    push_batch(&addr, "small", 0, (0, 0, 0), &data)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_only_worker_refuses_a_commit_it_cannot_make_durable_on_disk() {
     let c = memory_only_cluster(Durability::Disk).await;
     c.coord.register_app("w", 60_000).await.unwrap();
