@@ -73,23 +73,21 @@ pub async fn handle<R: AsyncRead + Unpin>(
         tokio::time::sleep(delay).await;
     }
     let from_map = h.flags & FLAG_REPLICA == 0;
-    if store.memory_only()
-        && part.holds(header.map_id, header.attempt_id, header.batch_seq)
-        && part.forward_to().is_none()
-    {
-        // A retry of a stored batch (its answer was lost) on a worker whose memory may be
-        // spent: answered without taking credit it would never get back. (With a replica
-        // the retry goes the usual way: it is forwarded again, and needs its payload.)
-        skip(r, payload_len).await?;
-        worker
-            .metrics
-            .duplicate_batches
-            .fetch_add(1, Ordering::Relaxed);
-        let ok = split::answer(worker, &header, &part, part.split.took(0), from_map);
-        answer(tx, h.request_id, Ok(ok)).await?;
-        return Ok(Next::Continue);
-    }
     if store.memory_only() {
+        if part.forward_to().is_none()
+            && part.holds(header.map_id, header.attempt_id, header.batch_seq)
+        {
+            // A retry of a stored batch (its answer was lost) on a worker whose memory may
+            // be spent: answered without taking credit it would never get back. (With a
+            // replica the retry goes the usual way: it is forwarded again, and needs its
+            // payload.)
+            skip(r, payload_len).await?;
+            let m = &worker.metrics;
+            m.duplicate_batches.fetch_add(1, Ordering::Relaxed);
+            let ok = split::answer(worker, &header, &part, part.split.took(0), from_map);
+            answer(tx, h.request_id, Ok(ok)).await?;
+            return Ok(Next::Continue);
+        }
         // Without a disk, credit only returns when an app is deleted: a push that finds
         // none soon is refused rather than left waiting (concurrent pushes can pass the
         // admission check together).
