@@ -2,11 +2,9 @@
 //! child process (so the workers' resident set is measured apart from the load
 //! generator), with TLS on certificates made for it when asked.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use crossdock_client::tls::TlsClient;
 
 use super::PushFetchArgs;
@@ -39,55 +37,41 @@ impl Embedded {
             .prefix("crossdock-bench-")
             .tempdir()?;
         let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .args([
-                "standalone",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-            ])
-            .args(["--workers", &a.workers.to_string(), "--memory", &a.memory])
-            .args(["--replication", &a.replication.to_string()])
-            .args(["--durability", &a.durability])
-            .args(
-                a.object_store
-                    .iter()
-                    .flat_map(|u| ["--object-store", u.as_str()]),
-            )
-            .args(
-                a.disk_quota
-                    .iter()
-                    .flat_map(|q| ["--disk-quota", q.as_str()]),
-            )
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(tls.iter().flat_map(|f| {
-                [
-                    ("--tls-cert", &f.cert),
-                    ("--tls-key", &f.key),
-                    ("--tls-ca", &f.ca),
-                ]
-                .into_iter()
-                .flat_map(|(flag, path)| [std::ffi::OsStr::new(flag), path.as_os_str()])
-            }))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .env("CROSSDOCK_LOG", "warn")
-            .spawn()
-            .context("starting the embedded crossdock standalone")?;
-        let stdout = child.stdout.take().expect("piped");
-        let mut lines = BufReader::new(stdout).lines();
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                let _ = child.kill();
-                bail!("the embedded standalone exited before printing its address");
-            };
-            if let Some(a) = line?.strip_prefix("crossdock standalone listening on ") {
-                break a.trim().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines.by_ref() {});
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "standalone",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ])
+        .args(["--workers", &a.workers.to_string(), "--memory", &a.memory])
+        .args(["--replication", &a.replication.to_string()])
+        .args(["--durability", &a.durability])
+        .args(
+            a.object_store
+                .iter()
+                .flat_map(|u| ["--object-store", u.as_str()]),
+        )
+        .args(
+            a.disk_quota
+                .iter()
+                .flat_map(|q| ["--disk-quota", q.as_str()]),
+        )
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(tls.iter().flat_map(|f| {
+            [
+                ("--tls-cert", &f.cert),
+                ("--tls-key", &f.key),
+                ("--tls-ca", &f.ca),
+            ]
+            .into_iter()
+            .flat_map(|(flag, path)| [std::ffi::OsStr::new(flag), path.as_os_str()])
+        }));
+        let (child, addr) =
+            super::child::spawn_announcing(cmd, "crossdock standalone listening on ")
+                .context("starting the embedded crossdock standalone")?;
         Ok(Embedded {
             child,
             addr,
@@ -99,18 +83,6 @@ impl Embedded {
 
 impl Drop for Embedded {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::child::stop(std::slice::from_mut(&mut self.child));
     }
 }

@@ -24,6 +24,7 @@ use crate::config::{human_bytes, parse_size};
 
 mod alltoall;
 mod baseline;
+mod child;
 mod embedded;
 
 use baseline::{loopback_tcp_gbps, memcpy_gbps};

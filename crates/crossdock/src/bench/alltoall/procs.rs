@@ -1,13 +1,14 @@
 //! The cluster of one method: a `crossdock coordinator` and P `crossdock worker`
 //! processes, memory-only, each its own process so that its RSS is its own.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use crossdock_client::{CoordinatorClient, Keyring, WorkerClient};
 use crossdock_proto::Message;
+
+use crate::bench::child::{spawn_announcing, stop};
 
 /// A coordinator and P worker processes, stopped when dropped.
 pub struct Procs {
@@ -62,26 +63,11 @@ impl Procs {
         Ok(procs)
     }
 
-    /// Starts `cmd` and returns the address it prints after `prefix`.
-    fn spawn(&mut self, mut cmd: Command, prefix: &str) -> Result<String> {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .env("CROSSDOCK_LOG", "warn")
-            .spawn()
-            .context("starting a crossdock process")?;
-        let stdout = child.stdout.take().expect("piped");
+    /// Starts `cmd` and returns the address it prints after `prefix`; it is stopped with
+    /// the others.
+    fn spawn(&mut self, cmd: Command, prefix: &str) -> Result<String> {
+        let (child, addr) = spawn_announcing(cmd, prefix)?;
         self.children.push(child);
-        let mut lines = BufReader::new(stdout).lines();
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                bail!("a crossdock process exited before printing its address");
-            };
-            if let Some(rest) = line?.strip_prefix(prefix) {
-                break rest.split_whitespace().next().unwrap_or("").to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines.by_ref() {});
         Ok(addr)
     }
 
@@ -137,26 +123,5 @@ impl Drop for Procs {
             stop(workers);
             stop(std::slice::from_mut(coordinator));
         }
-    }
-}
-
-/// Sends SIGTERM to every child, waits up to 5 s for them, then kills what is left.
-fn stop(children: &mut [Child]) {
-    for c in children.iter() {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(c.id().to_string())
-            .status();
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for c in children.iter_mut() {
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
     }
 }
