@@ -153,13 +153,10 @@ impl Shuffle {
     /// served before the coordinator checked it ([`Partition::restoring`]).
     pub fn place(&self, partitions: &[u32], forward_to: &[String]) {
         let has_commits = self.has_commits();
-        let owner: Arc<str> = self.app_id.as_str().into();
         let mut parts = self.partitions.write().expect("lock");
         for (i, &p) in partitions.iter().enumerate() {
-            let dir = &self.dirs[p as usize % self.dirs.len()];
             let part = parts.entry(p).or_insert_with(|| {
-                let part =
-                    Partition::new(p, owner.clone(), self.shuffle_id, partition_file(dir, p));
+                let part = self.new_partition(p);
                 part.restoring.store(has_commits, Ordering::Release);
                 Arc::new(part)
             });
@@ -172,20 +169,18 @@ impl Shuffle {
     /// restart left no file of it). Created later by a `PrepareShuffle` instead, it would
     /// count as moved from a lost worker and wait for a check that never comes.
     pub fn keep(&self, p: u32) -> Arc<Partition> {
-        let dir = &self.dirs[p as usize % self.dirs.len()];
-        let owner: Arc<str> = self.app_id.as_str().into();
         let mut parts = self.partitions.write().expect("lock");
         parts
             .entry(p)
-            .or_insert_with(|| {
-                Arc::new(Partition::new(
-                    p,
-                    owner,
-                    self.shuffle_id,
-                    partition_file(dir, p),
-                ))
-            })
+            .or_insert_with(|| Arc::new(self.new_partition(p)))
             .clone()
+    }
+
+    /// An empty partition `p` of this shuffle, its file in the data directory `p` falls to.
+    fn new_partition(&self, p: u32) -> Partition {
+        let dir = &self.dirs[p as usize % self.dirs.len()];
+        let owner: Arc<str> = self.app_id.as_str().into();
+        Partition::new(p, owner, self.shuffle_id, partition_file(dir, p))
     }
 
     /// Adds partitions rebuilt from their files after a restart.
