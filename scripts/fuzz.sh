@@ -100,7 +100,7 @@ summarize() {
 }
 
 # Jazzer (libFuzzer in the JVM) on the Java decoder: the @FuzzTest of
-# clients/spark/src/test/java/org/crossdock/protocol/DecoderFuzzTest.java in fuzzing
+# clients/common/src/test/java/org/crossdock/protocol/DecoderFuzzTest.java in fuzzing
 # mode (JAZZER_FUZZ=1); the regression mode of the same test runs in `make test`. Its
 # corpus (clients/spark/.cifuzz-corpus/) starts from the shared vectors' frames. JUnit's
 # own timeouts are off: Jazzer hands the test's @Timeout to libFuzzer, per input.
