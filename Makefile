@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app clean
+.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app clean
 
 all: build
 
@@ -27,6 +27,10 @@ build: setup
 ## build-spark-3.5: the Spark client built for Spark 3.5 (clients/spark/target/spark-3.5/)
 build-spark-3.5: setup
 	$(MVN) -B -q -T 1 -P spark-3.5 -Dspark.version=$(SPARK_35_VERSION) -f clients/spark/pom.xml -DskipTests package
+
+## build-mapreduce: the Hadoop MapReduce client jar (clients/mapreduce/target/crossdock-mapreduce.jar)
+build-mapreduce: setup
+	$(MVN) -B -q -T 1 -f clients/mapreduce/pom.xml -DskipTests package
 
 ## test: formatting, lints (warnings are errors) and every test; ends with a total line
 ## (the Spark tests run on Spark 4.2 and, a representative part, on Spark 3.5)
@@ -46,6 +50,17 @@ fuzz: setup
 ## demo: a shuffle-heavy Spark job (over 1 GB shuffled) with Spark's own shuffle and through Crossdock
 demo: build
 	.venv/bin/python scripts/demo.py
+
+## demo-mapreduce: TeraGen (200 MB) → TeraSort through MapReduce's own shuffle and through
+## Crossdock → TeraValidate, and WordCount both ways, in the local job runner; outputs compared
+demo-mapreduce: setup
+	@scripts/mapreduce-bench.sh --rows 2000000 --runs 1
+
+## bench-mapreduce: TeraSort of 2 GB, 3 runs each way, medians and ratio, counters
+## (bench-results/mapreduce.json); MR_BENCH_ARGS overrides the arguments
+bench-mapreduce: setup
+	@mkdir -p bench-results
+	@scripts/mapreduce-bench.sh $(or $(MR_BENCH_ARGS),--rows 20000000 --runs 3 --reduces 4 --json bench-results/mapreduce.json)
 
 ## demo-native: `crossdock standalone` and a verified 1 GiB push-fetch through it (no Spark)
 demo-native: build

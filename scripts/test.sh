@@ -39,6 +39,10 @@ run cargo test --workspace --locked
 run cargo build --release --locked -p crossdock
 rm -rf clients/spark/target/surefire-reports
 run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml package
+# The MapReduce client: real jobs from hadoop-mapreduce-examples in the local job runner,
+# through a real `crossdock standalone` and through MapReduce's own shuffle.
+rm -rf clients/mapreduce/target/surefire-reports
+run mvn -B -q -T 1 -f clients/mapreduce/pom.xml package
 # Real Spark (local-cluster mode) through a real `crossdock standalone`, against vanilla Spark.
 rm -f target/pytest-spark.xml
 run .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark.xml tests/spark
@@ -63,7 +67,7 @@ while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
   python3 - <<'PY'
 import glob, xml.etree.ElementTree as ET
 t = f = 0
-for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml") + glob.glob("clients/spark/target/spark-3.5/surefire-reports/TEST-*.xml") + glob.glob("target/pytest-spark*.xml"):
+for path in glob.glob("clients/spark/target/surefire-reports/TEST-*.xml") + glob.glob("clients/mapreduce/target/surefire-reports/TEST-*.xml") + glob.glob("clients/spark/target/spark-3.5/surefire-reports/TEST-*.xml") + glob.glob("target/pytest-spark*.xml"):
     root = ET.parse(path).getroot()
     for r in ([root] if root.tag == "testsuite" else root.findall("testsuite")):
         n = int(r.get("tests", 0)); bad = int(r.get("failures", 0)) + int(r.get("errors", 0))

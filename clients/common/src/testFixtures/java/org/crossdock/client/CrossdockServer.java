@@ -61,13 +61,19 @@ public final class CrossdockServer implements AutoCloseable {
   }
 
   public static CrossdockServer start(String... extraArgs) throws Exception {
+    return startWithMemory("256MiB", extraArgs);
+  }
+
+  /** A server whose workers each have {@code memory} (e.g. "1GiB") of memory budget. */
+  public static CrossdockServer startWithMemory(String memory, String... extraArgs)
+      throws Exception {
     Path bin = binary();
     Path dir = Files.createTempDirectory("crossdock-java-test");
     // A cluster secret the tests know, so they can act for any app as its executors would.
     Path secretFile = dir.resolve("secret");
     Files.write(secretFile, SECRET);
     List<String> cmd = new ArrayList<>(List.of(bin.toString(), "standalone", "--listen",
-        "127.0.0.1:0", "--workers", "2", "--memory", "256MiB", "--data-dir", dir.toString(),
+        "127.0.0.1:0", "--workers", "2", "--memory", memory, "--data-dir", dir.toString(),
         "--metrics-listen", "off", "--secret-file", secretFile.toString()));
     cmd.addAll(List.of(extraArgs));
     ProcessBuilder pb = new ProcessBuilder(cmd);

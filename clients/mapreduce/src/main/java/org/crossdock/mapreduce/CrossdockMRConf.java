@@ -1,0 +1,94 @@
+package org.crossdock.mapreduce;
+
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
+import org.crossdock.client.Tls;
+
+/**
+ * The {@code crossdock.*} job properties (documented in clients/mapreduce/README.md). Only the
+ * coordinator's address is required; sizes take Hadoop's suffixes (k, m, g), times its units
+ * (ms, s, m). Read once per task.
+ */
+final class CrossdockMRConf {
+  static final String COORDINATOR = "crossdock.coordinator";
+  static final String PUSH_BATCH_SIZE = "crossdock.push.batchSize";
+  static final String PUSH_MAX_IN_FLIGHT = "crossdock.push.maxInFlight";
+  static final String FETCH_MAX_IN_FLIGHT = "crossdock.fetch.maxInFlight";
+  static final String NETWORK_TIMEOUT = "crossdock.network.timeout";
+  static final String MAPS_WAIT = "crossdock.reduce.mapsWaitTimeout";
+  static final String LEASE = "crossdock.app.lease";
+  static final String TLS_CA = "crossdock.tls.ca";
+
+  /** MapReduce's own keys this client reads. */
+  static final String SORT_MB = "mapreduce.task.io.sort.mb";
+  static final String FRAMEWORK = "mapreduce.framework.name";
+
+  static final int CONNECT_TIMEOUT_MS = 5_000;
+  static final int FETCH_MAX_RESUMES = 3;
+  /** Largest batch a worker takes (its frame limit leaves room for the header). */
+  static final long MAX_BATCH = 16L << 20;
+
+  final String coordinator;
+  final int batchSize;
+  final long pushMaxInFlight;
+  final long fetchMaxInFlight;
+  final long networkTimeoutMs;
+  final long mapsWaitMs;
+  final int leaseMs;
+  final long sortBufferBytes;
+  /** True under the local job runner: every task of the job runs in this JVM. */
+  final boolean local;
+  final Tls tls;
+
+  CrossdockMRConf(Configuration c) {
+    coordinator = c.getTrimmed(COORDINATOR, "");
+    if (coordinator.isEmpty()) {
+      throw new IllegalArgumentException(COORDINATOR + " is not set: the host:port of the "
+          + "Crossdock coordinator (or of `crossdock standalone`) is required");
+    }
+    long batch = c.getLongBytes(PUSH_BATCH_SIZE, 1L << 20);
+    if (batch < 1024 || batch > MAX_BATCH) {
+      throw new IllegalArgumentException(PUSH_BATCH_SIZE + " must be between 1k and 16m, got "
+          + batch + " bytes");
+    }
+    batchSize = (int) batch;
+    pushMaxInFlight = positive(c, PUSH_MAX_IN_FLIGHT, c.getLongBytes(PUSH_MAX_IN_FLIGHT, 32L << 20));
+    fetchMaxInFlight = positive(c, FETCH_MAX_IN_FLIGHT, c.getLongBytes(FETCH_MAX_IN_FLIGHT, 48L << 20));
+    networkTimeoutMs = positive(c, NETWORK_TIMEOUT,
+        c.getTimeDuration(NETWORK_TIMEOUT, 120_000, TimeUnit.MILLISECONDS));
+    mapsWaitMs = positive(c, MAPS_WAIT, c.getTimeDuration(MAPS_WAIT, 30 * 60_000, TimeUnit.MILLISECONDS));
+    leaseMs = (int) Math.min(Integer.MAX_VALUE,
+        positive(c, LEASE, c.getTimeDuration(LEASE, 60_000, TimeUnit.MILLISECONDS)));
+    int sortMb = c.getInt(SORT_MB, 100);
+    if (sortMb <= 0 || sortMb > 2047) {
+      throw new IllegalArgumentException(SORT_MB + " must be between 1 and 2047, got " + sortMb);
+    }
+    sortBufferBytes = (long) sortMb << 20;
+    local = "local".equals(c.getTrimmed(FRAMEWORK, "local"));
+    String ca = c.getTrimmed(TLS_CA, "");
+    tls = ca.isEmpty() ? null : Tls.trusting(Path.of(ca));
+  }
+
+  private static long positive(Configuration c, String key, long v) {
+    if (v <= 0) {
+      throw new IllegalArgumentException(key + " must be positive, got '" + c.get(key) + "'");
+    }
+    return v;
+  }
+
+  /**
+   * The batch size of a map's runs with {@code maps} maps: a reducer merging its partition holds
+   * about two batches of every map's run, so batches are cut to fit {@code maps × 2} of them in
+   * the fetch limit, between 16 KiB and the push batch size (as the Spark client cuts them).
+   */
+  int runBatchBytes(int maps) {
+    long fit = fetchMaxInFlight / (2L * Math.max(1, maps));
+    return (int) Math.max(Math.min(16L << 10, batchSize), Math.min(batchSize, fit));
+  }
+
+  /** The most bytes one request of a run brings: the fetch limit shared out, at least a batch. */
+  long runCap(int maps, int runBatch) {
+    return Math.max(Math.max(4L << 10, runBatch), fetchMaxInFlight / (2L * Math.max(1, maps)));
+  }
+}

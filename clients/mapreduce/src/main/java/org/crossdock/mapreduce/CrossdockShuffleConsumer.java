@@ -1,0 +1,298 @@
+package org.crossdock.mapreduce;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.io.DataInputBuffer;
+import org.apache.hadoop.io.RawComparator;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapred.RawKeyValueIterator;
+import org.apache.hadoop.mapred.Reporter;
+import org.apache.hadoop.mapred.ShuffleConsumerPlugin;
+import org.apache.hadoop.util.Progress;
+import org.crossdock.client.Placement;
+import org.crossdock.client.fetch.FetchMemory;
+import org.crossdock.client.fetch.FetchMonitor;
+import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.RunReader;
+import org.crossdock.client.fetch.Segment;
+import org.crossdock.protocol.AttemptIds;
+import org.crossdock.protocol.Message;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A reduce task's input, read from Crossdock and merged once
+ * ({@code mapreduce.job.reduce.shuffle.consumer.plugin.class}): Hadoop-A's network-levitated
+ * merge. Every map pushed its records of this reduce's partition as one sorted run; the reduce
+ * waits until every map committed, asks for the head segment of every run at once ({@link
+ * RunReader}), and merges the runs with a priority queue on the job's key comparator ({@link
+ * MergedRuns}), fetching a run's next segment while the one before is merged. Nothing is copied
+ * to local disk or merged twice: the reducer consumes the merge as it is fetched, and memory is
+ * about two segments of every run, which the cap keeps within {@code crossdock.fetch.maxInFlight}.
+ *
+ * <p>A run no copy can serve leads to one question to the coordinator per partition: if a map's
+ * committed output was lost (its only copy was on a lost worker) the attempt fails with that
+ * reason; otherwise the run is read on from the copies the coordinator names, after its last
+ * batch. A failed reduce attempt's retry reads everything again (nothing was consumed).
+ */
+public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlugin<K, V> {
+  private static final Logger LOG = LoggerFactory.getLogger(CrossdockShuffleConsumer.class);
+  /** Longest pause between two looks at whether every map committed. */
+  private static final long MAX_POLL_MS = 1_000;
+
+  private Context<K, V> context;
+  private JobConf job;
+  private CrossdockMRConf conf;
+  private JobSession session;
+  private int reduce;
+  private int numMaps;
+  private int numReduces;
+  private RunReader reader;
+  private MergedRuns merged;
+  private boolean refreshed;
+  private final Map<Integer, List<String>> freshCopies = new HashMap<>();
+  private boolean succeeded;
+  private boolean closed;
+
+  @Override
+  public void init(Context<K, V> context) {
+    this.context = context;
+    this.job = context.getJobConf();
+    this.conf = new CrossdockMRConf(job);
+    this.reduce = context.getReduceId().getTaskID().getId();
+    this.numMaps = job.getNumMapTasks();
+    this.numReduces = job.getNumReduceTasks();
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public RawKeyValueIterator run() throws IOException, InterruptedException {
+    session = JobSession.begin(context.getReduceId().getJobID().toString(), conf);
+    List<RecordCursor> cursors = new ArrayList<>();
+    if (numMaps > 0) {
+      Message.ShuffleStatus status = awaitMaps();
+      Placement placement = Placement.of(status);
+      int runBatch = conf.runBatchBytes(numMaps);
+      long cap = conf.runCap(numMaps, runBatch);
+      List<Segment> runs = new ArrayList<>();
+      for (int slot : placement.slotsOf(reduce)) {
+        long slotBytes = slot < status.partitionBytes().length ? status.partitionBytes()[slot] : cap;
+        long estimate = Math.min(cap, (slotBytes + numMaps - 1) / numMaps);
+        for (int m = 0; m < numMaps; m++) {
+          runs.add(new Segment(slot, m, m + 1, estimate, placement.copiesOf(slot), cap));
+        }
+      }
+      RunReader.Settings settings = new RunReader.Settings(session.appId, session.token,
+          JobSession.SHUFFLE_ID, CrossdockMRConf.CONNECT_TIMEOUT_MS,
+          (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockMRConf.FETCH_MAX_RESUMES);
+      // MapReduce has no memory manager to account the buffers to: the cap bounds them, and
+      // their peak is logged at the end.
+      reader = new RunReader(settings, runs, FetchMonitor.shared(), FetchMemory.UNLIMITED,
+          addr -> false);
+      reader.start();
+      for (Segment s : runs) {
+        cursors.add(new BatchCursor(s));
+      }
+    }
+    merged = new MergedRuns(cursors, (RawComparator<K>) job.getOutputKeyComparator());
+    context.getShuffledMapsCounter().increment(numMaps);
+    // Copying and merging happen as the reducer consumes the merge: the copy phase ends here
+    // (as MapReduce's own Shuffle ends it), the sort phase when run() returns (ReduceTask).
+    context.getCopyPhase().complete();
+    return new Reading(merged);
+  }
+
+  /** Waits until every map of the job committed; returns the shuffle's state then. */
+  private Message.ShuffleStatus awaitMaps() throws IOException, InterruptedException {
+    session.placement(numMaps, numReduces); // registers the shuffle if no map did yet
+    long deadline = System.nanoTime() + conf.mapsWaitMs * 1_000_000;
+    long pause = 20;
+    Reporter reporter = context.getReporter();
+    while (true) {
+      Message.ShuffleStatus status =
+          session.coordinator.shuffleStatus(session.appId, JobSession.SHUFFLE_ID);
+      if (status.committedMaps() >= numMaps) {
+        return status;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IOException("Crossdock: only " + status.committedMaps() + " of " + numMaps
+            + " maps committed after " + conf.mapsWaitMs + " ms ("
+            + CrossdockMRConf.MAPS_WAIT + ")");
+      }
+      reporter.setStatus("waiting for maps: " + status.committedMaps() + " of " + numMaps
+          + " committed");
+      reporter.progress();
+      Thread.sleep(pause);
+      pause = Math.min(MAX_POLL_MS, pause * 2);
+    }
+  }
+
+  /**
+   * A run no copy could serve: the first time, report the unreachable workers and ask for the
+   * shuffle's current state (a map whose output was lost ends the attempt); runs then go on from
+   * the copies learned, once each; a second failure ends the attempt.
+   */
+  private void recover(FetchScheduler.SegmentFailed f) throws IOException {
+    Segment s = f.segment;
+    List<String> fresh = freshCopies.get(s.partition);
+    if (fresh == null && !refreshed) {
+      refreshed = true;
+      for (String addr : f.unreachable()) {
+        session.coordinator.reportWorkerFailure(addr);
+      }
+      Message.ShuffleStatus status =
+          session.coordinator.shuffleStatus(session.appId, JobSession.SHUFFLE_ID);
+      int[] attempts = status.mapAttempts();
+      for (int m = 0; m < numMaps; m++) {
+        if (attempts[m] == AttemptIds.NO_ATTEMPT) {
+          throw new IOException("Crossdock: map " + m + " has no committed output any more (its "
+              + "only copy was on a lost worker); first error: " + f.getMessage(), f);
+        }
+      }
+      Placement placement = Placement.of(status);
+      for (int slot : placement.slotsOf(reduce)) {
+        freshCopies.put(slot, placement.copiesOf(slot));
+      }
+      fresh = freshCopies.get(s.partition);
+    }
+    if (fresh == null || fresh.isEmpty()) {
+      throw new IOException("Crossdock: run of map " + s.startMap + " of partition "
+          + s.partition + " could not be read: " + f.getMessage(), f);
+    }
+    reader.retry(s, fresh);
+  }
+
+  /** One map's run of this partition, decoded batch by batch as the merge drains it. */
+  private final class BatchCursor extends RecordCursor {
+    private final Segment run;
+    private final int[] len = new int[1];
+    private int pos;
+    private int end;
+    private boolean counted;
+
+    BatchCursor(Segment run) {
+      this.run = run;
+    }
+
+    @Override
+    boolean advance() throws IOException {
+      while (pos >= end) {
+        if (!nextBatch()) {
+          return false;
+        }
+      }
+      pos = RecordFormat.readVInt(buf, pos, end, len);
+      keyLen = len[0];
+      pos = RecordFormat.readVInt(buf, pos, end, len);
+      valLen = len[0];
+      if ((long) pos + keyLen + valLen > end) {
+        throw new IOException("Crossdock: a record of map " + run.startMap + " is cut off at "
+            + "the end of its batch");
+      }
+      keyOff = pos;
+      valOff = pos + keyLen;
+      pos = valOff + valLen;
+      return true;
+    }
+
+    private boolean nextBatch() throws IOException {
+      FetchScheduler.Delivery d;
+      while (true) {
+        try {
+          d = reader.next(run);
+          break;
+        } catch (FetchScheduler.SegmentFailed f) {
+          recover(f);
+        }
+      }
+      if (d == null) {
+        return false;
+      }
+      if (!counted) {
+        // A map output merged: a run that holds data (of a split partition, each map's run
+        // is whole in one of its slots and the others answer empty).
+        counted = true;
+        context.getMergedMapOutputsCounter().increment(1);
+      }
+      ByteBuffer p = d.batch().payload();
+      int n = p.remaining();
+      if (p.hasArray()) {
+        buf = p.array();
+        pos = p.arrayOffset() + p.position();
+      } else {
+        buf = new byte[n];
+        p.duplicate().get(buf);
+        pos = 0;
+      }
+      end = pos + n;
+      context.getReduceShuffleBytes().increment(n);
+      return true;
+    }
+  }
+
+  /** The merge as the reducer reads it; the read is ended once the merge is. */
+  private final class Reading implements RawKeyValueIterator {
+    private final MergedRuns merge;
+
+    Reading(MergedRuns merge) {
+      this.merge = merge;
+    }
+
+    @Override
+    public DataInputBuffer getKey() throws IOException {
+      return merge.getKey();
+    }
+
+    @Override
+    public DataInputBuffer getValue() throws IOException {
+      return merge.getValue();
+    }
+
+    @Override
+    public boolean next() throws IOException {
+      boolean more = merge.next();
+      if (!more) {
+        succeeded = true;
+        endRead();
+      }
+      return more;
+    }
+
+    @Override
+    public void close() throws IOException {
+      endRead();
+    }
+
+    @Override
+    public Progress getProgress() {
+      return merge.getProgress();
+    }
+  }
+
+  /** Closes the connections and gives back the buffers (at the end, or when the task ends). */
+  private void endRead() {
+    if (reader != null) {
+      LOG.info("Crossdock reduce {}: {} runs merged, {} requests, peak {} bytes buffered, fetch "
+          + "wait {} ms", reduce, merged.runCount(), reader.requests(), reader.peakBufferedBytes(),
+          reader.waitNanos() / 1_000_000);
+      reader.close();
+      reader = null;
+    }
+  }
+
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    endRead();
+    if (session != null) {
+      session.taskEnded(succeeded ? reduce : -1, numReduces);
+    }
+  }
+}

@@ -1,0 +1,156 @@
+package org.crossdock.mapreduce;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.TaskCounter;
+import org.crossdock.client.CrossdockServer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * MapReduce jobs from hadoop-mapreduce-examples, in the local job runner, through a real
+ * {@code crossdock standalone} and through MapReduce's own shuffle: outputs equal byte for byte,
+ * the counters show one merge of every map's run and no spill on the reduce side.
+ */
+@Timeout(600)
+class MapReduceJobsTest {
+  private static CrossdockServer server;
+
+  @TempDir Path dir;
+
+  @BeforeAll
+  static void start() throws Exception {
+    server = CrossdockServer.start();
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    if (server != null) {
+      server.close();
+    }
+  }
+
+  /** Text files of words drawn from a small skewed vocabulary (many equal keys). */
+  private static Path words(Path dir, int files, int lines) throws Exception {
+    Path in = Files.createDirectories(dir.resolve("words"));
+    Random r = new Random(42);
+    for (int f = 0; f < files; f++) {
+      List<String> out = new ArrayList<>();
+      for (int i = 0; i < lines; i++) {
+        StringBuilder line = new StringBuilder();
+        for (int w = 0; w < 12; w++) {
+          int rank = (int) Math.floor(Math.pow(r.nextDouble(), 3) * 2000);
+          line.append(w == 0 ? "" : " ").append("w").append(Integer.toString(rank, 36));
+        }
+        out.add(line.toString());
+      }
+      Files.write(in.resolve("part" + f + ".txt"), out);
+    }
+    return in;
+  }
+
+  @Test
+  void wordCountThroughCrossdockEqualsMapReducesOwnShuffle() throws Exception {
+    Configuration local = MapReduceJobs.local(dir);
+    Path in = words(dir, 3, 4000);
+    Job vanilla = MapReduceJobs.wordCount(local, in, dir.resolve("vanilla"), 3);
+    assertTrue(vanilla.isSuccessful(), "vanilla WordCount failed");
+    Job cd = MapReduceJobs.wordCount(MapReduceJobs.crossdock(local, server.addr()), in,
+        dir.resolve("crossdock"), 3);
+    assertTrue(cd.isSuccessful(), "WordCount through Crossdock failed: "
+        + cd.getStatus().getFailureInfo());
+
+    List<Path> expected = MapReduceJobs.parts(dir.resolve("vanilla"));
+    List<Path> got = MapReduceJobs.parts(dir.resolve("crossdock"));
+    assertEquals(3, got.size());
+    for (int i = 0; i < expected.size(); i++) {
+      assertArrayEquals(Files.readAllBytes(expected.get(i)), Files.readAllBytes(got.get(i)),
+          got.get(i) + " differs from MapReduce's own shuffle's output");
+    }
+    // The combiner ran on the maps (fewer records than the maps' output reached the reduces),
+    // every map's run of every partition was merged once, and nothing spilled anywhere.
+    assertEquals(MapReduceJobs.counter(vanilla, TaskCounter.COMBINE_OUTPUT_RECORDS),
+        MapReduceJobs.counter(cd, TaskCounter.COMBINE_OUTPUT_RECORDS));
+    assertEquals(MapReduceJobs.counter(cd, TaskCounter.COMBINE_OUTPUT_RECORDS),
+        MapReduceJobs.counter(cd, TaskCounter.REDUCE_INPUT_RECORDS));
+    assertTrue(MapReduceJobs.counter(cd, TaskCounter.REDUCE_INPUT_RECORDS)
+        < MapReduceJobs.counter(cd, TaskCounter.MAP_OUTPUT_RECORDS));
+    assertEquals(3 * 3, MapReduceJobs.counter(cd, TaskCounter.MERGED_MAP_OUTPUTS));
+    assertEquals(0, MapReduceJobs.counter(cd, TaskCounter.SPILLED_RECORDS));
+    assertTrue(MapReduceJobs.counter(vanilla, TaskCounter.SPILLED_RECORDS) > 0);
+    assertEquals(MapReduceJobs.counter(cd, TaskCounter.MAP_OUTPUT_MATERIALIZED_BYTES),
+        MapReduceJobs.counter(cd, TaskCounter.REDUCE_SHUFFLE_BYTES));
+  }
+
+  @Test
+  void teraSortThroughCrossdockEqualsMapReducesOwnShuffleAndValidates() throws Exception {
+    Configuration local = MapReduceJobs.local(dir);
+    Path gen = dir.resolve("teragen");
+    MapReduceJobs.teraGen(local, 100_000, gen);
+    Map<String, Long> vanilla = MapReduceJobs.teraSort(local, gen, dir.resolve("vanilla"), 4, 3);
+    Map<String, Long> cd = MapReduceJobs.teraSort(MapReduceJobs.crossdock(local, server.addr()),
+        gen, dir.resolve("crossdock"), 4, 3);
+
+    assertArrayEquals(MapReduceJobs.output(dir.resolve("vanilla")),
+        MapReduceJobs.output(dir.resolve("crossdock")), "TeraSort's outputs differ");
+    assertEquals(3, MapReduceJobs.parts(dir.resolve("crossdock")).size());
+    List<String> report = MapReduceJobs.teraValidate(local, dir.resolve("crossdock"),
+        dir.resolve("validate"));
+    assertFalse(report.stream().anyMatch(l -> l.startsWith("error")), "TeraValidate: " + report);
+    assertTrue(report.stream().anyMatch(l -> l.startsWith("checksum")), "TeraValidate: " + report);
+
+    assertEquals(100_000L, cd.get("Reduce input records"), cd.toString());
+    assertEquals(4L * 3, cd.get("Merged Map outputs"), cd.toString());
+    assertEquals(0L, cd.get("Spilled Records"), cd.toString());
+    assertTrue(vanilla.get("Spilled Records") >= 100_000L, vanilla.toString());
+    assertEquals(cd.get("Map output materialized bytes"), cd.get("Reduce shuffle bytes"));
+  }
+
+  @Test
+  void mapsThatOutgrowTheirSortBufferSpillAndStillPushOneRunPerPartition() throws Exception {
+    Configuration local = MapReduceJobs.local(dir);
+    Path gen = dir.resolve("teragen");
+    MapReduceJobs.teraGen(local, 60_000, gen); // 3 MB per map, 1 MB buffers
+    Configuration small = new Configuration(local);
+    small.setInt("mapreduce.task.io.sort.mb", 1);
+    // A fetch limit of 1 MiB: the reduces read each 1.5 MB run in segments of 256 KiB.
+    small.set("crossdock.fetch.maxInFlight", "1m");
+    MapReduceJobs.teraSort(local, gen, dir.resolve("vanilla"), 2, 2);
+    Map<String, Long> cd = MapReduceJobs.teraSort(MapReduceJobs.crossdock(small, server.addr()),
+        gen, dir.resolve("crossdock"), 2, 2);
+
+    assertArrayEquals(MapReduceJobs.output(dir.resolve("vanilla")),
+        MapReduceJobs.output(dir.resolve("crossdock")), "TeraSort's outputs differ");
+    // Every record went through a map-side spill (several per map), none through the reduce's.
+    assertEquals(60_000L, cd.get("Spilled Records"), cd.toString());
+    assertEquals(2L * 2, cd.get("Merged Map outputs"), cd.toString());
+    assertEquals(60_000L, cd.get("Reduce input records"), cd.toString());
+  }
+
+  @Test
+  void aJobWithoutACoordinatorFailsAndSaysWhatIsMissing() throws Exception {
+    Configuration c = MapReduceJobs.crossdock(MapReduceJobs.local(dir), "");
+    c.unset("crossdock.coordinator");
+    try (JobLog log = new JobLog()) {
+      Job job = MapReduceJobs.wordCount(c, words(dir, 1, 10), dir.resolve("out"), 1);
+      assertFalse(job.isSuccessful());
+      assertTrue(log.failures().stream().anyMatch(f -> f.contains(
+          "crossdock.coordinator is not set: the host:port of the Crossdock coordinator")),
+          log.failures().toString());
+    }
+  }
+}
