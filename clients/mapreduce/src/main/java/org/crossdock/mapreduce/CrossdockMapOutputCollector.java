@@ -16,6 +16,7 @@ import org.apache.hadoop.mapred.MapTask;
 import org.apache.hadoop.mapred.OutputCollector;
 import org.apache.hadoop.mapred.Task;
 import org.apache.hadoop.mapred.TaskAttemptID;
+import org.apache.hadoop.mapred.TaskStatus;
 import org.apache.hadoop.mapreduce.TaskCounter;
 import org.crossdock.client.MapPusher;
 import org.crossdock.client.Placement;
@@ -104,7 +105,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     combinedRecords = reporter.getCounter(TaskCounter.COMBINE_OUTPUT_RECORDS);
     bytes = new long[numPartitions];
     records = new long[numPartitions];
-    session = JobSession.begin(id.getJobID().toString(), conf);
+    session = JobSession.begin(id.getJobID().toString(), conf, job.getCredentials());
     try {
       placement = session.placement(numMaps, numPartitions);
       pusher = new MapPusher(session.pool, session.appId, JobSession.SHUFFLE_ID, mapIndex,
@@ -197,20 +198,30 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     }
   }
 
-  /** Pushes the map's runs and commits the attempt. */
+  /**
+   * Pushes the map's runs and commits the attempt, if the map succeeded. MapTask closes a
+   * new-API mapper's output (flush, then close) also when the mapper failed, and only its
+   * success path enters the sort phase first: a flush in any other phase is a failed attempt's,
+   * whose partial output must never be committed (it would win over the retry's whole one).
+   */
   @Override
   public void flush() throws IOException {
     if (flushed) {
       return;
     }
     flushed = true;
+    if (task.getPhase() != TaskStatus.Phase.SORT) {
+      LOG.info("Crossdock map {}: attempt {} ended in phase {}; its output is not pushed",
+          mapIndex, attemptId, task.getPhase());
+      return;
+    }
     try {
       if (spills.isEmpty()) {
         buffer.sort(numPartitions);
         for (int p = 0; p < numPartitions; p++) {
-          try (Run run = new Run(p)) {
-            emit(buffer.partition(p), run);
-          }
+          Run run = new Run(p);
+          emit(buffer.partition(p), run);
+          run.close(); // not on a failure: the attempt fails, nothing more is pushed
         }
       } else {
         if (buffer.count() > 0) {
@@ -218,19 +229,21 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
         }
         for (int p = 0; p < numPartitions; p++) {
           List<RecordCursor> parts = new ArrayList<>(spills.size());
-          for (SpillFile f : spills) {
-            parts.add(f.partition(p));
-          }
-          MergedRuns merged = new MergedRuns(parts, comparator);
-          try (Run run = new Run(p)) {
+          try {
+            for (SpillFile f : spills) {
+              parts.add(f.partition(p));
+            }
+            MergedRuns merged = new MergedRuns(parts, comparator);
+            Run run = new Run(p);
             while (merged.next()) {
               var k = merged.getKey();
               var v = merged.getValue();
               run.write(k.getData(), k.getPosition(), k.getLength() - k.getPosition(),
                   v.getPosition(), v.getLength() - v.getPosition(), v.getData());
             }
+            run.close();
           } finally {
-            merged.close();
+            closeQuietly(parts);
           }
         }
       }
@@ -244,7 +257,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   }
 
   /** One partition's run: batches of whole records, each pushed when it reaches the run batch. */
-  private final class Run implements RecordSink, AutoCloseable {
+  private final class Run implements RecordSink {
     private final int partition;
     private final DataOutputBuffer batch = new DataOutputBuffer();
 
@@ -259,6 +272,15 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
 
     void write(byte[] kb, int keyOff, int keyLen, int valOff, int valLen, byte[] vb)
         throws IOException {
+      int size = RecordFormat.size(keyLen, valLen);
+      if (size > CrossdockMRConf.MAX_BATCH) {
+        throw new IOException("a map output record of " + size + " bytes (partition "
+            + partition + "): a record travels whole in one batch, and workers take batches "
+            + "of at most " + CrossdockMRConf.MAX_BATCH + " bytes");
+      }
+      if (batch.getLength() > 0 && batch.getLength() + size > runBatch) {
+        send(); // a batch never passes the run batch but by a record that is larger alone
+      }
       RecordFormat.write(batch, kb, keyOff, keyLen, vb, valOff, valLen);
       records[partition]++;
       if (batch.getLength() >= runBatch) {
@@ -275,13 +297,24 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
       pusher.push(partition, placement.addrOf(partition), owned, n);
       bytes[partition] += n;
       materializedBytes.increment(n);
+      session.touch();
       batch.reset();
       reporter.progress();
     }
 
-    @Override
-    public void close() throws IOException {
+    /** Pushes the last batch. */
+    void close() throws IOException {
       send();
+    }
+  }
+
+  private static void closeQuietly(List<RecordCursor> cursors) {
+    for (RecordCursor c : cursors) {
+      try {
+        c.close();
+      } catch (IOException e) {
+        LOG.warn("Crossdock: closing a spill file failed: {}", e.toString());
+      }
     }
   }
 
@@ -333,7 +366,11 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
         pusher.close();
       }
       for (SpillFile f : spills) {
-        f.close();
+        try {
+          f.close();
+        } catch (IOException e) {
+          LOG.warn("Crossdock: deleting spill {} failed: {}", f.path, e.toString());
+        }
       }
     } finally {
       if (session != null) {

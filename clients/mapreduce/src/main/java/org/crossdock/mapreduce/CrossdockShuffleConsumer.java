@@ -4,8 +4,10 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.hadoop.io.DataInputBuffer;
 import org.apache.hadoop.io.RawComparator;
 import org.apache.hadoop.mapred.JobConf;
@@ -53,8 +55,11 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private int numReduces;
   private RunReader reader;
   private MergedRuns merged;
+  private int runCount;
   private boolean refreshed;
   private final Map<Integer, List<String>> freshCopies = new HashMap<>();
+  /** The runs read on from the copies learned (each may be, once). */
+  private final Set<Segment> retriedOnFresh = new HashSet<>();
   private boolean succeeded;
   private boolean closed;
 
@@ -68,10 +73,24 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
     this.numReduces = job.getNumReduceTasks();
   }
 
+  /**
+   * Starts the read. ReduceTask calls {@link #close} only after a reduce that succeeded, so a
+   * failure here ends the read and the task's part in the session before it is thrown.
+   */
   @Override
-  @SuppressWarnings("unchecked")
   public RawKeyValueIterator run() throws IOException, InterruptedException {
-    session = JobSession.begin(context.getReduceId().getJobID().toString(), conf);
+    session = JobSession.begin(context.getReduceId().getJobID().toString(), conf,
+        job.getCredentials());
+    try {
+      return startRead();
+    } catch (IOException | InterruptedException | RuntimeException e) {
+      close();
+      throw e;
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private RawKeyValueIterator startRead() throws IOException, InterruptedException {
     List<RecordCursor> cursors = new ArrayList<>();
     if (numMaps > 0) {
       Message.ShuffleStatus status = awaitMaps();
@@ -93,6 +112,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       // their peak is logged at the end.
       reader = new RunReader(settings, runs, FetchMonitor.shared(), FetchMemory.UNLIMITED,
           addr -> false);
+      runCount = runs.size();
       reader.start();
       for (Segment s : runs) {
         cursors.add(new BatchCursor(s));
@@ -109,7 +129,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   /** Waits until every map of the job committed; returns the shuffle's state then. */
   private Message.ShuffleStatus awaitMaps() throws IOException, InterruptedException {
     session.placement(numMaps, numReduces); // registers the shuffle if no map did yet
-    long deadline = System.nanoTime() + conf.mapsWaitMs * 1_000_000;
+    long start = System.nanoTime();
     long pause = 20;
     Reporter reporter = context.getReporter();
     while (true) {
@@ -118,7 +138,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       if (status.committedMaps() >= numMaps) {
         return status;
       }
-      if (System.nanoTime() > deadline) {
+      if ((System.nanoTime() - start) / 1_000_000 > conf.mapsWaitMs) {
         throw new IOException("Crossdock: only " + status.committedMaps() + " of " + numMaps
             + " maps committed after " + conf.mapsWaitMs + " ms ("
             + CrossdockMRConf.MAPS_WAIT + ")");
@@ -134,10 +154,14 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   /**
    * A run no copy could serve: the first time, report the unreachable workers and ask for the
    * shuffle's current state (a map whose output was lost ends the attempt); runs then go on from
-   * the copies learned, once each; a second failure ends the attempt.
+   * the copies learned, once each; a run that fails again ends the attempt.
    */
   private void recover(FetchScheduler.SegmentFailed f) throws IOException {
     Segment s = f.segment;
+    if (!retriedOnFresh.add(s)) {
+      throw new IOException("Crossdock: the run of map " + s.startMap + " of partition "
+          + s.partition + " failed again after the coordinator was asked: " + f.getMessage(), f);
+    }
     List<String> fresh = freshCopies.get(s.partition);
     if (fresh == null && !refreshed) {
       refreshed = true;
@@ -230,6 +254,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       }
       end = pos + n;
       context.getReduceShuffleBytes().increment(n);
+      session.touch();
       return true;
     }
   }
@@ -277,7 +302,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private void endRead() {
     if (reader != null) {
       LOG.info("Crossdock reduce {}: {} runs merged, {} requests, peak {} bytes buffered, fetch "
-          + "wait {} ms", reduce, merged.runCount(), reader.requests(), reader.peakBufferedBytes(),
+          + "wait {} ms", reduce, runCount, reader.requests(), reader.peakBufferedBytes(),
           reader.waitNanos() / 1_000_000);
       reader.close();
       reader = null;

@@ -1,6 +1,7 @@
 package org.crossdock.mapreduce;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -8,14 +9,14 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import org.crossdock.client.ConnectionPool;
 import org.crossdock.client.CoordinatorClient;
-import org.crossdock.client.CrossdockException;
+import org.apache.hadoop.security.Credentials;
 import org.crossdock.client.Net;
 import org.crossdock.client.Placement;
 import org.crossdock.client.SplitRoutes;
-import org.crossdock.protocol.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -24,23 +25,29 @@ import org.slf4j.LoggerFactory;
  * job, its shuffle is shuffle 0), its token, the coordinator and worker connections, the
  * shuffle's placement and the lease renewal.
  *
- * <p><b>Who registers.</b> MapReduce has no driver-side hook a job property can enable, so the
- * first task of the job that runs in a JVM registers the app. Under the local job runner every
- * task runs in the submitting JVM: the app id is the job id with a random suffix (local job ids
- * repeat across processes), the token never leaves the JVM, and the session unregisters the app
- * when the last reduce closed. Tasks in separate JVMs (YARN) would share the registration by the
- * job id alone, which a service with authentication refuses (only the token's holder may
- * register an id again): the error says so. See clients/mapreduce/README.md.
+ * <p><b>Who registers.</b> On YARN, the submitter ({@code mapreduce.framework.name=crossdock-yarn},
+ * {@link JobRegistration}) registered the app and put its id and token into the job's
+ * credentials, which YARN gives every task: the session takes them from there and leaves the
+ * app's end to the submitter. Under the local job runner every task runs in the submitting
+ * JVM and MapReduce's local client has no such hook, so the first task of the job registers
+ * the app: its id is the job id with a random suffix (local job ids repeat across processes),
+ * the token never leaves the JVM, and the session unregisters the app when the last reduce
+ * closed. A task on YARN whose credentials hold no app fails with a message that says how to
+ * submit the job. See clients/mapreduce/README.md.
  *
- * <p><b>Lease.</b> Renewed every quarter lease while a task of the job runs here or ran within
- * the last lease; after that the session is dropped and the service expires the app, so a job
- * that failed leaves nothing behind for longer than a lease.
+ * <p><b>Lease.</b> Renewed every quarter lease while the job's tasks here use the session;
+ * after a lease without a task (or four without any use: a reduce that failed after reading
+ * is never said to have ended) the session is dropped and the service expires the app, so a
+ * job that failed leaves nothing behind for long. On YARN the submitter keeps the app until
+ * the job ends, and the tasks' renewals only add to it.
  */
 final class JobSession {
   private static final Logger LOG = LoggerFactory.getLogger(JobSession.class);
   /** The one shuffle of a MapReduce job. */
   static final int SHUFFLE_ID = 0;
   private static final Map<String, JobSession> SESSIONS = new HashMap<>();
+  /** Jobs whose app this JVM registered and let expire: a later task of one fails clearly. */
+  private static final Set<String> EXPIRED = new HashSet<>();
   private static ScheduledExecutorService renewer;
 
   final String jobId;
@@ -52,17 +59,21 @@ final class JobSession {
   final SplitRoutes routes = new SplitRoutes();
   private Placement placement;
   private final Set<Integer> reducesDone = new HashSet<>();
+  /** True if this session registered the app (and so unregisters it at the end). */
+  private final boolean owner;
   private int active;
-  private long lastUse = System.nanoTime();
-  private boolean closed;
+  private volatile long lastUse = System.nanoTime();
+  private volatile boolean closed;
+  private ScheduledFuture<?> renewal;
 
   private JobSession(String jobId, String appId, byte[] token, CrossdockMRConf conf,
-      CoordinatorClient coordinator) {
+      CoordinatorClient coordinator, boolean owner) {
     this.jobId = jobId;
     this.appId = appId;
     this.token = token;
     this.conf = conf;
     this.coordinator = coordinator;
+    this.owner = owner;
     this.pool = new ConnectionPool(CrossdockMRConf.CONNECT_TIMEOUT_MS);
     pool.authenticateAs(appId, token);
   }
@@ -71,41 +82,62 @@ final class JobSession {
    * The session of job {@code jobId} in this JVM, registering the app on first use; counts a
    * task of the job as running until it calls {@link #taskEnded}.
    */
-  static JobSession begin(String jobId, CrossdockMRConf conf) throws IOException {
+  static JobSession begin(String jobId, CrossdockMRConf conf, Credentials credentials)
+      throws IOException {
     synchronized (SESSIONS) {
       JobSession s = SESSIONS.get(jobId);
       if (s == null || s.closed) {
-        s = register(jobId, conf);
+        byte[] app = credentials == null ? null : credentials.getSecretKey(JobRegistration.APP_ID);
+        byte[] token =
+            credentials == null ? null : credentials.getSecretKey(JobRegistration.APP_TOKEN);
+        if (app != null && token != null) {
+          s = join(jobId, new String(app, StandardCharsets.UTF_8), token, conf);
+        } else if (EXPIRED.contains(jobId)) {
+          throw new IOException("Crossdock: job " + jobId + "'s app expired: no task of the job "
+              + "used it here for longer than its lease (" + CrossdockMRConf.LEASE + "), and its "
+              + "shuffle data went with it");
+        } else if (conf.local) {
+          s = register(jobId, conf);
+        } else {
+          throw new IOException("Crossdock: job " + jobId + " was not registered with Crossdock "
+              + "when it was submitted (its credentials hold no app): submit it with "
+              + "mapreduce.framework.name=" + CrossdockClientProtocolProvider.FRAMEWORK
+              + " and the Crossdock jar on the submitter's class path (HADOOP_CLASSPATH)");
+        }
         SESSIONS.put(jobId, s);
       }
       s.active++;
-      s.lastUse = System.nanoTime();
+      s.touch();
       return s;
     }
   }
 
+  /** The session of a job its submitter registered (its app id and token from the credentials). */
+  private static JobSession join(String jobId, String appId, byte[] token, CrossdockMRConf conf)
+      throws IOException {
+    Net.useTls(conf.tls);
+    CoordinatorClient coordinator = new CoordinatorClient(conf.coordinator,
+        CrossdockMRConf.CONNECT_TIMEOUT_MS, conf.networkTimeoutMs, appId, token);
+    JobSession s = new JobSession(jobId, appId, token, conf, coordinator, false);
+    scheduleRenewal(s);
+    return s;
+  }
+
+  /** Registers the job's app from this task (the local job runner). */
   private static JobSession register(String jobId, CrossdockMRConf conf) throws IOException {
     Net.useTls(conf.tls);
-    String appId = conf.local
-        ? jobId + "-" + Long.toHexString(new SecureRandom().nextLong())
-        : jobId;
+    String appId = jobId + "-" + Long.toHexString(new SecureRandom().nextLong());
     CoordinatorClient coordinator = new CoordinatorClient(conf.coordinator,
         CrossdockMRConf.CONNECT_TIMEOUT_MS, conf.networkTimeoutMs);
     byte[] token;
     try {
       token = coordinator.registerApp(appId, conf.leaseMs);
-    } catch (CrossdockException e) {
+    } catch (IOException | RuntimeException e) {
       coordinator.close();
-      if (e.code() == ErrorCode.UNAUTHORIZED) {
-        throw new IOException("Crossdock refused to register job " + jobId + " again: its "
-            + "tasks run in several JVMs and the service requires authentication, which the "
-            + "MapReduce client supports under the local job runner only so far (see "
-            + "clients/mapreduce/README.md): " + e.getMessage(), e);
-      }
       throw e;
     }
     coordinator.authenticateAs(appId, token);
-    JobSession s = new JobSession(jobId, appId, token, conf, coordinator);
+    JobSession s = new JobSession(jobId, appId, token, conf, coordinator, true);
     LOG.info("Crossdock: job {} registered as app {} with coordinator {}", jobId, appId,
         conf.coordinator);
     scheduleRenewal(s);
@@ -121,23 +153,40 @@ final class JobSession {
           return t;
         });
       }
+      long every = Math.max(1, s.conf.leaseMs / 4);
+      s.renewal = renewer.scheduleWithFixedDelay(s::renew, every, every, TimeUnit.MILLISECONDS);
     }
-    long every = Math.max(1, s.conf.leaseMs / 4);
-    renewer.scheduleWithFixedDelay(() -> s.renew(), every, every, TimeUnit.MILLISECONDS);
   }
 
+  /** Notes that a task of the job used the session (a batch pushed or fetched). */
+  void touch() {
+    lastUse = System.nanoTime();
+  }
+
+  /**
+   * Renews the lease, or lets the app go: after a lease with no task of the job here, or after
+   * four leases without any use by the tasks counted as running (MapReduce does not tell a
+   * plug-in when a reduce fails after reading, so a failed task may never end its part).
+   */
   private void renew() {
+    long idleMs = (System.nanoTime() - lastUse) / 1_000_000;
     synchronized (SESSIONS) {
       if (closed) {
-        throw new IllegalStateException("stop renewing"); // ends this periodic task
+        return;
       }
-      long idleMs = (System.nanoTime() - lastUse) / 1_000_000;
-      if (active == 0 && idleMs > conf.leaseMs) {
-        LOG.info("Crossdock: job {} has had no task here for {} ms; app {} is left to expire",
-            jobId, idleMs, appId);
-        closeLocked(false);
-        throw new IllegalStateException("stop renewing");
+      if (idleMs > conf.leaseMs && (active == 0 || idleMs > 4L * conf.leaseMs)) {
+        LOG.info("Crossdock: job {} has not used app {} here for {} ms ({} tasks counted as "
+            + "running); the app is left to expire", jobId, appId, idleMs, active);
+        if (owner) {
+          EXPIRED.add(jobId);
+        }
+        closeLocked();
       }
+    }
+    if (closed) {
+      pool.close();
+      coordinator.close();
+      return;
     }
     try {
       coordinator.renewLease(appId);
@@ -167,35 +216,37 @@ final class JobSession {
    * reading, nothing will read the shuffle again: the app is unregistered at once.
    */
   void taskEnded(int reduceDone, int numReduces) {
-    boolean unregister;
     synchronized (SESSIONS) {
       active--;
-      lastUse = System.nanoTime();
+      touch();
       if (reduceDone >= 0) {
         reducesDone.add(reduceDone);
       }
-      unregister = conf.local && !closed && reducesDone.size() >= numReduces;
-      if (unregister) {
-        closeLocked(true);
+      if (!owner || closed || reducesDone.size() < numReduces) {
+        return;
       }
+      closeLocked();
+    }
+    try {
+      coordinator.unregisterApp(appId);
+      LOG.info("Crossdock: job {} done, app {} unregistered", jobId, appId);
+    } catch (IOException e) {
+      LOG.warn("Crossdock: unregistering app {} failed ({}); it expires with its lease", appId,
+          e.toString());
+    } finally {
+      pool.close();
+      coordinator.close();
     }
   }
 
-  private void closeLocked(boolean unregister) {
+  /** Ends the session (under the registry's lock); the caller closes its connections. */
+  private void closeLocked() {
     closed = true;
     if (SESSIONS.get(jobId) == this) {
       SESSIONS.remove(jobId);
     }
-    if (unregister) {
-      try {
-        coordinator.unregisterApp(appId);
-        LOG.info("Crossdock: job {} done, app {} unregistered", jobId, appId);
-      } catch (IOException e) {
-        LOG.warn("Crossdock: unregistering app {} failed ({}); it expires with its lease", appId,
-            e.toString());
-      }
+    if (renewal != null) {
+      renewal.cancel(false);
     }
-    pool.close();
-    coordinator.close();
   }
 }

@@ -39,11 +39,6 @@ final class MergedRuns implements RawKeyValueIterator {
     });
   }
 
-  /** The runs merged (the MERGED_MAP_OUTPUTS of a reduce). */
-  int runCount() {
-    return runs.size();
-  }
-
   @Override
   public boolean next() throws IOException {
     if (!opened) {

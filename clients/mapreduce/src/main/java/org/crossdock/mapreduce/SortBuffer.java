@@ -94,11 +94,6 @@ final class SortBuffer {
     partitionStart[numPartitions] = count;
   }
 
-  /** Records of {@code partition} after {@link #sort}. */
-  int recordsOf(int partition) {
-    return partitionStart[partition + 1] - partitionStart[partition];
-  }
-
   /** A cursor over {@code partition}'s records in sorted order (after {@link #sort}). */
   RecordCursor partition(int partition) {
     int from = partitionStart[partition];

@@ -18,6 +18,8 @@ import org.apache.hadoop.mapred.Reporter;
 import org.apache.hadoop.mapred.ShuffleConsumerPlugin;
 import org.apache.hadoop.mapred.Task;
 import org.apache.hadoop.mapred.TaskAttemptID;
+import org.apache.hadoop.mapred.TaskPhases;
+import org.apache.hadoop.mapred.TaskStatus;
 import org.apache.hadoop.mapreduce.TaskCounter;
 import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.mapreduce.split.JobSplit;
@@ -65,6 +67,16 @@ class AttemptsTest {
   /** Runs attempt {@code attempt} of map {@code map}: its records, pushed and committed. */
   private static void runMap(JobConf job, JobID id, int map, int attempt, String tag)
       throws Exception {
+    runMap(job, id, map, attempt, tag, 1000, true);
+  }
+
+  /**
+   * Runs an attempt that collects {@code records} records and then, as MapTask does, flushes
+   * and closes its output: after entering the sort phase if the mapper {@code succeeded}, in
+   * the map phase if it threw (a new-API mapper's output is flushed in both cases).
+   */
+  private static void runMap(JobConf job, JobID id, int map, int attempt, String tag,
+      int records, boolean succeeded) throws Exception {
     TaskAttemptID a = new TaskAttemptID(new org.apache.hadoop.mapred.TaskID(id, TaskType.MAP, map),
         attempt);
     MapTask task = new MapTask("", a, map, new JobSplit.TaskSplitIndex(), 1);
@@ -73,9 +85,12 @@ class AttemptsTest {
     CrossdockMapOutputCollector<Text, Text> c = new CrossdockMapOutputCollector<>();
     c.init(new MapOutputCollector.Context(task, job, reporter));
     try {
-      for (int i = 0; i < 1000; i++) {
+      for (int i = 0; i < records; i++) {
         c.collect(new Text(String.format("k%04d", (i * 7919) % 1000)), new Text(tag + map),
             i % job.getNumReduceTasks());
+      }
+      if (succeeded) {
+        TaskPhases.set(task, TaskStatus.Phase.SORT);
       }
       c.flush();
     } finally {
@@ -133,6 +148,18 @@ class AttemptsTest {
       all.addAll(got);
     }
     assertTrue(all.stream().noneMatch(s -> s.contains("second")), "the losing attempt was read");
+  }
+
+  @Test
+  void aMapAttemptWhoseMapperFailedCommitsNothingAndItsRetryIsRead() throws Exception {
+    JobConf job = job(1, 1);
+    JobID id = new JobID("failed-mapper", 1);
+    // The mapper threw after 300 records: MapTask still flushes and closes the output.
+    runMap(job, id, 0, 0, "partial", 300, false);
+    runMap(job, id, 0, 1, "retry", 1000, true);
+    List<String> got = runReduce(job, id, 0, 0, Integer.MAX_VALUE);
+    assertEquals(1000, got.size(), "the retry's whole output, not the failed attempt's part");
+    assertTrue(got.stream().allMatch(r -> r.endsWith("=retry0")), got.get(0));
   }
 
   @Test

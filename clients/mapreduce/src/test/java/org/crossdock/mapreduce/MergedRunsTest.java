@@ -97,7 +97,7 @@ class MergedRunsTest {
   }
 
   @Test
-  void aRecordCutOffAtTheEndOfItsBatchIsAnError() {
+  void aLengthCutOffOrNegativeIsAnError() {
     byte[] b = {5, 3, 'a'}; // a key of 5 bytes, a value of 3, one byte there
     assertThrows(IOException.class, () -> RecordFormat.readVInt(b, 3, 3, new int[1]));
     int[] len = new int[1];
