@@ -60,7 +60,7 @@ demo-mapreduce: setup
 ## (bench-results/mapreduce.json); MR_BENCH_ARGS overrides the arguments
 bench-mapreduce: setup
 	@mkdir -p bench-results
-	@scripts/mapreduce-bench.sh $(or $(MR_BENCH_ARGS),--rows 20000000 --runs 3 --reduces 4 --json bench-results/mapreduce.json)
+	@scripts/mapreduce-bench.sh $(or $(MR_BENCH_ARGS),--rows 20000000 --runs 3 --warmup 1 --reduces 4 --json bench-results/mapreduce.json)
 
 ## demo-native: `crossdock standalone` and a verified 1 GiB push-fetch through it (no Spark)
 demo-native: build

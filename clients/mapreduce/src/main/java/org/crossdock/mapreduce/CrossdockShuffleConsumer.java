@@ -56,6 +56,10 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private RunReader reader;
   private MergedRuns merged;
   private int runCount;
+  /** The committed bytes of this partition (the coordinator's count), and those read so far. */
+  private long expectedBytes;
+  private long readBytes;
+  private final Progress progress = new Progress();
   private boolean refreshed;
   private final Map<Integer, List<String>> freshCopies = new HashMap<>();
   /** The runs read on from the copies learned (each may be, once). */
@@ -100,6 +104,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       List<Segment> runs = new ArrayList<>();
       for (int slot : placement.slotsOf(reduce)) {
         long slotBytes = slot < status.partitionBytes().length ? status.partitionBytes()[slot] : cap;
+        expectedBytes += slotBytes;
         long estimate = Math.min(cap, (slotBytes + numMaps - 1) / numMaps);
         for (int m = 0; m < numMaps; m++) {
           runs.add(new Segment(slot, m, m + 1, estimate, placement.copiesOf(slot), cap));
@@ -254,6 +259,8 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       }
       end = pos + n;
       context.getReduceShuffleBytes().increment(n);
+      readBytes += n;
+      progress.set(expectedBytes <= 0 ? 1f : Math.min(1f, (float) readBytes / expectedBytes));
       session.touch();
       return true;
     }
@@ -292,9 +299,10 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       endRead();
     }
 
+    /** The share of the partition's bytes fetched (the merge consumes them as they come). */
     @Override
     public Progress getProgress() {
-      return merge.getProgress();
+      return progress;
     }
   }
 

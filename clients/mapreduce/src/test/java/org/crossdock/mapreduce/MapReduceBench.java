@@ -32,6 +32,7 @@ public final class MapReduceBench {
   public static void main(String[] args) throws Exception {
     long rows = 2_000_000;
     int runs = 1;
+    int warmup = 0;
     int reduces = 4;
     int splitMb = 32;
     long wordLines = 200_000;
@@ -42,13 +43,14 @@ public final class MapReduceBench {
       switch (args[i]) {
         case "--rows" -> { rows = Long.parseLong(v); i++; }
         case "--runs" -> { runs = Integer.parseInt(v); i++; }
+        case "--warmup" -> { warmup = Integer.parseInt(v); i++; }
         case "--reduces" -> { reduces = Integer.parseInt(v); i++; }
         case "--split-mb" -> { splitMb = Integer.parseInt(v); i++; }
         case "--word-lines" -> { wordLines = Long.parseLong(v); i++; }
         case "--worker-memory" -> { memory = v; i++; }
         case "--json" -> { json = Path.of(v); i++; }
         default -> throw new IllegalArgumentException("unknown argument " + args[i]
-            + " (--rows N --runs N --reduces N --split-mb N --word-lines N --worker-memory SIZE"
+            + " (--rows N --runs N --warmup N --reduces N --split-mb N --word-lines N --worker-memory SIZE"
             + " --json PATH)");
       }
     }
@@ -70,6 +72,18 @@ public final class MapReduceBench {
       }
       int maps = (int) Math.max(1, (inputBytes + (splitMb << 20) - 1) / ((long) splitMb << 20));
 
+      // Warm-up pairs, not counted: the first job of a JVM pays class loading and JIT, and the
+      // first read of the input a cold page cache.
+      for (int w = 0; w < warmup; w++) {
+        for (boolean crossdock : new boolean[] {false, true}) {
+          Path out = work.resolve("warmup-" + crossdock + "-" + w);
+          long t0 = System.nanoTime();
+          MapReduceJobs.teraSort(crossdock ? cd : local, gen, out, maps, reduces);
+          System.out.printf("warm-up %-9s TeraSort: %.2f s (not counted)%n",
+              crossdock ? "crossdock" : "vanilla", (System.nanoTime() - t0) / 1e9);
+          deleteTree(out);
+        }
+      }
       List<Double> vanillaSecs = new ArrayList<>();
       List<Double> cdSecs = new ArrayList<>();
       Map<String, Long> vanillaCounters = null;
@@ -151,6 +165,7 @@ public final class MapReduceBench {
         out.put("maps", maps);
         out.put("reduces", reduces);
         out.put("runs", runs);
+        out.put("warmup_pairs", warmup);
         out.put("vanilla_secs", vanillaSecs);
         out.put("crossdock_secs", cdSecs);
         out.put("ratio_median", cm / vm);
