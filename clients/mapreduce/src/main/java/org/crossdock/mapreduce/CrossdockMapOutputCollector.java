@@ -3,7 +3,6 @@ package org.crossdock.mapreduce;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import org.apache.hadoop.io.DataOutputBuffer;
 import org.apache.hadoop.io.RawComparator;
@@ -259,7 +258,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   /** One partition's run: batches of whole records, each pushed when it reaches the run batch. */
   private final class Run implements RecordSink {
     private final int partition;
-    private final DataOutputBuffer batch = new DataOutputBuffer();
+    private final BatchBuffer batch = new BatchBuffer(runBatch);
 
     Run(int partition) {
       this.partition = partition;
@@ -278,27 +277,25 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
             + partition + "): a record travels whole in one batch, and workers take batches "
             + "of at most " + CrossdockMRConf.MAX_BATCH + " bytes");
       }
-      if (batch.getLength() > 0 && batch.getLength() + size > runBatch) {
+      if (batch.length() > 0 && batch.length() + size > runBatch) {
         send(); // a batch never passes the run batch but by a record that is larger alone
       }
-      RecordFormat.write(batch, kb, keyOff, keyLen, vb, valOff, valLen);
+      batch.append(kb, keyOff, keyLen, vb, valOff, valLen);
       records[partition]++;
-      if (batch.getLength() >= runBatch) {
+      if (batch.length() >= runBatch) {
         send();
       }
     }
 
     private void send() throws IOException {
-      int n = batch.getLength();
+      int n = batch.length();
       if (n == 0) {
         return;
       }
-      byte[] owned = Arrays.copyOf(batch.getData(), n); // the pusher owns what it is given
-      pusher.push(partition, placement.addrOf(partition), owned, n);
+      pusher.push(partition, placement.addrOf(partition), batch.take(), n); // now the pusher's
       bytes[partition] += n;
       materializedBytes.increment(n);
       session.touch();
-      batch.reset();
       reporter.progress();
     }
 

@@ -27,6 +27,24 @@ final class RecordFormat {
   }
 
   /**
+   * Writes the non-negative {@code v} at {@code pos} of {@code b} as WritableUtils.writeVInt
+   * does (one byte up to 127, else a length byte and 1–4 big-endian bytes); returns the position
+   * after it. Used where records are copied into batches: no stream, no lock per byte.
+   */
+  static int putVInt(byte[] b, int pos, int v) {
+    if (v <= 127) {
+      b[pos] = (byte) v;
+      return pos + 1;
+    }
+    int bytes = 4 - Integer.numberOfLeadingZeros(v) / 8;
+    b[pos++] = (byte) (-112 - bytes);
+    for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) {
+      b[pos++] = (byte) (v >>> shift);
+    }
+    return pos;
+  }
+
+  /**
    * Reads one variable-length int at {@code pos} of {@code b} (below {@code end}) into {@code
    * out[0]}; returns the position after it. Throws on a truncated or negative length.
    */

@@ -104,6 +104,35 @@ class MergedRunsTest {
     assertThrows(IOException.class, () -> RecordFormat.readVInt(new byte[] {-120}, 0, 1, len));
   }
 
+  /** The batch encoder's lengths are Hadoop's own variable-length ints, byte for byte. */
+  @Test
+  void batchLengthsAreWritableUtilsVInts() throws IOException {
+    int[] values = {0, 1, 100, 127, 128, 255, 256, 1000, 65535, 65536, 1 << 23, (1 << 24) - 1,
+        1 << 24, 123456789, Integer.MAX_VALUE};
+    for (int v : values) {
+      DataOutputBuffer want = new DataOutputBuffer();
+      org.apache.hadoop.io.WritableUtils.writeVInt(want, v);
+      byte[] got = new byte[5];
+      int n = RecordFormat.putVInt(got, 0, v);
+      assertEquals(want.getLength(), n, "length of " + v);
+      assertEquals(Arrays.toString(Arrays.copyOf(want.getData(), want.getLength())),
+          Arrays.toString(Arrays.copyOf(got, n)), "bytes of " + v);
+      int[] back = new int[1];
+      assertEquals(n, RecordFormat.readVInt(got, 0, n, back));
+      assertEquals(v, back[0]);
+    }
+    BatchBuffer b = new BatchBuffer(8);
+    byte[] key = "k".repeat(300).getBytes(StandardCharsets.UTF_8);
+    byte[] val = "v".repeat(5).getBytes(StandardCharsets.UTF_8);
+    b.append(key, 0, key.length, val, 0, val.length); // larger than the buffer alone: it grows
+    DataOutputBuffer want = new DataOutputBuffer();
+    RecordFormat.write(want, key, 0, key.length, val, 0, val.length);
+    assertEquals(want.getLength(), b.length());
+    assertEquals(Arrays.toString(Arrays.copyOf(want.getData(), want.getLength())),
+        Arrays.toString(Arrays.copyOf(b.take(), want.getLength())));
+    assertEquals(0, b.length());
+  }
+
   /**
    * A map's records through its sort buffer and spills, merged as the map merges them before
    * pushing: per partition, every record once, sorted, equal keys in input order.
