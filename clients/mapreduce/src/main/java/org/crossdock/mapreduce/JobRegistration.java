@@ -6,7 +6,6 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -16,7 +15,6 @@ import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.protocol.ClientProtocol;
 import org.apache.hadoop.security.Credentials;
 import org.crossdock.client.CoordinatorClient;
-import org.crossdock.client.Net;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -68,19 +66,10 @@ final class JobRegistration implements InvocationHandler {
   }
 
   private void register(JobID job, Credentials credentials) throws IOException {
-    Net.useTls(conf.tls);
-    String appId = job + "-" + Long.toHexString(new SecureRandom().nextLong());
-    CoordinatorClient coordinator = new CoordinatorClient(conf.coordinator,
-        CrossdockMRConf.CONNECT_TIMEOUT_MS, conf.networkTimeoutMs);
-    byte[] token;
-    try {
-      token = coordinator.registerApp(appId, conf.leaseMs);
-      coordinator.authenticateAs(appId, token);
-    } catch (IOException e) {
-      coordinator.close();
-      throw new IOException("Crossdock: registering job " + job + " with coordinator "
-          + conf.coordinator + " failed: " + e.getMessage(), e);
-    }
+    Registered app = Registered.register(job.toString(), conf);
+    String appId = app.appId();
+    byte[] token = app.token();
+    CoordinatorClient coordinator = app.coordinator();
     credentials.addSecretKey(APP_ID, appId.getBytes(StandardCharsets.UTF_8));
     credentials.addSecretKey(APP_TOKEN, token);
     LOG.info("Crossdock: job {} registered as app {} with coordinator {}", job, appId,

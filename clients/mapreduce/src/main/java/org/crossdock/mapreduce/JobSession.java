@@ -2,7 +2,6 @@ package org.crossdock.mapreduce;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
@@ -125,20 +124,9 @@ final class JobSession {
 
   /** Registers the job's app from this task (the local job runner). */
   private static JobSession register(String jobId, CrossdockMRConf conf) throws IOException {
-    Net.useTls(conf.tls);
-    String appId = jobId + "-" + Long.toHexString(new SecureRandom().nextLong());
-    CoordinatorClient coordinator = new CoordinatorClient(conf.coordinator,
-        CrossdockMRConf.CONNECT_TIMEOUT_MS, conf.networkTimeoutMs);
-    byte[] token;
-    try {
-      token = coordinator.registerApp(appId, conf.leaseMs);
-    } catch (IOException | RuntimeException e) {
-      coordinator.close();
-      throw e;
-    }
-    coordinator.authenticateAs(appId, token);
-    JobSession s = new JobSession(jobId, appId, token, conf, coordinator, true);
-    LOG.info("Crossdock: job {} registered as app {} with coordinator {}", jobId, appId,
+    Registered app = Registered.register(jobId, conf);
+    JobSession s = new JobSession(jobId, app.appId(), app.token(), conf, app.coordinator(), true);
+    LOG.info("Crossdock: job {} registered as app {} with coordinator {}", jobId, app.appId(),
         conf.coordinator);
     scheduleRenewal(s);
     return s;
