@@ -15,7 +15,6 @@ final class BatchBuffer {
 
   BatchBuffer(int capacity) {
     this.capacity = capacity;
-    this.buf = new byte[capacity];
   }
 
   int length() {
@@ -24,7 +23,9 @@ final class BatchBuffer {
 
   void append(byte[] kb, int keyOff, int keyLen, byte[] vb, int valOff, int valLen) {
     int need = RecordFormat.size(keyLen, valLen);
-    if (len + need > buf.length) {
+    if (buf == null) {
+      buf = new byte[Math.max(capacity, need)]; // allocated when a record comes, not before
+    } else if (len + need > buf.length) {
       buf = Arrays.copyOf(buf, Math.max(len + need, buf.length * 2)); // a record larger alone
     }
     len = RecordFormat.putVInt(buf, len, keyLen);
@@ -38,7 +39,7 @@ final class BatchBuffer {
   /** The filled array (its first {@link #length} bytes count); the buffer starts empty again. */
   byte[] take() {
     byte[] b = buf;
-    buf = new byte[capacity];
+    buf = null;
     len = 0;
     return b;
   }

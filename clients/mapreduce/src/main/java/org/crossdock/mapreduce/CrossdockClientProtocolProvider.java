@@ -28,10 +28,13 @@ public final class CrossdockClientProtocolProvider extends ClientProtocolProvide
     if (!FRAMEWORK.equals(conf.getTrimmed(MRConfig.FRAMEWORK_NAME))) {
       return null;
     }
+    // Checked first: a bad setting must fail here, not fall through to plain YARN.
+    CrossdockMRConf crossdock = new CrossdockMRConf(conf);
     // The job itself runs on YARN like any other: its configuration (written to job.xml after
-    // this) says yarn, so the application master and the tasks see nothing unusual.
+    // this, when it is the job's own, as with Job.getInstance) says yarn, so the application
+    // master and the tasks see nothing unusual.
     conf.set(MRConfig.FRAMEWORK_NAME, MRConfig.YARN_FRAMEWORK_NAME);
-    return JobRegistration.wrap(new YARNRunner(conf), new CrossdockMRConf(conf));
+    return JobRegistration.wrap(new YARNRunner(conf), conf, crossdock);
   }
 
   @Override

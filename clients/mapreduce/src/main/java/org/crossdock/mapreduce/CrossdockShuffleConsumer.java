@@ -64,8 +64,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private final Map<Integer, List<String>> freshCopies = new HashMap<>();
   /** The runs read on from the copies learned (each may be, once). */
   private final Set<Segment> retriedOnFresh = new HashSet<>();
-  private boolean succeeded;
-  private boolean closed;
+  private boolean ended;
 
   @Override
   public void init(Context<K, V> context) {
@@ -151,6 +150,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       reporter.setStatus("waiting for maps: " + status.committedMaps() + " of " + numMaps
           + " committed");
       reporter.progress();
+      session.touch();
       Thread.sleep(pause);
       pause = Math.min(MAX_POLL_MS, pause * 2);
     }
@@ -288,8 +288,10 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
     public boolean next() throws IOException {
       boolean more = merge.next();
       if (!more) {
-        succeeded = true;
+        // Read to its end: the task's part in the session ends here, not at close (which
+        // MapReduce skips when the reducer fails after reading).
         endRead();
+        endTask(reduce);
       }
       return more;
     }
@@ -319,13 +321,15 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
 
   @Override
   public void close() {
-    if (closed) {
-      return;
-    }
-    closed = true;
     endRead();
-    if (session != null) {
-      session.taskEnded(succeeded ? reduce : -1, numReduces);
+    endTask(-1);
+  }
+
+  /** Ends the task's part in the session once: {@code done} is the reduce read whole, or -1. */
+  private void endTask(int done) {
+    if (!ended && session != null) {
+      ended = true;
+      session.taskEnded(done, numReduces);
     }
   }
 }

@@ -34,11 +34,10 @@ import org.slf4j.LoggerFactory;
  * closed. A task on YARN whose credentials hold no app fails with a message that says how to
  * submit the job. See clients/mapreduce/README.md.
  *
- * <p><b>Lease.</b> Renewed every quarter lease while the job's tasks here use the session;
- * after a lease without a task (or four without any use: a reduce that failed after reading
- * is never said to have ended) the session is dropped and the service expires the app, so a
- * job that failed leaves nothing behind for long. On YARN the submitter keeps the app until
- * the job ends, and the tasks' renewals only add to it.
+ * <p><b>Lease.</b> Renewed every quarter lease while a task of the job runs here; after a
+ * lease without one the session is dropped and the service expires the app, so a job that
+ * failed leaves nothing behind for long. On YARN the submitter keeps the app until the job
+ * ends, and the tasks' renewals only add to it.
  */
 final class JobSession {
   private static final Logger LOG = LoggerFactory.getLogger(JobSession.class);
@@ -152,26 +151,30 @@ final class JobSession {
   }
 
   /**
-   * Renews the lease, or lets the app go: after a lease with no task of the job here, or after
-   * four leases without any use by the tasks counted as running (MapReduce does not tell a
-   * plug-in when a reduce fails after reading, so a failed task may never end its part).
+   * Renews the lease, or lets the app go after a lease with no task of the job here. (A reduce
+   * whose reducer fails in the middle of its input is never said to have ended: MapReduce calls
+   * a plug-in's close only after a reduce that succeeded. Its session is then renewed until the
+   * JVM exits; under the local job runner the JVM is the job's client, which ends with the
+   * failed job.)
    */
   private void renew() {
-    long idleMs = (System.nanoTime() - lastUse) / 1_000_000;
+    boolean closeNow;
     synchronized (SESSIONS) {
       if (closed) {
         return;
       }
-      if (idleMs > conf.leaseMs && (active == 0 || idleMs > 4L * conf.leaseMs)) {
-        LOG.info("Crossdock: job {} has not used app {} here for {} ms ({} tasks counted as "
-            + "running); the app is left to expire", jobId, appId, idleMs, active);
+      long idleMs = (System.nanoTime() - lastUse) / 1_000_000;
+      closeNow = active == 0 && idleMs > conf.leaseMs;
+      if (closeNow) {
+        LOG.info("Crossdock: job {} has had no task here for {} ms; app {} is left to expire",
+            jobId, idleMs, appId);
         if (owner) {
           EXPIRED.add(jobId);
         }
         closeLocked();
       }
     }
-    if (closed) {
+    if (closeNow) {
       pool.close();
       coordinator.close();
       return;

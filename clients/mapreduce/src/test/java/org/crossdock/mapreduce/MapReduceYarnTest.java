@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -16,7 +17,10 @@ import org.apache.hadoop.mapreduce.TaskCompletionEvent;
 import org.apache.hadoop.mapreduce.TaskCounter;
 import org.apache.hadoop.mapreduce.v2.MiniMRYarnCluster;
 import org.apache.hadoop.util.JarFinder;
+import org.crossdock.client.CoordinatorClient;
+import org.crossdock.client.CrossdockException;
 import org.crossdock.client.CrossdockServer;
+import org.crossdock.protocol.ErrorCode;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -40,7 +44,11 @@ class MapReduceYarnTest {
       "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED");
   private static CrossdockServer server;
   private static MiniMRYarnCluster yarn;
-  /** The Crossdock client as a jar (its classes are a directory here), shipped with each job. */
+  /**
+   * The Crossdock client as a jar (its classes are a directory here), shipped with each job as
+   * -libjars would. MiniMRYarnCluster also gives its containers the test JVM's class path, so
+   * this test cannot catch a jar missing from a real cluster's tasks.
+   */
   private static String clientJar;
 
   @TempDir Path dir;
@@ -105,6 +113,7 @@ class MapReduceYarnTest {
     assertTrue(vanilla.isSuccessful(), "vanilla WordCount on YARN failed");
     Configuration c = MapReduceJobs.crossdock(onYarn(), server.addr());
     c.set("mapreduce.framework.name", CrossdockClientProtocolProvider.FRAMEWORK);
+    c.set("crossdock.app.lease", "4s"); // the submitter looks at the job every second
     Job cd = MapReduceJobs.wordCount(c, in, dir.resolve("crossdock"), 2);
     assertTrue(cd.isSuccessful(), "WordCount through Crossdock on YARN failed: "
         + cd.getStatus().getFailureInfo());
@@ -116,6 +125,28 @@ class MapReduceYarnTest {
     }
     assertEquals(2 * 2, MapReduceJobs.counter(cd, TaskCounter.MERGED_MAP_OUTPUTS));
     assertEquals(0, MapReduceJobs.counter(cd, TaskCounter.SPILLED_RECORDS));
+
+    // The submitter registered the job (its app is in the job's credentials) and unregisters
+    // it once YARN says the job ended; the job client was closed first, as drivers do.
+    cd.close();
+    String app = new String(cd.getCredentials().getSecretKey(JobRegistration.APP_ID),
+        StandardCharsets.UTF_8);
+    byte[] token = cd.getCredentials().getSecretKey(JobRegistration.APP_TOKEN);
+    assertTrue(app.startsWith(cd.getJobID().toString() + "-"), app);
+    long deadline = System.nanoTime() + 30_000_000_000L;
+    CrossdockException gone = null;
+    try (CoordinatorClient coord = new CoordinatorClient(server.addr(), 3000, 5000, app, token)) {
+      while (gone == null && System.nanoTime() < deadline) {
+        try {
+          coord.shuffleStatus(app, 0);
+          Thread.sleep(200);
+        } catch (CrossdockException e) {
+          gone = e;
+        }
+      }
+    }
+    assertTrue(gone != null && gone.code() == ErrorCode.UNKNOWN_APP,
+        "the app was not unregistered after the job ended: " + gone);
   }
 
   @Test
