@@ -21,7 +21,8 @@ final class BatchBuffer {
     return len;
   }
 
-  void append(byte[] kb, int keyOff, int keyLen, byte[] vb, int valOff, int valLen) {
+  /** Appends the record {@code b[keyOff, +keyLen)}, {@code b[valOff, +valLen)}. */
+  void append(byte[] b, int keyOff, int keyLen, int valOff, int valLen) {
     int need = RecordFormat.size(keyLen, valLen);
     if (buf == null) {
       buf = new byte[Math.max(capacity, need)]; // allocated when a record comes, not before
@@ -30,9 +31,9 @@ final class BatchBuffer {
     }
     len = RecordFormat.putVInt(buf, len, keyLen);
     len = RecordFormat.putVInt(buf, len, valLen);
-    System.arraycopy(kb, keyOff, buf, len, keyLen);
+    System.arraycopy(b, keyOff, buf, len, keyLen);
     len += keyLen;
-    System.arraycopy(vb, valOff, buf, len, valLen);
+    System.arraycopy(b, valOff, buf, len, valLen);
     len += valLen;
   }
 

@@ -235,10 +235,8 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
             MergedRuns merged = new MergedRuns(parts, comparator);
             Run run = new Run(p);
             while (merged.next()) {
-              var k = merged.getKey();
-              var v = merged.getValue();
-              run.write(k.getData(), k.getPosition(), k.getLength() - k.getPosition(),
-                  v.getPosition(), v.getLength() - v.getPosition(), v.getData());
+              RecordCursor c = merged.current();
+              run.write(c.buf, c.keyOff, c.keyLen, c.valOff, c.valLen);
             }
             run.close();
           } finally {
@@ -266,11 +264,6 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
 
     @Override
     public void write(byte[] b, int keyOff, int keyLen, int valOff, int valLen) throws IOException {
-      write(b, keyOff, keyLen, valOff, valLen, b);
-    }
-
-    void write(byte[] kb, int keyOff, int keyLen, int valOff, int valLen, byte[] vb)
-        throws IOException {
       int size = RecordFormat.size(keyLen, valLen);
       if (size > CrossdockMRConf.MAX_BATCH) {
         throw new IOException("a map output record of " + size + " bytes (partition "
@@ -280,7 +273,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
       if (batch.length() > 0 && batch.length() + size > runBatch) {
         send(); // a batch never passes the run batch but by a record that is larger alone
       }
-      batch.append(kb, keyOff, keyLen, vb, valOff, valLen);
+      batch.append(b, keyOff, keyLen, valOff, valLen);
       records[partition]++;
       if (batch.length() >= runBatch) {
         send();
@@ -295,7 +288,6 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
       pusher.push(partition, placement.addrOf(partition), batch.take(), n); // now the pusher's
       bytes[partition] += n;
       materializedBytes.increment(n);
-      session.touch();
       reporter.progress();
     }
 

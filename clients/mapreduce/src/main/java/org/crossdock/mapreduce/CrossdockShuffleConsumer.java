@@ -54,13 +54,11 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private int numMaps;
   private int numReduces;
   private RunReader reader;
-  private MergedRuns merged;
   private int runCount;
   /** The committed bytes of this partition (the coordinator's count), and those read so far. */
   private long expectedBytes;
   private long readBytes;
   private final Progress progress = new Progress();
-  private boolean refreshed;
   private final Map<Integer, List<String>> freshCopies = new HashMap<>();
   /** The runs read on from the copies learned (each may be, once). */
   private final Set<Segment> retriedOnFresh = new HashSet<>();
@@ -122,7 +120,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
         cursors.add(new BatchCursor(s));
       }
     }
-    merged = new MergedRuns(cursors, (RawComparator<K>) job.getOutputKeyComparator());
+    MergedRuns merged = new MergedRuns(cursors, (RawComparator<K>) job.getOutputKeyComparator());
     context.getShuffledMapsCounter().increment(numMaps);
     // Copying and merging happen as the reducer consumes the merge: the copy phase ends here
     // (as MapReduce's own Shuffle ends it), the sort phase when run() returns (ReduceTask).
@@ -150,7 +148,6 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       reporter.setStatus("waiting for maps: " + status.committedMaps() + " of " + numMaps
           + " committed");
       reporter.progress();
-      session.touch();
       Thread.sleep(pause);
       pause = Math.min(MAX_POLL_MS, pause * 2);
     }
@@ -167,9 +164,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       throw new IOException("Crossdock: the run of map " + s.startMap + " of partition "
           + s.partition + " failed again after the coordinator was asked: " + f.getMessage(), f);
     }
-    List<String> fresh = freshCopies.get(s.partition);
-    if (fresh == null && !refreshed) {
-      refreshed = true;
+    if (freshCopies.isEmpty()) { // the first failure: ask once, for every slot of the partition
       for (String addr : f.unreachable()) {
         session.coordinator.reportWorkerFailure(addr);
       }
@@ -186,8 +181,8 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       for (int slot : placement.slotsOf(reduce)) {
         freshCopies.put(slot, placement.copiesOf(slot));
       }
-      fresh = freshCopies.get(s.partition);
     }
+    List<String> fresh = freshCopies.get(s.partition);
     if (fresh == null || fresh.isEmpty()) {
       throw new IOException("Crossdock: run of map " + s.startMap + " of partition "
           + s.partition + " could not be read: " + f.getMessage(), f);
@@ -261,7 +256,6 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       context.getReduceShuffleBytes().increment(n);
       readBytes += n;
       progress.set(expectedBytes <= 0 ? 1f : Math.min(1f, (float) readBytes / expectedBytes));
-      session.touch();
       return true;
     }
   }

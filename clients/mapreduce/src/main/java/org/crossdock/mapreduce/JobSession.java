@@ -60,8 +60,9 @@ final class JobSession {
   /** True if this session registered the app (and so unregisters it at the end). */
   private final boolean owner;
   private int active;
-  private volatile long lastUse = System.nanoTime();
-  private volatile boolean closed;
+  /** When {@link #active} last changed; all three fields are guarded by the registry's lock. */
+  private long lastUse = System.nanoTime();
+  private boolean closed;
   private ScheduledFuture<?> renewal;
 
   private JobSession(String jobId, String appId, byte[] token, CrossdockMRConf conf,
@@ -105,7 +106,7 @@ final class JobSession {
         SESSIONS.put(jobId, s);
       }
       s.active++;
-      s.touch();
+      s.lastUse = System.nanoTime();
       return s;
     }
   }
@@ -143,11 +144,6 @@ final class JobSession {
       long every = Math.max(1, s.conf.leaseMs / 4);
       s.renewal = renewer.scheduleWithFixedDelay(s::renew, every, every, TimeUnit.MILLISECONDS);
     }
-  }
-
-  /** Notes that a task of the job used the session (a batch pushed or fetched). */
-  void touch() {
-    lastUse = System.nanoTime();
   }
 
   /**
@@ -209,7 +205,7 @@ final class JobSession {
   void taskEnded(int reduceDone, int numReduces) {
     synchronized (SESSIONS) {
       active--;
-      touch();
+      lastUse = System.nanoTime();
       if (reduceDone >= 0) {
         reducesDone.add(reduceDone);
       }

@@ -69,6 +69,11 @@ final class MergedRuns implements RawKeyValueIterator {
     }
   }
 
+  /** The run whose record {@link #next} moved to (its key and value as the run holds them). */
+  RecordCursor current() {
+    return current.cursor;
+  }
+
   @Override
   public DataInputBuffer getKey() {
     return key;

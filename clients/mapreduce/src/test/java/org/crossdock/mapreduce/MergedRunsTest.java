@@ -124,7 +124,10 @@ class MergedRunsTest {
     BatchBuffer b = new BatchBuffer(8);
     byte[] key = "k".repeat(300).getBytes(StandardCharsets.UTF_8);
     byte[] val = "v".repeat(5).getBytes(StandardCharsets.UTF_8);
-    b.append(key, 0, key.length, val, 0, val.length); // larger than the buffer alone: it grows
+    byte[] record = Arrays.copyOf(key, key.length + val.length);
+    System.arraycopy(val, 0, record, key.length, val.length);
+    // Larger than the buffer alone: it grows.
+    b.append(record, 0, key.length, key.length, val.length);
     DataOutputBuffer want = new DataOutputBuffer();
     RecordFormat.write(want, key, 0, key.length, val, 0, val.length);
     assertEquals(want.getLength(), b.length());
