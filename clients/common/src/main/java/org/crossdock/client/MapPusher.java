@@ -4,6 +4,8 @@ import java.io.Closeable;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.ErrorCode;
@@ -110,6 +112,23 @@ public final class MapPusher implements Closeable {
    */
   public synchronized int slotOf(int partition) {
     return slots[partition] < 0 ? partition : slots[partition];
+  }
+
+  /**
+   * What a commit of this attempt reports: every partition that received bytes, counted under
+   * the slot its batches went to ({@link #slotOf}).
+   *
+   * @param bytes bytes pushed per partition
+   * @param records records pushed per partition
+   */
+  public synchronized List<Message.PartitionStat> stats(long[] bytes, long[] records) {
+    List<Message.PartitionStat> out = new ArrayList<>();
+    for (int p = 0; p < bytes.length; p++) {
+      if (bytes[p] > 0) {
+        out.add(new Message.PartitionStat(slotOf(p), bytes[p], records[p]));
+      }
+    }
+    return out;
   }
 
   /**

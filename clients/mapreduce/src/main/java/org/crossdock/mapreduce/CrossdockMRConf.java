@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.crossdock.client.Tls;
+import org.crossdock.client.fetch.RunSizes;
 
 /**
  * The {@code crossdock.*} job properties (documented in clients/mapreduce/README.md). Only the
@@ -77,18 +78,13 @@ final class CrossdockMRConf {
     return v;
   }
 
-  /**
-   * The batch size of a map's runs with {@code maps} maps: a reducer merging its partition holds
-   * about two batches of every map's run, so batches are cut to fit {@code maps × 2} of them in
-   * the fetch limit, between 16 KiB and the push batch size (as the Spark client cuts them).
-   */
+  /** The batch size of a map's runs with {@code maps} maps ({@link RunSizes#batchBytes}). */
   int runBatchBytes(int maps) {
-    long fit = fetchMaxInFlight / (2L * Math.max(1, maps));
-    return (int) Math.max(Math.min(16L << 10, batchSize), Math.min(batchSize, fit));
+    return RunSizes.batchBytes(fetchMaxInFlight, batchSize, maps);
   }
 
-  /** The most bytes one request of a run brings: the fetch limit shared out, at least a batch. */
+  /** The most bytes one request of a run brings ({@link RunSizes#requestBytes}). */
   long runCap(int maps, int runBatch) {
-    return Math.max(Math.max(4L << 10, runBatch), fetchMaxInFlight / (2L * Math.max(1, maps)));
+    return RunSizes.requestBytes(fetchMaxInFlight, runBatch, maps);
   }
 }

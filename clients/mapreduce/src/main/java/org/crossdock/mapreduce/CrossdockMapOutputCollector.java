@@ -317,14 +317,8 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
           attemptId);
       return;
     }
-    List<Message.PartitionStat> stats = new ArrayList<>();
-    for (int p = 0; p < numPartitions; p++) {
-      if (bytes[p] > 0) {
-        stats.add(new Message.PartitionStat(pusher.slotOf(p), bytes[p], records[p]));
-      }
-    }
     Message.CommitResult r = session.coordinator.commitMap(session.appId, JobSession.SHUFFLE_ID,
-        mapIndex, attemptId, stats);
+        mapIndex, attemptId, pusher.stats(bytes, records));
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock map {}: attempt {} lost to attempt {}; its output is ignored", mapIndex,
           attemptId, Integer.toUnsignedString(r.winningAttempt()));

@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.crossdock;
 
 import org.apache.spark.SparkConf;
 import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.client.route.RoutePolicy;
 
 /**
@@ -143,13 +144,10 @@ public final class CrossdockConf {
 
   /**
    * The batch size of a sorted shuffle's runs ({@link #MERGE_SORTED_RUNS}) with {@code maps}
-   * maps: a reader merging one partition holds about two batches of every map's run, so the
-   * batches are cut to fit {@code maps × 2} of them in the fetch limit, between 16 KiB (the
-   * least worth a request) and the push batch size.
+   * maps ({@link RunSizes#batchBytes}).
    */
   public int runBatchBytes(int maps) {
-    long fit = fetchMaxInFlight / (2L * Math.max(1, maps));
-    return (int) Math.max(Math.min(16L << 10, batchSize), Math.min(batchSize, fit));
+    return RunSizes.batchBytes(fetchMaxInFlight, batchSize, maps);
   }
 
   /**

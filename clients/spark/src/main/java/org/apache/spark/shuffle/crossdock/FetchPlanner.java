@@ -9,6 +9,7 @@ import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManagerId;
 import org.crossdock.client.Placement;
 import org.crossdock.client.fetch.FetchScheduler;
+import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.client.fetch.Segment;
 import scala.Tuple2;
 import scala.Tuple3;
@@ -90,7 +91,7 @@ final class FetchPlanner {
     int parts = Math.max(0, endPartition - startPartition);
     long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
     long n = (long) maps * parts;
-    long cap = Math.max(Math.max(4L << 10, runBatch), conf.fetchMaxInFlight / (2L * Math.max(1, n)));
+    long cap = RunSizes.requestBytes(conf.fetchMaxInFlight, runBatch, n);
     List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));
     for (int p = 0; p < parts; p++) {
       // A split partition: each map's run is whole in one of its slots (a map's batches of a

@@ -1,7 +1,6 @@
 package org.apache.spark.shuffle.crossdock;
 
 import java.io.IOException;
-import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -150,14 +149,8 @@ final class MapAttempt {
     }
     // Each partition's bytes are counted where they went: the partition, or the split the
     // pusher began it in.
-    List<Message.PartitionStat> stats = new ArrayList<>();
-    for (int p = 0; p < bytes.length; p++) {
-      if (bytes[p] > 0) {
-        stats.add(new Message.PartitionStat(pusher.slotOf(p), bytes[p], records[p]));
-      }
-    }
-    Message.CommitResult r =
-        manager.coordinator(handle).commitMap(handle.appId, shuffleId, mapIndex, attemptId, stats);
+    Message.CommitResult r = manager.coordinator(handle).commitMap(handle.appId, shuffleId,
+        mapIndex, attemptId, pusher.stats(bytes, records));
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
           shuffleId, mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));
