@@ -3,10 +3,10 @@ package org.crossdock.client;
 import java.io.Closeable;
 import java.io.IOException;
 import java.util.List;
-import org.crossdock.protocol.Message;
 import org.crossdock.protocol.Message.CommitResult;
-import org.crossdock.protocol.Message.PartitionStat;
 import org.crossdock.protocol.Message.ShuffleStatus;
+import org.crossdock.protocol.Message;
+import org.crossdock.protocol.Structures.PartitionStat;
 
 /**
  * Typed calls to the coordinator. Connects eagerly so an unreachable coordinator fails fast;

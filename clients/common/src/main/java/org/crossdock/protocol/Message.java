@@ -7,18 +7,19 @@ import org.crossdock.protocol.Wire.Reader;
 import org.crossdock.protocol.Wire.Writer;
 
 /**
- * Every message of protocol version 1 (docs/protocol.md, "Messages"). Integers the protocol
+ * Every message of protocol version 2 (docs/protocol.md, "Messages"). Integers the protocol
  * defines as {@code u32} are held in Java {@code int}s and are unsigned (use {@link
  * Integer#toUnsignedLong}); {@code u64} in {@code long}s. Payloads are read-only {@link
  * ByteBuffer} views, never copied by the decoder.
  *
- * <p>Each message and each structure inside a body is declared once: its fields, its {@code
- * encode} (the fields in wire order) and its static {@code decode} (the same order) stand
- * together, as in Spark's {@code network-common} messages and as the Rust declaration in
- * crates/proto/src/message.rs. {@link Codec} adds the framing and maps each kind byte to its
- * decoder. Decoders ignore bytes after the last known field.
+ * <p>Each message and each structure inside a body ({@link Structures}, inherited as members
+ * of this interface) is declared once: its fields, its {@code encode} (the fields in wire
+ * order) and its static {@code decode} (the same order) stand together, as in Spark's {@code
+ * network-common} messages and as the Rust declaration in crates/proto/src/message.rs. {@link
+ * Codec} adds the framing and maps each kind byte to its decoder. Decoders ignore bytes after
+ * the last known field.
  */
-public sealed interface Message extends Encodable {
+public sealed interface Message extends Encodable, Structures {
   /** The message's kind byte. */
   int kind();
 
@@ -66,163 +67,6 @@ public sealed interface Message extends Encodable {
 
   /** Worker id meaning "none" (a partition without a replica). */
   int NO_WORKER = -1;
-
-  // ---- structures used inside bodies ----
-
-  /**
-   * A worker as the coordinator describes it: {@code addr} is the data endpoint host:port,
-   * {@code host} the machine as Spark names executor hosts, {@code zone} its failure domain
-   * (empty: unlabelled).
-   */
-  record WorkerInfo(int id, String addr, boolean alive, String host, String zone)
-      implements Encodable, java.io.Serializable {
-    /** Encoded size with empty strings: the least a list element takes. */
-    static final int MIN_LEN = 4 + 2 + 1 + 2 + 2;
-
-    @Override
-    public void encode(Writer w) {
-      w.u32(id);
-      w.str(addr);
-      w.bool(alive);
-      w.str(host);
-      w.str(zone);
-    }
-
-    public static WorkerInfo decode(Reader r) throws ProtocolException {
-      return new WorkerInfo(r.u32("worker.id"), r.str("worker.addr"), r.bool("worker.alive"),
-          r.str("worker.host"), r.str("worker.zone"));
-    }
-
-    static List<WorkerInfo> decodeList(Reader r) throws ProtocolException {
-      return r.list(MIN_LEN, "workers", WorkerInfo::decode);
-    }
-  }
-
-  /** Bytes and records one map wrote to one partition. */
-  record PartitionStat(int partition, long bytes, long records) implements Encodable {
-    static final int MIN_LEN = 4 + 8 + 8;
-
-    @Override
-    public void encode(Writer w) {
-      w.u32(partition);
-      w.u64(bytes);
-      w.u64(records);
-    }
-
-    public static PartitionStat decode(Reader r) throws ProtocolException {
-      return new PartitionStat(r.u32("partition"), r.u64("bytes"), r.u64("records"));
-    }
-  }
-
-  /** Bytes one map attempt wrote to one partition, as a worker must hold them. */
-  record PartitionBytes(int partition, long bytes) implements Encodable {
-    static final int MIN_LEN = 4 + 8;
-
-    @Override
-    public void encode(Writer w) {
-      w.u32(partition);
-      w.u64(bytes);
-    }
-
-    public static PartitionBytes decode(Reader r) throws ProtocolException {
-      return new PartitionBytes(r.u32("partition"), r.u64("bytes"));
-    }
-  }
-
-  enum CommitStatus implements Encodable {
-    COMMITTED(0, "Committed"),
-    ALREADY_COMMITTED(1, "AlreadyCommitted"),
-    REJECTED(2, "Rejected");
-
-    public final int wire;
-    public final String jsonName;
-
-    CommitStatus(int wire, String jsonName) {
-      this.wire = wire;
-      this.jsonName = jsonName;
-    }
-
-    public static CommitStatus fromWire(int v) {
-      for (CommitStatus s : values()) {
-        if (s.wire == v) {
-          return s;
-        }
-      }
-      return null;
-    }
-
-    @Override
-    public void encode(Writer w) {
-      w.u8(wire);
-    }
-
-    public static CommitStatus decode(Reader r) throws ProtocolException {
-      int raw = r.u8("status");
-      CommitStatus s = fromWire(raw);
-      if (s == null) {
-        throw new ProtocolException(ErrorCode.MALFORMED_FRAME, "unknown commit status " + raw);
-      }
-      return s;
-    }
-  }
-
-  /** Routing header of a pushed batch; the payload follows it in the frame. */
-  record PushHeader(
-      String appId, int shuffleId, int partition, int mapId, int attemptId, int batchSeq, int crc32c)
-      implements Encodable {
-    @Override
-    public void encode(Writer w) {
-      w.str(appId);
-      w.u32(shuffleId);
-      w.u32(partition);
-      w.u32(mapId);
-      w.u32(attemptId);
-      w.u32(batchSeq);
-      w.u32(crc32c);
-    }
-
-    public static PushHeader decode(Reader r) throws ProtocolException {
-      return new PushHeader(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
-          r.u32("map_id"), r.u32("attempt_id"), r.u32("batch_seq"), r.u32("crc32c"));
-    }
-  }
-
-  /** One batch of a fetched chunk: {@code u32 len} before the CRC, then the payload. */
-  record FetchedBatch(int mapId, int batchSeq, int crc32c, ByteBuffer payload)
-      implements Encodable {
-    /** Encoded size of a batch's header (an empty payload). */
-    static final int MIN_LEN = 16;
-
-    @Override
-    public void encode(Writer w) {
-      w.u32(mapId);
-      w.u32(batchSeq);
-      w.u32(payload.remaining());
-      w.u32(crc32c);
-      w.bytes(payload);
-    }
-
-    public static FetchedBatch decode(Reader r) throws ProtocolException {
-      int map = r.u32("batch.map_id");
-      int seq = r.u32("batch.batch_seq");
-      long len = Integer.toUnsignedLong(r.u32("batch.len"));
-      int crc = r.u32("batch.crc32c");
-      return new FetchedBatch(map, seq, crc, r.bytes(len, "batch.payload"));
-    }
-  }
-
-  /** Where a resumed fetch starts: after this batch of this map. */
-  record ResumePoint(int mapId, int batchSeq) implements Encodable {
-    @Override
-    public void encode(Writer w) {
-      w.u32(mapId);
-      w.u32(batchSeq);
-    }
-
-    public static ResumePoint decode(Reader r) throws ProtocolException {
-      return new ResumePoint(r.u32("resume_map_id"), r.u32("resume_batch_seq"));
-    }
-  }
 
   // ---- messages ----
 

@@ -13,9 +13,9 @@ import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.crossdock.client.fetch.FetchScheduler;
-import org.crossdock.protocol.Message.CommitStatus;
 import org.crossdock.protocol.Message;
-import org.crossdock.protocol.Message.PartitionStat;
+import org.crossdock.protocol.Structures.CommitStatus;
+import org.crossdock.protocol.Structures.PartitionStat;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
