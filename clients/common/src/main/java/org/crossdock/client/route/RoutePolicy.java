@@ -13,6 +13,12 @@ package org.crossdock.client.route;
  * Crossdock: the engine would fetch every tiny block on its own, while Crossdock's workers
  * have already grouped them into one stream per partition.
  *
+ * <p>A shuffle into <em>one</em> partition goes through the engine whatever its input size:
+ * it has one block per map, which the single reduce task fetches whole, so there is nothing
+ * for Crossdock to group, and its remote path would only add the push, the commits and the
+ * first fetch. In SQL these are mostly global aggregations, whose input estimate (the scanned
+ * files) says nothing of their output (one row per map).
+ *
  * <p>Pure: the engine client gathers what it knows when the shuffle is registered (the counts,
  * and an estimate of the bytes from the inputs of the map stage) and calls {@link #decide};
  * the decision and its reason are then logged and counted by the caller.
@@ -116,6 +122,11 @@ public final class RoutePolicy {
     }
     if (!s.sizeKnown()) {
       return new Decision(true, "its size cannot be estimated (" + s.estimateSource() + ")");
+    }
+    if (s.partitions() == 1) {
+      return new Decision(false, "it has one reduce partition: " + s.maps()
+          + " blocks, one per map, read by one task (an estimated " + bytes(s.estimatedBytes())
+          + " from " + s.estimateSource() + ")");
     }
     if (s.estimatedBytes() > maxEngineBytes) {
       return new Decision(true, "an estimated " + bytes(s.estimatedBytes()) + " ("

@@ -40,6 +40,19 @@ class RoutePolicyTest {
   }
 
   @Test
+  void aShuffleIntoOnePartitionGoesThroughTheEngineWhateverItsInputSize() {
+    Decision d = AUTO.decide(shuffle(24, 1, 232 * MIB));
+    assertFalse(d.crossdock());
+    assertTrue(d.reason().contains("one reduce partition: 24 blocks"), d.reason());
+    assertFalse(AUTO.decide(shuffle(24, 1, 1L << 40)).crossdock());
+    // Its size unknown, it stays with Crossdock as any other; two partitions are sized.
+    assertTrue(AUTO.decide(new Shuffle(24, 1, -1, "it reads ParallelCollectionRDD")).crossdock());
+    assertTrue(AUTO.decide(shuffle(24, 2, 232 * MIB)).crossdock());
+    // Forced either way, the partition count does not matter.
+    assertTrue(new RoutePolicy(Mode.CROSSDOCK, 64 * MIB, null).decide(shuffle(24, 1, 0)).crossdock());
+  }
+
+  @Test
   void aForcedRouteIgnoresTheSize() {
     RoutePolicy crossdock = new RoutePolicy(Mode.CROSSDOCK, 64 * MIB, null);
     RoutePolicy engine = new RoutePolicy(Mode.ENGINE, 64 * MIB, null);

@@ -109,6 +109,18 @@ class SparkRoutingTest {
   }
 
   @Test
+  void aBigShuffleIntoOnePartitionIsShuffledBySpark() throws Exception {
+    long sparkBefore = manager().shufflesThroughSpark();
+    Path big = numbers("big-one.txt", 20_000); // 109 KB, above the 16k threshold
+    JavaPairRDD<Integer, Long> total = sc.textFile(big.toString(), 3)
+        .mapToPair(l -> new Tuple2<>(Integer.parseInt(l) % 7, Long.parseLong(l)))
+        .reduceByKey(Long::sum, 1);
+    assertFalse(handle(total) instanceof CrossdockShuffleHandle, "one partition: one block per map");
+    assertEquals(sparkBefore + 1, manager().shufflesThroughSpark());
+    assertEquals(sumsByKey(20_000, 7), new TreeMap<>(total.collectAsMap()));
+  }
+
+  @Test
   void aShuffleOfAFinishedSmallShuffleIsEstimatedFromItsMapOutputs() throws Exception {
     // The parent is unknown at registration (a parallelized collection): Crossdock.
     List<Tuple2<Integer, Integer>> pairs = SparkLocalTest.pairs(2_000, 50);
