@@ -34,6 +34,8 @@ import org.slf4j.LoggerFactory;
  * two of every map's ({@link CrossdockMRConf#runBatchBytes}). A map whose records outgrow the
  * buffer spills sorted runs to local disk as MapReduce does, and merges them into the pushed run
  * at the end, so every map still makes one run per partition; nothing else is written locally.
+ * A job that compresses its map outputs ({@code mapreduce.map.output.compress}) has each batch
+ * compressed with its codec ({@link BatchCodec}).
  *
  * <p>Then it waits for every acknowledgement and commits the attempt with its partitions'
  * sizes: the first attempt of a map to commit wins, and a retry or speculative attempt that
@@ -53,6 +55,8 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   private int mapIndex;
   private int attemptId;
   private int runBatch;
+  /** The job's map output codec; null when it does not compress map outputs. */
+  private BatchCodec codec;
   private RawComparator<K> comparator;
   private Serializer<K> keySerializer;
   private Serializer<V> valueSerializer;
@@ -88,6 +92,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
           + "mapreduce.job.maps): Crossdock needs the job's map count");
     }
     runBatch = conf.runBatchBytes(numMaps);
+    codec = BatchCodec.of(job);
     comparator = (RawComparator<K>) job.getOutputKeyComparator();
     buffer = new SortBuffer(comparator);
     SerializationFactory serialization = new SerializationFactory(job);
@@ -285,7 +290,17 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
       if (n == 0) {
         return;
       }
-      pusher.push(partition, placement.addrOf(partition), batch.take(), n); // now the pusher's
+      byte[] b = batch.take();
+      if (codec != null) {
+        b = codec.compress(b, n);
+        if (b.length > CrossdockMRConf.MAX_BATCH) {
+          throw new IOException("a batch of partition " + partition + " grew from " + n
+              + " to " + b.length + " bytes with " + codec.name() + "; workers take batches "
+              + "of at most " + CrossdockMRConf.MAX_BATCH + " bytes");
+        }
+        n = b.length;
+      }
+      pusher.push(partition, placement.addrOf(partition), b, n); // now the pusher's
       bytes[partition] += n;
       materializedBytes.increment(n);
       reporter.progress();
@@ -347,6 +362,9 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     try {
       if (pusher != null) {
         pusher.close();
+      }
+      if (codec != null) {
+        codec.close();
       }
       for (SpillFile f : spills) {
         try {

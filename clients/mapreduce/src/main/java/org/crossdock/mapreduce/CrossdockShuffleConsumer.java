@@ -35,6 +35,8 @@ import org.slf4j.LoggerFactory;
  * MergedRuns}), fetching a run's next segment while the one before is merged. Nothing is copied
  * to local disk or merged twice: the reducer consumes the merge as it is fetched, and memory is
  * about two segments of every run, which the cap keeps within {@code crossdock.fetch.maxInFlight}.
+ * Compressed map outputs ({@link BatchCodec}) are decompressed a batch at a time, into one
+ * buffer per run.
  *
  * <p>A run no copy can serve leads to one question to the coordinator per partition: if a map's
  * committed output was lost (its only copy was on a lost worker) the attempt fails with that
@@ -54,6 +56,8 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private int numMaps;
   private int numReduces;
   private RunReader reader;
+  /** The job's map output codec; null when map outputs are not compressed. */
+  private BatchCodec codec;
   private int runCount;
   /** The committed bytes of this partition (the coordinator's count), and those read so far. */
   private long expectedBytes;
@@ -72,6 +76,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
     this.reduce = context.getReduceId().getTaskID().getId();
     this.numMaps = job.getNumMapTasks();
     this.numReduces = job.getNumReduceTasks();
+    this.codec = BatchCodec.of(job);
   }
 
   /**
@@ -194,6 +199,8 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private final class BatchCursor extends RecordCursor {
     private final Segment run;
     private final int[] len = new int[1];
+    /** A compressed batch's records, decompressed (this run's own: the merge holds its key). */
+    private byte[] raw;
     private int pos;
     private int end;
     private boolean counted;
@@ -244,15 +251,21 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       }
       ByteBuffer p = d.batch().payload();
       int n = p.remaining();
-      if (p.hasArray()) {
+      if (codec != null) {
+        raw = codec.decompress(p, raw, (int) CrossdockMRConf.MAX_BATCH);
+        buf = raw;
+        pos = 0;
+        end = codec.lastLength;
+      } else if (p.hasArray()) {
         buf = p.array();
         pos = p.arrayOffset() + p.position();
+        end = pos + n;
       } else {
         buf = new byte[n];
         p.duplicate().get(buf);
         pos = 0;
+        end = n;
       }
-      end = pos + n;
       context.getReduceShuffleBytes().increment(n);
       readBytes += n;
       progress.set(expectedBytes <= 0 ? 1f : Math.min(1f, (float) readBytes / expectedBytes));
@@ -310,6 +323,9 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
           reader.waitNanos() / 1_000_000);
       reader.close();
       reader = null;
+    }
+    if (codec != null) {
+      codec.close();
     }
   }
 
