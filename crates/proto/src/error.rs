@@ -158,7 +158,7 @@ pub enum DecodeError {
     Malformed(String),
     #[error("frame of {len} bytes exceeds the limit of {limit} bytes")]
     TooLarge { len: u64, limit: u64 },
-    #[error("protocol version {0} is not supported (this build speaks version 1)")]
+    #[error("protocol version {0} is not supported (this build speaks version {speaks})", speaks = crate::frame::PROTOCOL_VERSION)]
     UnsupportedVersion(u8),
     #[error("unknown message kind 0x{0:02x}")]
     UnknownKind(u8),

@@ -1,12 +1,10 @@
 package org.crossdock.mapreduce;
 
-import java.io.ByteArrayInputStream;
-import java.io.EOFException;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.util.Arrays;
-import org.apache.hadoop.io.IOUtils;
 import org.apache.hadoop.io.compress.CodecPool;
 import org.apache.hadoop.io.compress.CompressionCodec;
 import org.apache.hadoop.io.compress.CompressionInputStream;
@@ -29,19 +27,29 @@ import org.apache.hadoop.util.ReflectionUtils;
  * compressed, as MapReduce's own shuffle does.
  *
  * <p>One instance serves one task's thread: it keeps one pooled compressor or decompressor,
- * returned by {@link #close}.
+ * returned by {@link #close}. A batch is handed to the codec in one write: some of Hadoop's
+ * pure-Java compressors (gzip's) start their stream afresh on every input they are given.
  */
 final class BatchCodec implements AutoCloseable {
+  /** Bytes decompressed per read: some codecs (bzip2's pure-Java stream) misread at offsets. */
+  private static final int SCRATCH = 64 << 10;
+
   private final CompressionCodec codec;
+  private final JobConf job;
+  /** Pooled (de)compressors, looked up once: a codec without one gets null every time. */
   private Compressor compressor;
   private Decompressor decompressor;
+  private boolean compressorLooked;
+  private boolean decompressorLooked;
   /** Where a batch is compressed before its exact-length copy is pushed. */
   private final Growable out = new Growable();
+  private byte[] scratch;
   /** The raw length of the batch {@link #decompress} last decoded. */
   int lastLength;
 
-  private BatchCodec(CompressionCodec codec) {
+  private BatchCodec(CompressionCodec codec, JobConf job) {
     this.codec = codec;
+    this.job = job;
   }
 
   /** The job's codec for map outputs, or null when the job does not compress them. */
@@ -50,7 +58,7 @@ final class BatchCodec implements AutoCloseable {
       return null;
     }
     Class<? extends CompressionCodec> c = job.getMapOutputCompressorClass(DefaultCodec.class);
-    return new BatchCodec(ReflectionUtils.newInstance(c, job));
+    return new BatchCodec(ReflectionUtils.newInstance(c, job), job);
   }
 
   String name() {
@@ -59,8 +67,9 @@ final class BatchCodec implements AutoCloseable {
 
   /** {@code raw[0, len)} compressed, in a new array of exactly its length (the pusher's). */
   byte[] compress(byte[] raw, int len) throws IOException {
-    if (compressor == null) {
-      compressor = CodecPool.getCompressor(codec);
+    if (!compressorLooked) {
+      compressorLooked = true;
+      compressor = CodecPool.getCompressor(codec, job);
     }
     if (compressor != null) {
       compressor.reset();
@@ -72,14 +81,18 @@ final class BatchCodec implements AutoCloseable {
     out.write(len);
     CompressionOutputStream s = compressor == null
         ? codec.createOutputStream(out) : codec.createOutputStream(out, compressor);
-    s.write(raw, 0, len);
-    s.finish();
+    try {
+      s.write(raw, 0, len);
+      s.finish();
+    } finally {
+      s.close(); // gives back what the codec took for itself; ours stays ours
+    }
     return Arrays.copyOf(out.buf, out.len);
   }
 
   /**
-   * Decompresses one fetched batch into {@code into} (grown when too small); returns the array
-   * holding the raw records, whose first {@link #lastLength} bytes count.
+   * Decompresses one fetched batch into {@code into} (a new array when it is too small);
+   * returns the array holding the raw records, whose first {@link #lastLength} bytes count.
    *
    * @param maxRaw the largest raw batch a map can push; a larger length is a corrupt batch
    */
@@ -93,35 +106,40 @@ final class BatchCodec implements AutoCloseable {
       throw new IOException("a compressed batch claims " + Integer.toUnsignedString(rawLen)
           + " raw bytes; batches hold at most " + maxRaw);
     }
-    ByteArrayInputStream in = p.hasArray()
-        ? new ByteArrayInputStream(p.array(), p.arrayOffset() + p.position(), p.remaining())
-        : new ByteArrayInputStream(copy(p));
     byte[] raw = into != null && into.length >= rawLen ? into : new byte[rawLen];
-    if (decompressor == null) {
+    if (!decompressorLooked) {
+      decompressorLooked = true;
       decompressor = CodecPool.getDecompressor(codec);
     }
     if (decompressor != null) {
       decompressor.reset();
     }
+    if (scratch == null) {
+      scratch = new byte[SCRATCH];
+    }
+    InputStream in = new BufferInput(p);
+    int got = 0;
     try (CompressionInputStream s = decompressor == null
         ? codec.createInputStream(in) : codec.createInputStream(in, decompressor)) {
-      IOUtils.readFully(s, raw, 0, rawLen);
-      if (s.read() >= 0) {
-        throw new IOException("a compressed batch holds more than the " + rawLen
-            + " raw bytes it claims (" + name() + ")");
+      int idle = 0;
+      for (int n; (n = s.read(scratch, 0, scratch.length)) >= 0; ) {
+        if (n == 0 && ++idle > 64) {
+          throw new IOException("the " + name() + " stream of a batch stopped giving bytes");
+        }
+        if (got + n > rawLen) {
+          throw new IOException("a compressed batch holds more than the " + rawLen
+              + " raw bytes it claims (" + name() + ")");
+        }
+        System.arraycopy(scratch, 0, raw, got, n);
+        got += n;
       }
-    } catch (EOFException e) {
-      throw new IOException("a compressed batch holds fewer than the " + rawLen
-          + " raw bytes it claims (" + name() + ")", e);
+    }
+    if (got < rawLen) {
+      throw new IOException("a compressed batch holds " + got + " of the " + rawLen
+          + " raw bytes it claims (" + name() + ")");
     }
     lastLength = rawLen;
     return raw;
-  }
-
-  private static byte[] copy(ByteBuffer p) {
-    byte[] b = new byte[p.remaining()];
-    p.get(b);
-    return b;
   }
 
   @Override
@@ -133,6 +151,38 @@ final class BatchCodec implements AutoCloseable {
     if (decompressor != null) {
       CodecPool.returnDecompressor(decompressor);
       decompressor = null;
+    }
+  }
+
+  /** A fetched payload read in place (payloads are read-only views: no array to hand out). */
+  private static final class BufferInput extends InputStream {
+    private final ByteBuffer b;
+
+    BufferInput(ByteBuffer b) {
+      this.b = b;
+    }
+
+    @Override
+    public int read() {
+      return b.hasRemaining() ? b.get() & 0xff : -1;
+    }
+
+    @Override
+    public int read(byte[] dst, int off, int len) {
+      if (len == 0) {
+        return 0;
+      }
+      if (!b.hasRemaining()) {
+        return -1;
+      }
+      int n = Math.min(len, b.remaining());
+      b.get(dst, off, n);
+      return n;
+    }
+
+    @Override
+    public int available() {
+      return b.remaining();
     }
   }
 

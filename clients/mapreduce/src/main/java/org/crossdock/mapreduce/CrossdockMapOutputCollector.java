@@ -122,8 +122,9 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     }
   }
 
+  /** Synchronized as MapReduce's own collector: the old API's MultithreadedMapRunner shares it. */
   @Override
-  public void collect(K key, V value, int partition) throws IOException {
+  public synchronized void collect(K key, V value, int partition) throws IOException {
     if (partition < 0 || partition >= numPartitions) {
       throw new IOException("Illegal partition for " + key + " (" + partition + ") of "
           + numPartitions);
@@ -360,11 +361,14 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     }
     closed = true;
     try {
-      if (pusher != null) {
-        pusher.close();
-      }
-      if (codec != null) {
-        codec.close();
+      try {
+        if (pusher != null) {
+          pusher.close();
+        }
+      } finally {
+        if (codec != null) {
+          codec.close();
+        }
       }
       for (SpillFile f : spills) {
         try {

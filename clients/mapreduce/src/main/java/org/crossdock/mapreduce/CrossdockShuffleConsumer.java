@@ -36,7 +36,7 @@ import org.slf4j.LoggerFactory;
  * to local disk or merged twice: the reducer consumes the merge as it is fetched, and memory is
  * about two segments of every run, which the cap keeps within {@code crossdock.fetch.maxInFlight}.
  * Compressed map outputs ({@link BatchCodec}) are decompressed a batch at a time, into one
- * buffer per run.
+ * buffer per run (a raw batch more per run, outside that cap, until the run is read).
  *
  * <p>A run no copy can serve leads to one question to the coordinator per partition: if a map's
  * committed output was lost (its only copy was on a lost worker) the attempt fails with that
@@ -241,6 +241,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
         }
       }
       if (d == null) {
+        raw = null; // the run is read: its buffer goes before the merge ends
         return false;
       }
       if (!counted) {
@@ -252,7 +253,13 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       ByteBuffer p = d.batch().payload();
       int n = p.remaining();
       if (codec != null) {
-        raw = codec.decompress(p, raw, (int) CrossdockMRConf.MAX_BATCH);
+        try {
+          raw = codec.decompress(p, raw, (int) CrossdockMRConf.MAX_BATCH);
+        } catch (IOException | RuntimeException e) {
+          throw new IOException("Crossdock: batch " + d.batch().batchSeq() + " of map "
+              + run.startMap + " (partition " + reduce + ", slot " + run.partition
+              + ") does not decompress with " + codec.name() + ": " + e.getMessage(), e);
+        }
         buf = raw;
         pos = 0;
         end = codec.lastLength;
@@ -317,15 +324,22 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
 
   /** Closes the connections and gives back the buffers (at the end, or when the task ends). */
   private void endRead() {
+    try {
+      endReader();
+    } finally {
+      if (codec != null) {
+        codec.close();
+      }
+    }
+  }
+
+  private void endReader() {
     if (reader != null) {
       LOG.info("Crossdock reduce {}: {} runs merged, {} requests, peak {} bytes buffered, fetch "
           + "wait {} ms", reduce, runCount, reader.requests(), reader.peakBufferedBytes(),
           reader.waitNanos() / 1_000_000);
       reader.close();
       reader = null;
-    }
-    if (codec != null) {
-      codec.close();
     }
   }
 

@@ -35,7 +35,8 @@ public final class RunSizes {
    * The most payload bytes one request of a run brings (the worker ends the request after the
    * batch that reaches it): the fetch limit shared out over {@code runs × 2}, at least a batch.
    *
-   * @param runs the requests the reader keeps open at once (maps × partitions × slots read)
+   * @param runs the runs the limit is shared over (the Spark reader: maps × partitions read;
+   *     the MapReduce reduce: maps)
    */
   public static long requestBytes(long fetchLimit, int runBatch, long runs) {
     return Math.max(Math.max(MIN_REQUEST, runBatch), share(fetchLimit, runs));

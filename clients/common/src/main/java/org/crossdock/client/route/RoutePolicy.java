@@ -13,11 +13,14 @@ package org.crossdock.client.route;
  * Crossdock: the engine would fetch every tiny block on its own, while Crossdock's workers
  * have already grouped them into one stream per partition.
  *
- * <p>A shuffle into <em>one</em> partition goes through the engine whatever its input size:
- * it has one block per map, which the single reduce task fetches whole, so there is nothing
- * for Crossdock to group, and its remote path would only add the push, the commits and the
- * first fetch. In SQL these are mostly global aggregations, whose input estimate (the scanned
- * files) says nothing of their output (one row per map).
+ * <p>A shuffle into <em>one</em> partition goes through the engine up to a larger bound,
+ * {@link #ONE_PARTITION_FACTOR} times the threshold: it has only one block per map, which the
+ * single reduce task fetches in as many requests, so grouping them saves little, while the
+ * remote path adds the push, the commits and the first fetch. In SQL these are mostly global
+ * aggregations, whose input estimate (the scanned files) says nothing of their output (one row
+ * per map). Past the bound (a {@code repartition(1)} or a window without partitioning of a
+ * large input) Crossdock keeps it, for the same reasons as any large shuffle: the data off the
+ * executors' disks, replicated, and a lost executor's maps not run again.
  *
  * <p>Pure: the engine client gathers what it knows when the shuffle is registered (the counts,
  * and an estimate of the bytes from the inputs of the map stage) and calls {@link #decide};
@@ -26,7 +29,7 @@ package org.crossdock.client.route;
 public final class RoutePolicy {
   /** What the user asked for ({@code spark.crossdock.route}). */
   public enum Mode {
-    /** Small shuffles through the engine's shuffle, the rest through Crossdock. */
+    /** Shuffles known to be small through the engine's shuffle, the rest through Crossdock. */
     AUTO,
     /** Every shuffle through Crossdock. */
     CROSSDOCK,
@@ -76,6 +79,13 @@ public final class RoutePolicy {
    */
   public static final long MANY_BLOCKS = 250_000;
 
+  /**
+   * How many times the threshold a shuffle into one partition may be estimated at and still go
+   * through the engine (64 MiB × 16 = 1 GiB by default): its input estimate is mostly far above
+   * what it writes.
+   */
+  public static final long ONE_PARTITION_FACTOR = 16;
+
   private final Mode mode;
   private final long maxEngineBytes;
   private final String engineUnavailable;
@@ -123,19 +133,20 @@ public final class RoutePolicy {
     if (!s.sizeKnown()) {
       return new Decision(true, "its size cannot be estimated (" + s.estimateSource() + ")");
     }
-    if (s.partitions() == 1) {
-      return new Decision(false, "it has one reduce partition: " + s.maps()
-          + " blocks, one per map, read by one task (an estimated " + bytes(s.estimatedBytes())
-          + " from " + s.estimateSource() + ")");
+    if (s.blocks() >= MANY_BLOCKS) {
+      return new Decision(true, "it has " + s.blocks() + " blocks (" + s.maps() + " maps x "
+          + s.partitions() + " partitions), which Crossdock reads grouped");
+    }
+    long onePartitionBound = maxEngineBytes > Long.MAX_VALUE / ONE_PARTITION_FACTOR
+        ? Long.MAX_VALUE : maxEngineBytes * ONE_PARTITION_FACTOR;
+    if (s.partitions() == 1 && s.estimatedBytes() <= onePartitionBound) {
+      return new Decision(false, "it has one reduce partition: " + s.maps() + " blocks, one per"
+          + " map, read by one task; an estimated " + bytes(s.estimatedBytes()) + " ("
+          + s.estimateSource() + ") is at most " + bytes(onePartitionBound));
     }
     if (s.estimatedBytes() > maxEngineBytes) {
       return new Decision(true, "an estimated " + bytes(s.estimatedBytes()) + " ("
           + s.estimateSource() + ") is more than " + bytes(maxEngineBytes));
-    }
-    if (s.blocks() >= MANY_BLOCKS) {
-      return new Decision(true, "it is small (an estimated " + bytes(s.estimatedBytes())
-          + ") but has " + s.blocks() + " blocks (" + s.maps() + " maps x " + s.partitions()
-          + " partitions), which Crossdock reads grouped");
     }
     return new Decision(false, "an estimated " + bytes(s.estimatedBytes()) + " ("
         + s.estimateSource() + ") is at most " + bytes(maxEngineBytes));

@@ -40,16 +40,25 @@ class RoutePolicyTest {
   }
 
   @Test
-  void aShuffleIntoOnePartitionGoesThroughTheEngineWhateverItsInputSize() {
+  void aShuffleIntoOnePartitionGoesThroughTheEngineUpToSixteenTimesTheThreshold() {
     Decision d = AUTO.decide(shuffle(24, 1, 232 * MIB));
     assertFalse(d.crossdock());
     assertTrue(d.reason().contains("one reduce partition: 24 blocks"), d.reason());
-    assertFalse(AUTO.decide(shuffle(24, 1, 1L << 40)).crossdock());
+    assertFalse(AUTO.decide(shuffle(24, 1, 1024 * MIB)).crossdock());
+    // Past the bound (a repartition(1) of a large input), Crossdock keeps it.
+    Decision big = AUTO.decide(shuffle(24, 1, 1024 * MIB + 1));
+    assertTrue(big.crossdock());
+    assertTrue(big.reason().contains("more than 64 MiB"), big.reason());
     // Its size unknown, it stays with Crossdock as any other; two partitions are sized.
     assertTrue(AUTO.decide(new Shuffle(24, 1, -1, "it reads ParallelCollectionRDD")).crossdock());
     assertTrue(AUTO.decide(shuffle(24, 2, 232 * MIB)).crossdock());
+    // A great many maps into one partition: their blocks are read grouped.
+    assertTrue(AUTO.decide(shuffle(250_000, 1, MIB)).crossdock());
     // Forced either way, the partition count does not matter.
     assertTrue(new RoutePolicy(Mode.CROSSDOCK, 64 * MIB, null).decide(shuffle(24, 1, 0)).crossdock());
+    // No overflow with a huge threshold.
+    assertFalse(new RoutePolicy(Mode.AUTO, Long.MAX_VALUE / 2, null)
+        .decide(shuffle(24, 1, Long.MAX_VALUE)).crossdock());
   }
 
   @Test
