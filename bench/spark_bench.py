@@ -50,8 +50,8 @@ sys.path.insert(0, str(HERE))
 from harness import BINARY, CLIENT_JAR, base_conf, jvm_jobs_jar, spark_session  # noqa: E402
 from services import CrossdockService, Proc  # noqa: E402,F401  (cluster.py uses both through this module)
 
-# ---- workloads (bench/workloads.py) ----
-from workloads import JVM_WORKLOADS, WORKLOAD_CONF, WORKLOADS, ZIPF_ALPHA  # noqa: E402
+# ---- workloads (bench/spark_workloads.py; not `workloads`: tests/spark has a module of that name) ----
+from spark_workloads import JVM_WORKLOADS, WORKLOAD_CONF, WORKLOADS, ZIPF_ALPHA  # noqa: E402
 
 # ---- modes: vanilla, crossdock, and peers ----
 
@@ -160,9 +160,10 @@ class Build:
         if self.script.name != "spark_bench.py":
             shutil.copy2(script, self.script)
         shutil.copy2(HERE / "services.py", workdir / "services.py")
-        shutil.copy2(HERE / "workloads.py", workdir / "workloads.py")
+        shutil.copy2(HERE / "spark_workloads.py", workdir / "spark_workloads.py")
         shutil.copy2(ROOT / "tests" / "spark" / "harness.py", workdir / "harness.py")
-        self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in (self.binary, self.jar, self.script)}
+        self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+                       for p in (self.binary, self.jar, self.script, workdir / "spark_workloads.py")}
 
     def jvm_jobs_jar(self) -> pathlib.Path:
         """The Java jobs of bench/jvm, compiled once per suite into its directory."""
