@@ -2,7 +2,6 @@ package org.crossdock.mapreduce;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.util.Arrays;
 import org.apache.hadoop.io.compress.CodecPool;
@@ -14,6 +13,7 @@ import org.apache.hadoop.io.compress.Decompressor;
 import org.apache.hadoop.io.compress.DefaultCodec;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.util.ReflectionUtils;
+import org.crossdock.client.ByteSink;
 
 /**
  * Map output compression, as the job asks for it with MapReduce's own settings
@@ -42,7 +42,7 @@ final class BatchCodec implements AutoCloseable {
   private boolean compressorLooked;
   private boolean decompressorLooked;
   /** Where a batch is compressed before its exact-length copy is pushed. */
-  private final Growable out = new Growable();
+  private final ByteSink out = new ByteSink(64 << 10);
   private byte[] scratch;
   /** The raw length of the batch {@link #decompress} last decoded. */
   int lastLength;
@@ -79,15 +79,13 @@ final class BatchCodec implements AutoCloseable {
     out.write(len >>> 16);
     out.write(len >>> 8);
     out.write(len);
-    CompressionOutputStream s = compressor == null
-        ? codec.createOutputStream(out) : codec.createOutputStream(out, compressor);
-    try {
+    // close() finishes the stream once (finish() and then close() would make bzip2's
+    // pure-Java stream begin a second, empty one); our pooled compressor stays ours.
+    try (CompressionOutputStream s = compressor == null
+        ? codec.createOutputStream(out) : codec.createOutputStream(out, compressor)) {
       s.write(raw, 0, len);
-      s.finish();
-    } finally {
-      s.close(); // gives back what the codec took for itself; ours stays ours
     }
-    return Arrays.copyOf(out.buf, out.len);
+    return Arrays.copyOf(out.array(), out.length());
   }
 
   /**
@@ -123,7 +121,8 @@ final class BatchCodec implements AutoCloseable {
         ? codec.createInputStream(in) : codec.createInputStream(in, decompressor)) {
       int idle = 0;
       for (int n; (n = s.read(scratch, 0, scratch.length)) >= 0; ) {
-        if (n == 0 && ++idle > 64) {
+        idle = n == 0 ? idle + 1 : 0;
+        if (idle > 64) {
           throw new IOException("the " + name() + " stream of a batch stopped giving bytes");
         }
         if (got + n > rawLen) {
@@ -133,6 +132,9 @@ final class BatchCodec implements AutoCloseable {
         System.arraycopy(scratch, 0, raw, got, n);
         got += n;
       }
+    } catch (RuntimeException e) {
+      // Some pure-Java decoders fail on corrupt input with an unchecked exception.
+      throw new IOException(name() + " could not decode a batch: " + e, e);
     }
     if (got < rawLen) {
       throw new IOException("a compressed batch holds " + got + " of the " + rawLen
@@ -183,35 +185,6 @@ final class BatchCodec implements AutoCloseable {
     @Override
     public int available() {
       return b.remaining();
-    }
-  }
-
-  /** A byte sink whose array is reused from batch to batch (no lock per byte). */
-  private static final class Growable extends OutputStream {
-    byte[] buf = new byte[64 << 10];
-    int len;
-
-    void reset() {
-      len = 0;
-    }
-
-    @Override
-    public void write(int b) {
-      ensure(1);
-      buf[len++] = (byte) b;
-    }
-
-    @Override
-    public void write(byte[] b, int off, int n) {
-      ensure(n);
-      System.arraycopy(b, off, buf, len, n);
-      len += n;
-    }
-
-    private void ensure(int n) {
-      if (len + n > buf.length) {
-        buf = Arrays.copyOf(buf, Math.max(len + n, buf.length * 2));
-      }
     }
   }
 }

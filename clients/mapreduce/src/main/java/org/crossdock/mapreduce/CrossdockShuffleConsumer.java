@@ -241,7 +241,12 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
         }
       }
       if (d == null) {
-        raw = null; // the run is read: its buffer goes before the merge ends
+        // The run is read: its buffers go before the merge ends (the merge never reads a
+        // cursor again once it has ended).
+        raw = null;
+        buf = null;
+        pos = 0;
+        end = 0;
         return false;
       }
       if (!counted) {

@@ -139,10 +139,16 @@ public final class RoutePolicy {
     }
     long onePartitionBound = maxEngineBytes > Long.MAX_VALUE / ONE_PARTITION_FACTOR
         ? Long.MAX_VALUE : maxEngineBytes * ONE_PARTITION_FACTOR;
-    if (s.partitions() == 1 && s.estimatedBytes() <= onePartitionBound) {
-      return new Decision(false, "it has one reduce partition: " + s.maps() + " blocks, one per"
-          + " map, read by one task; an estimated " + bytes(s.estimatedBytes()) + " ("
-          + s.estimateSource() + ") is at most " + bytes(onePartitionBound));
+    if (s.partitions() == 1) {
+      if (s.estimatedBytes() <= onePartitionBound) {
+        return new Decision(false, "it has one reduce partition: " + s.maps() + " blocks, one"
+            + " per map, read by one task; an estimated " + bytes(s.estimatedBytes()) + " ("
+            + s.estimateSource() + ") is at most " + bytes(onePartitionBound));
+      }
+      return new Decision(true, "it has one reduce partition, but an estimated "
+          + bytes(s.estimatedBytes()) + " (" + s.estimateSource() + ") is more than "
+          + bytes(onePartitionBound) + " (" + ONE_PARTITION_FACTOR + " x "
+          + bytes(maxEngineBytes) + ")");
     }
     if (s.estimatedBytes() > maxEngineBytes) {
       return new Decision(true, "an estimated " + bytes(s.estimatedBytes()) + " ("

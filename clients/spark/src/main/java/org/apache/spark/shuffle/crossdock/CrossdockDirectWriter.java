@@ -13,6 +13,7 @@ import org.apache.spark.serializer.SerializerManager;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.storage.ShuffleBlockId;
+import org.crossdock.client.ByteSink;
 import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
@@ -67,36 +68,6 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     return !dep.mapSideCombine() && dep.serializer().supportsRelocationOfSerializedObjects();
   }
 
-  /** A growable byte sink whose array is handed over without copying. */
-  static final class Sink extends OutputStream {
-    byte[] buf;
-    int count;
-
-    Sink(int cap) {
-      buf = new byte[Math.max(cap, 64)];
-    }
-
-    private void ensure(int n) {
-      if (count + n > buf.length) {
-        buf = Arrays.copyOf(buf, (int) Math.min(Integer.MAX_VALUE - 8,
-            Math.max((long) buf.length * 2, (long) count + n)));
-      }
-    }
-
-    @Override
-    public void write(int b) {
-      ensure(1);
-      buf[count++] = (byte) b;
-    }
-
-    @Override
-    public void write(byte[] b, int off, int len) {
-      ensure(len);
-      System.arraycopy(b, off, buf, count, len);
-      count += len;
-    }
-  }
-
   @Override
   public void write(Iterator<Product2<K, V>> input) throws IOException {
     if (attempt.finishEmptyShuffle(input)) {
@@ -118,7 +89,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     Partitioner partitioner = dep.partitioner();
     int numPartitions = attempt.numPartitions;
     SerializerManager serializerManager = SparkEnv.get().serializerManager();
-    Sink scratch = new Sink(64 << 10);
+    ByteSink scratch = new ByteSink(64 << 10);
     SerializationStream out = dep.serializer().newInstance().serializeStream(scratch);
     int batch = attempt.conf.batchSize;
     long budget = attempt.conf.maxInFlight;
@@ -126,11 +97,11 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       Product2<K, V> r = input.next();
       K key = r._1();
       int p = partitioner.getPartition(key);
-      scratch.count = 0;
+      scratch.reset();
       out.writeKey(key, OBJECT);
       out.writeValue(r._2(), OBJECT);
       out.flush();
-      append(p, scratch.buf, scratch.count);
+      append(p, scratch.array(), scratch.length());
       records[p]++;
       attempt.metrics.incRecordsWritten(1);
       if (lens[p] >= batch) {
@@ -141,11 +112,11 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
         }
       }
     }
-    scratch.count = 0;
+    scratch.reset();
     out.close();
-    if (scratch.count > 0) {
+    if (scratch.length() > 0) {
       throw new IOException("serializer " + dep.serializer().getClass().getName()
-          + " wrote " + scratch.count + " bytes on close; it cannot be relocated");
+          + " wrote " + scratch.length() + " bytes on close; it cannot be relocated");
     }
     for (int q = 0; q < numPartitions; q++) {
       flush(q, serializerManager, false);
@@ -186,13 +157,13 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     ShuffleBlockId blockId = new ShuffleBlockId(handle.shuffleId(), attempt.mapTaskId, p);
     for (int off = 0; off < len; off += chunk) {
       int n = Math.min(chunk, len - off);
-      Sink frame = new Sink(Math.max(1024, n / 2));
+      ByteSink frame = new ByteSink(Math.max(1024, n / 2));
       OutputStream w = serializerManager.wrapStream(blockId, frame);
       w.write(bufs[p], off, n);
       w.close();
-      bytes[p] += frame.count;
-      attempt.metrics.incBytesWritten(frame.count);
-      attempt.push(p, frame.buf, frame.count);
+      bytes[p] += frame.length();
+      attempt.metrics.incBytesWritten(frame.length());
+      attempt.push(p, frame.array(), frame.length());
     }
     lens[p] = 0;
     buffered -= len;

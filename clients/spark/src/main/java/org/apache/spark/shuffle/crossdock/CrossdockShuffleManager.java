@@ -39,8 +39,9 @@ import org.slf4j.LoggerFactory;
  * and read back from them, unless the driver routes it through Spark's own sort shuffle.
  *
  * <p>The route is chosen once per shuffle, when it is registered ({@link RoutePolicy}, with
- * {@code spark.crossdock.route}): a shuffle estimated small ({@link ShuffleInputEstimate}), or
- * into one partition, costs less through Spark's shuffle than through any remote service. A routed shuffle's
+ * {@code spark.crossdock.route}): a shuffle estimated small ({@link ShuffleInputEstimate}),
+ * or into one partition and not large, costs less through Spark's shuffle than through any
+ * remote service. A routed shuffle's
  * handle is the sort shuffle manager's own, so executors tell the two kinds apart by the
  * handle, and every call for it is delegated to a {@link SortShuffleManager} held here (its
  * block resolver serves the executor's shuffle files). Such a shuffle's files live on its
