@@ -263,7 +263,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
         } catch (IOException | RuntimeException e) {
           throw new IOException("Crossdock: batch " + d.batch().batchSeq() + " of map "
               + run.startMap + " (partition " + reduce + ", slot " + run.partition
-              + ") does not decompress with " + codec.name() + ": " + e.getMessage(), e);
+              + ") does not decompress: " + e.getMessage(), e);
         }
         buf = raw;
         pos = 0;

@@ -146,9 +146,9 @@ public final class RoutePolicy {
             + s.estimateSource() + ") is at most " + bytes(onePartitionBound));
       }
       return new Decision(true, "it has one reduce partition, but an estimated "
-          + bytes(s.estimatedBytes()) + " (" + s.estimateSource() + ") is more than "
-          + bytes(onePartitionBound) + " (" + ONE_PARTITION_FACTOR + " x "
-          + bytes(maxEngineBytes) + ")");
+          + s.estimatedBytes() + " bytes (" + s.estimateSource() + ") is more than "
+          + onePartitionBound + " (" + ONE_PARTITION_FACTOR + " x " + bytes(maxEngineBytes)
+          + ")");
     }
     if (s.estimatedBytes() > maxEngineBytes) {
       return new Decision(true, "an estimated " + bytes(s.estimatedBytes()) + " ("

@@ -48,9 +48,9 @@ class RoutePolicyTest {
     // Past the bound (a repartition(1) of a large input), Crossdock keeps it.
     Decision big = AUTO.decide(shuffle(24, 1, 1024 * MIB + 1));
     assertTrue(big.crossdock());
-    assertTrue(big.reason().contains("one reduce partition, but an estimated 1024 MiB"),
+    assertTrue(big.reason().contains("one reduce partition, but an estimated 1073741825 bytes"),
         big.reason());
-    assertTrue(big.reason().contains("more than 1024 MiB (16 x 64 MiB)"), big.reason());
+    assertTrue(big.reason().contains("more than 1073741824 (16 x 64 MiB)"), big.reason());
     // Its size unknown, it stays with Crossdock as any other; two partitions are sized.
     assertTrue(AUTO.decide(new Shuffle(24, 1, -1, "it reads ParallelCollectionRDD")).crossdock());
     assertTrue(AUTO.decide(shuffle(24, 2, 232 * MIB)).crossdock());
