@@ -13,6 +13,7 @@ import org.apache.hadoop.io.compress.Decompressor;
 import org.apache.hadoop.io.compress.DefaultCodec;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.util.ReflectionUtils;
+import org.crossdock.client.BufferStream;
 import org.crossdock.client.ByteSink;
 
 /**
@@ -115,7 +116,7 @@ final class BatchCodec implements AutoCloseable {
     if (scratch == null) {
       scratch = new byte[SCRATCH];
     }
-    InputStream in = new BufferInput(p);
+    InputStream in = BufferStream.of(p);
     int got = 0;
     try (CompressionInputStream s = decompressor == null
         ? codec.createInputStream(in) : codec.createInputStream(in, decompressor)) {
@@ -153,38 +154,6 @@ final class BatchCodec implements AutoCloseable {
     if (decompressor != null) {
       CodecPool.returnDecompressor(decompressor);
       decompressor = null;
-    }
-  }
-
-  /** A fetched payload read in place (payloads are read-only views: no array to hand out). */
-  private static final class BufferInput extends InputStream {
-    private final ByteBuffer b;
-
-    BufferInput(ByteBuffer b) {
-      this.b = b;
-    }
-
-    @Override
-    public int read() {
-      return b.hasRemaining() ? b.get() & 0xff : -1;
-    }
-
-    @Override
-    public int read(byte[] dst, int off, int len) {
-      if (len == 0) {
-        return 0;
-      }
-      if (!b.hasRemaining()) {
-        return -1;
-      }
-      int n = Math.min(len, b.remaining());
-      b.get(dst, off, n);
-      return n;
-    }
-
-    @Override
-    public int available() {
-      return b.remaining();
     }
   }
 }

@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.serializer.SerializerManager;
 import org.apache.spark.storage.BlockId;
+import org.crossdock.client.BufferStream;
 
 /** Fetched batches as the input streams Spark's serializers read. */
 final class BatchStreams {
@@ -33,7 +34,7 @@ final class BatchStreams {
         if (b == null) {
           return null;
         }
-        frame = serializerManager.wrapStream(blockId, new ByteBufferInputStream(b));
+        frame = serializerManager.wrapStream(blockId, BufferStream.of(b));
       }
       return frame;
     }
@@ -64,62 +65,6 @@ final class BatchStreams {
           frame = null;
         }
       }
-    }
-  }
-
-  /** An InputStream over ByteBuffers, read one after the other. */
-  abstract static class BufferStream extends InputStream {
-    /** The current buffer with bytes left, or null at the end of the stream. */
-    abstract ByteBuffer buffer() throws IOException;
-
-    /** The rest of the current buffer, or the next one; null at the end. */
-    ByteBuffer nextBatch() throws IOException {
-      ByteBuffer b = buffer();
-      if (b != null) {
-        ByteBuffer rest = b.slice();
-        b.position(b.limit());
-        return rest;
-      }
-      return null;
-    }
-
-    @Override
-    public int read() throws IOException {
-      ByteBuffer b = buffer();
-      return b == null ? -1 : (b.get() & 0xff);
-    }
-
-    @Override
-    public int read(byte[] out, int off, int len) throws IOException {
-      if (len == 0) {
-        return 0;
-      }
-      ByteBuffer b = buffer();
-      if (b == null) {
-        return -1;
-      }
-      int n = Math.min(len, b.remaining());
-      b.get(out, off, n);
-      return n;
-    }
-  }
-
-  /** A ByteBuffer as an InputStream. */
-  static final class ByteBufferInputStream extends BufferStream {
-    private final ByteBuffer b;
-
-    ByteBufferInputStream(ByteBuffer b) {
-      this.b = b;
-    }
-
-    @Override
-    ByteBuffer buffer() {
-      return b.hasRemaining() ? b : null;
-    }
-
-    @Override
-    public int available() {
-      return b.remaining();
     }
   }
 }

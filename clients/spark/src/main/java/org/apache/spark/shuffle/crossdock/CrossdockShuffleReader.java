@@ -30,6 +30,7 @@ import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.Segment;
 import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Message;
+import org.crossdock.client.BufferStream;
 import scala.Option;
 import scala.Product2;
 import scala.Tuple2;
@@ -418,7 +419,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     /** The concatenated payloads of one map's batches (of one segment). */
-    final class MapStream extends BatchStreams.BufferStream {
+    final class MapStream extends BufferStream {
       private final Segment segment;
       private final int mapId;
       private ByteBuffer buf;
@@ -431,7 +432,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
 
       /** The current batch with bytes left, or null at the end of this map. */
       @Override
-      ByteBuffer buffer() throws IOException {
+      protected ByteBuffer buffer() throws IOException {
         while (!eof && (buf == null || !buf.hasRemaining())) {
           FetchScheduler.Delivery d;
           try {

@@ -23,6 +23,7 @@ import org.crossdock.client.fetch.FetchMonitor;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunReader;
 import org.crossdock.client.fetch.Segment;
+import org.crossdock.client.BufferStream;
 import scala.Tuple2;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
@@ -300,7 +301,7 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
   }
 
   /** A run's batches as one stream, fetched segment by segment as it is read. */
-  private final class RunStream extends BatchStreams.BufferStream {
+  private final class RunStream extends BufferStream {
     private final Cursor cursor;
     private ByteBuffer buf;
     private boolean eof;
@@ -311,7 +312,7 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     }
 
     @Override
-    ByteBuffer buffer() throws IOException {
+    protected ByteBuffer buffer() throws IOException {
       while (!eof && (buf == null || !buf.hasRemaining())) {
         FetchScheduler.Delivery d;
         while (true) {
