@@ -216,6 +216,7 @@ impl CoordinatorClient {
                 map_id,
                 attempt_id,
                 partitions,
+                run_starts: Default::default(),
             })
             .await?
         {
@@ -249,6 +250,8 @@ impl CoordinatorClient {
             .call(&Message::GetShuffleStatus {
                 app_id: app_id.into(),
                 shuffle_id,
+                runs_from: Default::default(),
+                runs_to: Default::default(),
             })
             .await?
         {
@@ -263,6 +266,7 @@ impl CoordinatorClient {
                 partition_records,
                 partition_replicas,
                 split_parents,
+                ..
             } => Ok(ShuffleStatus {
                 num_maps,
                 num_partitions,

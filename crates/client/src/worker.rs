@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use crossdock_proto::io::write_message;
-use crossdock_proto::{checksum, FetchedBatch, Message, PushHeader, ResumePoint};
+use crossdock_proto::{checksum, Appended, FetchedBatch, Message, PushHeader, ResumePoint};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
@@ -101,6 +101,8 @@ pub struct PartitionReader {
     stream: Option<BufReader<Stream>>,
     ready: VecDeque<FetchedBatch>,
     last: Option<ResumePoint>,
+    /// For one run of a map's several: the sequence number its batches stop before.
+    end_batch_seq: u32,
     done: bool,
     received_in_stream: u64,
     opened: bool,
@@ -125,6 +127,7 @@ impl PartitionReader {
             stream: None,
             ready: VecDeque::new(),
             last: None,
+            end_batch_seq: 0,
             done: false,
             received_in_stream: 0,
             opened: false,
@@ -133,6 +136,18 @@ impl PartitionReader {
             bytes: 0,
             batches: 0,
         }
+    }
+
+    /// Reads only one sorted run of a one-map range: the batches from `first` to before
+    /// `end` (0: to the map's end), where a map that pushed several runs began them (its
+    /// commit's run starts).
+    pub fn run(mut self, first: u32, end: u32) -> Self {
+        self.last = first.checked_sub(1).map(|seq| ResumePoint {
+            map_id: self.range.start_map,
+            batch_seq: seq,
+        });
+        self.end_batch_seq = end;
+        self
     }
 
     /// Sets how many times a broken stream is resumed before the error is returned.
@@ -153,6 +168,11 @@ impl PartitionReader {
         self.opened = true;
         let mut stream = connect_stream(&self.addr, &self.keyring).await?;
         let id = handshake(&mut stream, &self.addr, &self.keyring).await?;
+        // The end of a run is an appended field, after `run_bytes` (0 here: no cap).
+        let (run_bytes, end_batch_seq) = match self.end_batch_seq {
+            0 => (Appended(None), Appended(None)),
+            end => (Appended::of(0), Appended::of(end)),
+        };
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),
             shuffle_id: self.range.shuffle_id,
@@ -160,7 +180,8 @@ impl PartitionReader {
             start_map: self.range.start_map,
             end_map: self.range.end_map,
             resume_after: self.last,
-            run_bytes: Default::default(),
+            run_bytes,
+            end_batch_seq,
         };
         let io = |source| ClientError::Io {
             addr: self.addr.clone(),

@@ -188,6 +188,10 @@ fn journal_records() -> Vec<Record> {
             map_id: 0,
             attempt_id: AttemptId::new(0, 1),
             stats,
+            run_starts: crossdock_proto::Appended(Some(vec![crossdock_proto::RunStart {
+                partition: 1,
+                batch_seq: 2,
+            }])),
         },
         Record::Revoke {
             app_id: "app-1".into(),

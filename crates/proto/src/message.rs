@@ -81,6 +81,27 @@ crate::wire_struct! {
 }
 
 crate::wire_struct! {
+    /// Where one of a map's further sorted runs of a partition begins: the sequence number
+    /// of its first batch (a map that sorted its output in several rounds pushes each round
+    /// as a run of its own; its first run begins at batch 0 and is never listed).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+    pub struct RunStart {
+        pub partition: u32,
+        pub batch_seq: u32,
+    }
+}
+
+crate::wire_struct! {
+    /// A [`RunStart`] of a committed map, as the coordinator returns it to readers.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+    pub struct MapRunStart {
+        pub partition: u32,
+        pub map_id: u32,
+        pub batch_seq: u32,
+    }
+}
+
+crate::wire_struct! {
     /// Bytes one map attempt wrote to one partition, as a worker must hold them.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub struct PartitionBytes {
@@ -259,6 +280,9 @@ crate::wire_enum! {
             map_id: u32,
             attempt_id: AttemptId,
             partitions: Vec<PartitionStat>,
+            /// Where the attempt's further sorted runs begin, per partition (slot) in
+            /// increasing order; absent or empty: one run per partition.
+            run_starts: Appended<Vec<RunStart>>,
         },
         CommitResult = 0x16 {
             status: CommitStatus,
@@ -271,6 +295,10 @@ crate::wire_enum! {
         GetShuffleStatus = 0x18 {
             app_id: String,
             shuffle_id: u32,
+            /// The partitions `[runs_from, runs_to)` whose maps' run starts the answer
+            /// lists (with those of their splits); absent or empty: none.
+            runs_from: Appended<u32>,
+            runs_to: Appended<u32>,
         },
         ShuffleStatus = 0x19 {
             num_maps: u32,
@@ -288,6 +316,11 @@ crate::wire_enum! {
             /// on (the four per-partition lists above then cover every slot): a reader of
             /// partition `p` reads slot `p` and every slot whose entry here is `p`.
             split_parents: Appended<Vec<u32>>,
+            /// How many run starts the committed maps reported in the whole shuffle (0: every
+            /// map pushed each partition as one run; a reader then need not ask for them).
+            run_count: Appended<u64>,
+            /// The run starts of the partitions asked for, by (partition, map, batch).
+            run_starts: Appended<Vec<MapRunStart>>,
         },
         /// A client could not reach a worker; the coordinator checks it at once instead of
         /// waiting for its heartbeat deadline.
@@ -439,6 +472,9 @@ crate::wire_enum! {
             /// batches only until they add up to this many payload bytes (at least one
             /// batch per map, so a map whose answer is shorter has no more). 0: all.
             run_bytes: Appended<u64>,
+            /// One run of a map's several: its batches stop before this sequence number
+            /// (where the next run begins). 0: no end.
+            end_batch_seq: Appended<u32>,
         },
         FetchChunk = 0x42 {
             batches: Vec<FetchedBatch>,

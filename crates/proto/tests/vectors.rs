@@ -135,6 +135,32 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                         records: 1 << 20,
                     },
                 ],
+                run_starts: Appended(None),
+            },
+        ),
+        (
+            "commit_map_runs",
+            37,
+            Message::CommitMap {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                map_id: 2,
+                attempt_id: AttemptId(1),
+                partitions: vec![PartitionStat {
+                    partition: 3,
+                    bytes: 3 << 20,
+                    records: 30_000,
+                }],
+                run_starts: Appended(Some(vec![
+                    RunStart {
+                        partition: 3,
+                        batch_seq: 2,
+                    },
+                    RunStart {
+                        partition: 3,
+                        batch_seq: 5,
+                    },
+                ])),
             },
         ),
         (
@@ -167,6 +193,18 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
             Message::GetShuffleStatus {
                 app_id: "app-1".into(),
                 shuffle_id: 7,
+                runs_from: Appended(None),
+                runs_to: Appended(None),
+            },
+        ),
+        (
+            "get_shuffle_status_runs",
+            38,
+            Message::GetShuffleStatus {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                runs_from: Appended::of(1),
+                runs_to: Appended::of(2),
             },
         ),
         (
@@ -183,6 +221,37 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 partition_records: vec![5, 0],
                 partition_replicas: vec![0, u32::MAX],
                 split_parents: Appended(None),
+                run_count: Appended(None),
+                run_starts: Appended(None),
+            },
+        ),
+        (
+            "shuffle_status_runs",
+            38,
+            Message::ShuffleStatus {
+                num_maps: 3,
+                num_partitions: 2,
+                committed_maps: 3,
+                workers: workers(),
+                partition_workers: vec![1, 0],
+                map_attempts: attempts(&[0, 1, 2]),
+                partition_bytes: vec![100, 3 << 20],
+                partition_records: vec![5, 30_000],
+                partition_replicas: vec![0, u32::MAX],
+                split_parents: Appended(Some(vec![])),
+                run_count: Appended::of(3),
+                run_starts: Appended(Some(vec![
+                    MapRunStart {
+                        partition: 1,
+                        map_id: 0,
+                        batch_seq: 4,
+                    },
+                    MapRunStart {
+                        partition: 1,
+                        map_id: 2,
+                        batch_seq: 2,
+                    },
+                ])),
             },
         ),
         (
@@ -199,6 +268,8 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 partition_records: vec![5, 90, 0],
                 partition_replicas: vec![0, u32::MAX, 1],
                 split_parents: Appended(Some(vec![1])),
+                run_count: Appended(None),
+                run_starts: Appended(None),
             },
         ),
         (
@@ -388,6 +459,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 end_map: 3,
                 resume_after: None,
                 run_bytes: Appended::default(),
+                end_batch_seq: Appended::default(),
             },
         ),
         (
@@ -404,6 +476,24 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     batch_seq: 4,
                 }),
                 run_bytes: Appended::of(64 << 10),
+                end_batch_seq: Appended::default(),
+            },
+        ),
+        (
+            "fetch_run",
+            39,
+            Message::Fetch {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                partition: 3,
+                start_map: 1,
+                end_map: 2,
+                resume_after: Some(ResumePoint {
+                    map_id: 1,
+                    batch_seq: 4,
+                }),
+                run_bytes: Appended::of(64 << 10),
+                end_batch_seq: Appended::of(9),
             },
         ),
         (
@@ -510,6 +600,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         end_map: 1,
         resume_after: None,
         run_bytes: Appended::default(),
+        end_batch_seq: Appended::default(),
     }
     .encode_frame(1);
     *bad_bool.last_mut().unwrap() = 7;

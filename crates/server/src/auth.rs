@@ -163,6 +163,7 @@ mod tests {
             end_map: 1,
             resume_after: None,
             run_bytes: Default::default(),
+            end_batch_seq: Default::default(),
         }
     }
 

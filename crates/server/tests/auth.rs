@@ -8,7 +8,9 @@ mod common;
 use bytes::Bytes;
 use crossdock_client::{ClientError, CoordinatorClient, Keyring, RpcConnection, WorkerClient};
 use crossdock_proto::auth::{proof, ClusterSecret};
-use crossdock_proto::{AttemptId, Durability, ErrorCode, Message, PartitionBytes, FLAG_REPLICA};
+use crossdock_proto::{
+    Appended, AttemptId, Durability, ErrorCode, Message, PartitionBytes, FLAG_REPLICA,
+};
 
 use crossdock_server::worker::{Worker, WorkerConfig};
 
@@ -112,6 +114,7 @@ fn fetch(app: &str) -> Message {
         end_map: 2,
         resume_after: None,
         run_bytes: Default::default(),
+        end_batch_seq: Default::default(),
     }
 }
 
@@ -145,6 +148,7 @@ fn coordinator_attacks(app: &str) -> Vec<(&'static str, Message)> {
                 map_id: 0,
                 attempt_id: AttemptId(5),
                 partitions: vec![],
+                run_starts: Default::default(),
             },
         ),
         (
@@ -152,6 +156,8 @@ fn coordinator_attacks(app: &str) -> Vec<(&'static str, Message)> {
             Message::GetShuffleStatus {
                 app_id: app.into(),
                 shuffle_id: 0,
+                runs_from: Appended::of(0),
+                runs_to: Appended::of(2),
             },
         ),
         (

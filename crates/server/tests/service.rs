@@ -710,3 +710,86 @@ async fn worker_labels_reach_clients_and_replicas_cross_zones() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_of_several_sorted_runs_is_committed_and_read_run_by_run() {
+    use crossdock_proto::{Appended, MapRunStart, Message, RunStart};
+    let c = Cluster::start(1, 64 << 20).await;
+    let app = "runs";
+    let placement = c.shuffle(app, 2, 2).await;
+    let len = 1000;
+    for seq in 0..5 {
+        push(&placement, app, 1, 0, 0, seq, &payload(0, 1, seq, len))
+            .await
+            .unwrap();
+    }
+    let commit = |runs: Vec<RunStart>| Message::CommitMap {
+        app_id: app.into(),
+        shuffle_id: 0,
+        map_id: 0,
+        attempt_id: AttemptId(0),
+        partitions: vec![stat(1, 5 * len)],
+        run_starts: Appended(Some(runs)),
+    };
+    let run = |batch_seq| RunStart {
+        partition: 1,
+        batch_seq,
+    };
+    // Run starts that could not be read are refused, and the map is not committed.
+    let refused = c.coord.call(&commit(vec![run(3), run(2)])).await;
+    assert_code(refused, ErrorCode::InvalidArgument);
+    let status = c.coord.shuffle_status(app, 0).await.unwrap();
+    assert_eq!(attempts(&status.map_attempts), vec![None, None]);
+    // Map 0 pushed three runs: batches 0-1, 2 and 3-4.
+    let answer = c.coord.call(&commit(vec![run(2), run(3)])).await.unwrap();
+    assert!(matches!(answer, Message::CommitResult { .. }), "{answer:?}");
+    let status = |from, to| Message::GetShuffleStatus {
+        app_id: app.into(),
+        shuffle_id: 0,
+        runs_from: Appended::of(from),
+        runs_to: Appended::of(to),
+    };
+    let Message::ShuffleStatus {
+        run_count,
+        run_starts,
+        ..
+    } = c.coord.call(&status(1, 2)).await.unwrap()
+    else {
+        panic!("not a status")
+    };
+    let at = |batch_seq| MapRunStart {
+        partition: 1,
+        map_id: 0,
+        batch_seq,
+    };
+    assert_eq!(run_count.value(), 2);
+    assert_eq!(run_starts.0.unwrap(), vec![at(2), at(3)]);
+    let Message::ShuffleStatus { run_starts, .. } = c.coord.call(&status(0, 1)).await.unwrap()
+    else {
+        panic!("not a status")
+    };
+    assert_eq!(run_starts.0.unwrap(), vec![], "partition 0 has no runs");
+    // Each run is read alone: from its first batch to the next run's.
+    let addr = &placement.worker_of(1).unwrap().addr;
+    let keys = app_keys(app);
+    for (start, end, want) in [(0, 2, vec![0, 1]), (2, 3, vec![2]), (3, 0, vec![3, 4])] {
+        let mut r = PartitionReader::new(
+            addr,
+            FetchRange {
+                app_id: app.into(),
+                shuffle_id: 0,
+                partition: 1,
+                start_map: 0,
+                end_map: 1,
+            },
+            &keys,
+        )
+        .run(start, end);
+        let mut got = Vec::new();
+        while let Some(b) = r.next_batch().await.unwrap() {
+            assert_eq!(&b.payload[..], &payload(0, 1, b.batch_seq, len)[..]);
+            got.push(b.batch_seq);
+        }
+        assert_eq!(got, want, "the run from batch {start}");
+    }
+}

@@ -8,14 +8,14 @@ use bytes::Bytes;
 use std::time::Instant;
 
 use crossdock_proto::codec::Appended;
-use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionBytes, PartitionStat};
+use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionBytes, PartitionStat, RunStart};
 
 use super::calls::{call_all, delete_app_on, delete_shuffle_on, notify_commit};
 use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
-use super::state::{Labels, Load, Rejoin, StateError};
+use super::state::{invalid_runs, Labels, Load, Rejoin, StateError};
 use super::{prediction, recovery, split};
 use crate::app_limits::AppLimits;
 use crate::auth::unauthorized;
@@ -174,10 +174,16 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             map_id,
             attempt_id,
             partitions,
+            run_starts,
         } => {
             let started = std::time::Instant::now();
-            let answer =
-                commit_map(coord, &app_id, shuffle_id, map_id, attempt_id, partitions).await;
+            let commit = Commit {
+                map_id,
+                attempt_id,
+                stats: partitions,
+                runs: run_starts.0.unwrap_or_default(),
+            };
+            let answer = commit_map(coord, &app_id, shuffle_id, commit).await;
             coord.metrics.commit_latency.observe(started.elapsed());
             Ok(answer?)
         }
@@ -215,10 +221,15 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             shuffle_id,
             slot,
         } => Ok(split::split_partition(coord, &app_id, shuffle_id, slot).await?),
-        Message::GetShuffleStatus { app_id, shuffle_id } => {
+        Message::GetShuffleStatus {
+            app_id,
+            shuffle_id,
+            runs_from,
+            runs_to,
+        } => {
             let st = coord.lock();
             let s = st.shuffle(&app_id, shuffle_id)?;
-            Ok(st.status(&s))
+            Ok(st.status(&s, runs_from.value()..runs_to.value()))
         }
         other => Err(NotAccepted {
             endpoint: "the coordinator",
@@ -334,14 +345,26 @@ async fn register_shuffle(
     Ok(coord.lock().placement(&recorded))
 }
 
+/// What a `CommitMap` asks to record.
+struct Commit {
+    map_id: u32,
+    attempt_id: AttemptId,
+    stats: Vec<PartitionStat>,
+    runs: Vec<RunStart>,
+}
+
 async fn commit_map(
     coord: &Arc<Coordinator>,
     app_id: &str,
     shuffle_id: u32,
-    map_id: u32,
-    attempt_id: AttemptId,
-    stats: Vec<PartitionStat>,
+    commit: Commit,
 ) -> Result<Message, ServiceError> {
+    let Commit {
+        map_id,
+        attempt_id,
+        stats,
+        runs,
+    } = commit;
     let shuffle = coord.lock().shuffle(app_id, shuffle_id)?;
     if map_id >= shuffle.num_maps {
         return Err(StateError::MapOutOfRange {
@@ -363,6 +386,9 @@ async fn commit_map(
             partitions: slots,
         }
         .into());
+    }
+    if let Some(reason) = invalid_runs(&stats, &runs) {
+        return Err(StateError::InvalidRuns { reason }.into());
     }
     if let Some((status, winner)) = shuffle.commit_precheck(map_id, attempt_id) {
         if status == CommitStatus::Rejected {
@@ -410,7 +436,7 @@ async fn commit_map(
         tracing::warn!(app = %app_id, shuffle_id, map_id, %attempt_id, error = %err, "commit failed");
         return Err(err);
     }
-    let recorded = shuffle.record_commit(map_id, attempt_id, &stats);
+    let recorded = shuffle.record_commit(map_id, attempt_id, &stats, &runs);
     if let Some(old) = recorded.replaced {
         tracing::info!(app = %app_id, shuffle_id, map_id, %attempt_id, replaced = %old, "a rerun of the stage replaced the map's output");
     }
@@ -427,6 +453,7 @@ async fn commit_map(
         map_id,
         attempt_id,
         stats,
+        run_starts: Appended(Some(runs).filter(|r| !r.is_empty())),
     }])?;
     CoordinatorMetrics::add(&coord.metrics.commits, 1);
     Ok(Message::CommitResult {

@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use super::fetch;
 use super::node::Worker;
 use super::reply::{answer, send, Next, Replies, Reply, REPLY_QUEUE};
+use super::storage::RunCut;
 use super::{control, push};
 use crate::auth::Access;
 use crate::error::ServerError;
@@ -157,6 +158,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                     end_map,
                     resume_after,
                     run_bytes,
+                    end_batch_seq,
                 } => {
                     let req = fetch::FetchRequest {
                         app_id,
@@ -164,7 +166,10 @@ async fn dispatch<R: AsyncRead + Unpin>(
                         partition,
                         maps: (start_map, end_map),
                         resume_after,
-                        run_bytes: run_bytes.value(),
+                        cut: RunCut {
+                            bytes: run_bytes.value(),
+                            end_seq: end_batch_seq.value(),
+                        },
                         received: std::time::Instant::now(),
                     };
                     send(tx, Reply::Fetch(h.request_id, req)).await?

@@ -20,7 +20,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::config::{FETCH_CHUNK, FIRST_CHUNK};
 use super::node::Worker;
 use super::storage::read::{stored_len, Loaded};
-use super::storage::StorageError;
+use super::storage::{RunCut, StorageError};
 use crate::memory::MemoryBudget;
 
 /// What a `Fetch` asks for, taken out of its message when the request is read (the
@@ -32,9 +32,8 @@ pub struct FetchRequest {
     /// `[start_map, end_map)`.
     pub maps: (u32, u32),
     pub resume_after: Option<ResumePoint>,
-    /// Per map, the payload bytes after which no further batch of it is sent (a merging
-    /// reader's segment of each map's run); 0: no cap.
-    pub run_bytes: u64,
+    /// Per map, where the batches sent stop (a merging reader's segment of one run).
+    pub cut: RunCut,
     /// When the request was read: its time to a first frame is measured from here.
     pub received: Instant,
 }
@@ -53,7 +52,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         partition,
         maps,
         resume_after,
-        run_bytes,
+        cut,
         received,
     } = req;
     let m = &worker.metrics;
@@ -63,14 +62,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
     // when it asks the coordinator, this copy no longer counts.
     let lost = |e: StorageError| report_if_lost(worker, &app_id, shuffle_id, partition, e);
     let view = match store
-        .open_read(
-            &app_id,
-            shuffle_id,
-            partition,
-            maps,
-            resume_after,
-            run_bytes,
-        )
+        .open_read(&app_id, shuffle_id, partition, maps, resume_after, cut)
         .await
     {
         Ok(v) => v,

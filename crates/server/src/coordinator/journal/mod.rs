@@ -252,6 +252,12 @@ mod tests {
                     bytes: 10,
                     records: 2,
                 }],
+                run_starts: crossdock_proto::codec::Appended(Some(vec![
+                    crossdock_proto::RunStart {
+                        partition: 1,
+                        batch_seq: 3,
+                    },
+                ])),
             },
             Record::Revoke {
                 app_id: "a".into(),

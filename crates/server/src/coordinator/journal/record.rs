@@ -3,7 +3,7 @@
 
 use bytes::{BufMut, Bytes};
 use crossdock_proto::codec::{Appended, Reader};
-use crossdock_proto::{checksum, AttemptId, DecodeError, PartitionStat};
+use crossdock_proto::{checksum, AttemptId, DecodeError, PartitionStat, RunStart};
 
 crossdock_proto::wire_enum! {
     /// One change of the coordinator's durable state.
@@ -44,6 +44,9 @@ crossdock_proto::wire_enum! {
             map_id: u32,
             attempt_id: AttemptId,
             stats: Vec<PartitionStat>,
+            /// Where its further sorted runs begin (absent in journals written before
+            /// them, and when it has none).
+            run_starts: Appended<Vec<RunStart>>,
         },
         Revoke = 7 {
             app_id: String,

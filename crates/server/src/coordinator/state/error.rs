@@ -50,6 +50,8 @@ pub enum StateError {
         "partition {partition} is out of range: the shuffle has {partitions} partitions and splits"
     )]
     PartitionOutOfRange { partition: u32, partitions: u32 },
+    #[error("invalid run starts: {reason}")]
+    InvalidRuns { reason: String },
     #[error("shuffle {shuffle} has {max} splits, the most a shuffle may have")]
     SplitLimit { shuffle: u32, max: u32 },
     #[error("no other live worker with room to continue partition {partition} on")]
@@ -63,9 +65,11 @@ impl Coded for StateError {
             E::UnknownApp { .. } => ErrorCode::UnknownApp,
             E::UnknownShuffle { .. } => ErrorCode::UnknownShuffle,
             E::UnknownWorker { .. } | E::NoWorkerAt { .. } => ErrorCode::UnknownWorker,
-            E::BadAppId(_) | E::ZeroLease | E::ReservedAttempt | E::PartitionOutOfRange { .. } => {
-                ErrorCode::InvalidArgument
-            }
+            E::BadAppId(_)
+            | E::ZeroLease
+            | E::ReservedAttempt
+            | E::PartitionOutOfRange { .. }
+            | E::InvalidRuns { .. } => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::NoWorkers | E::AllDisksFull { .. } | E::NoSplitTarget { .. } => ErrorCode::NoWorkers,
             E::SplitLimit { .. } => ErrorCode::LimitExceeded,

@@ -37,7 +37,7 @@ use membership::Membership;
 pub use membership::{Labels, Load, Rates, Rejoin, WorkerEntry};
 pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
 pub use prediction::{Completion, ForecastEvent, Prediction};
-pub use progress::{Progress, Recorded, ShuffleEntry};
+pub use progress::{invalid_runs, Progress, Recorded, ShuffleEntry};
 
 /// How recently a shuffle of an app must have been registered for a new one of as many
 /// partitions to share its layout (`State::partner_layout`): the map stages of one job
@@ -460,8 +460,9 @@ impl State {
         }
     }
 
-    /// The status message of a shuffle.
-    pub fn status(&self, s: &ShuffleEntry) -> Message {
+    /// The status message of a shuffle, with the run starts of partitions `runs` (and of
+    /// their splits).
+    pub fn status(&self, s: &ShuffleEntry, runs: std::ops::Range<u32>) -> Message {
         let p = s.lock();
         Message::ShuffleStatus {
             num_maps: s.num_maps,
@@ -474,6 +475,8 @@ impl State {
             partition_records: p.partition_records.clone(),
             partition_replicas: p.replica.clone(),
             split_parents: crossdock_proto::Appended(Some(p.split_parents())),
+            run_count: crossdock_proto::Appended::of(p.run_count),
+            run_starts: crossdock_proto::Appended(Some(p.run_starts(runs.start, runs.end))),
         }
     }
 }

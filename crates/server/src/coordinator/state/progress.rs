@@ -5,10 +5,45 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, NO_WORKER};
+use crossdock_proto::{
+    AttemptId, CommitStatus, MapRunStart, Message, PartitionStat, RunStart, NO_WORKER,
+};
 
 use super::prediction::{Forecast, ForecastEvent, Prediction};
 use crate::coordinator::config::DEFAULT_PREDICTION_THRESHOLD;
+
+/// Why a commit's run starts cannot be recorded, if they cannot: each must name a
+/// partition the commit reports bytes for and a batch after the first, and they must be
+/// in increasing (partition, batch) order, so that every run holds at least one batch.
+pub fn invalid_runs(stats: &[PartitionStat], runs: &[RunStart]) -> Option<String> {
+    for (i, r) in runs.iter().enumerate() {
+        if r.batch_seq == 0 {
+            return Some(format!(
+                "a further run of partition {} begins at batch 0 (the first run always does)",
+                r.partition
+            ));
+        }
+        if i > 0 && runs[i - 1] >= *r {
+            return Some(format!(
+                "partition {} batch {} is not after partition {} batch {}",
+                r.partition,
+                r.batch_seq,
+                runs[i - 1].partition,
+                runs[i - 1].batch_seq
+            ));
+        }
+        if !stats
+            .iter()
+            .any(|s| s.partition == r.partition && s.bytes > 0)
+        {
+            return Some(format!(
+                "partition {} has runs but the commit reports no bytes for it",
+                r.partition
+            ));
+        }
+    }
+    None
+}
 
 /// Where a shuffle's partitions live and which map attempts count.
 #[derive(Debug)]
@@ -18,6 +53,11 @@ pub struct Progress {
     /// The committed attempt's per-partition figures, per map (partitions with data
     /// only): what to subtract when the commit is replaced or revoked.
     pub(super) map_stats: Vec<Vec<PartitionStat>>,
+    /// Where the committed attempt's further sorted runs begin, per map (see
+    /// [`RunStart`]); empty for a map that pushed each partition as one run.
+    pub(super) map_runs: Vec<Vec<RunStart>>,
+    /// The run starts of all committed maps together.
+    pub(super) run_count: u64,
     pub(super) committed: u32,
     pub(super) partition_bytes: Vec<u64>,
     pub(super) partition_records: Vec<u64>,
@@ -87,6 +127,37 @@ impl Progress {
         (0..self.split_from.len() as u32)
             .map(|i| self.partition_of(first + i))
             .collect()
+    }
+
+    /// The run starts the committed maps reported for partitions `[from, to)` and their
+    /// splits, ordered by (slot, map, batch).
+    pub fn run_starts(&self, from: u32, to: u32) -> Vec<MapRunStart> {
+        if self.run_count == 0 || from >= to {
+            return Vec::new();
+        }
+        let asked = |slot: u32| {
+            let p = if (slot as usize) < self.primary.len() - self.split_from.len() {
+                slot
+            } else {
+                self.partition_of(slot)
+            };
+            (from..to).contains(&p)
+        };
+        let mut out: Vec<MapRunStart> = self
+            .map_runs
+            .iter()
+            .enumerate()
+            .flat_map(|(m, runs)| {
+                runs.iter().map(move |r| MapRunStart {
+                    partition: r.partition,
+                    map_id: m as u32,
+                    batch_seq: r.batch_seq,
+                })
+            })
+            .filter(|r| asked(r.partition))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// Adds the split that continues `from`, on `primary` (and `replica`). Returns its
@@ -189,6 +260,8 @@ impl Progress {
     }
 
     fn subtract(&mut self, map: u32) {
+        self.run_count -= self.map_runs[map as usize].len() as u64;
+        self.map_runs[map as usize].clear();
         for s in std::mem::take(&mut self.map_stats[map as usize]) {
             self.partition_bytes[s.partition as usize] -= s.bytes;
             self.partition_records[s.partition as usize] -= s.records;
@@ -311,6 +384,8 @@ impl ShuffleEntry {
             progress: Mutex::new(Progress {
                 map_attempts: vec![AttemptId::NONE; num_maps as usize],
                 map_stats: vec![Vec::new(); num_maps as usize],
+                map_runs: vec![Vec::new(); num_maps as usize],
+                run_count: 0,
                 committed: 0,
                 partition_bytes: vec![0; num_partitions as usize],
                 partition_records: vec![0; num_partitions as usize],
@@ -387,7 +462,13 @@ impl ShuffleEntry {
     /// Records a commit the workers accepted. Returns the attempt it replaced, if any,
     /// and whether it made the shuffle's size prediction or completed the shuffle (the
     /// caller scores the prediction then, outside this lock).
-    pub fn record_commit(&self, map: u32, attempt: AttemptId, stats: &[PartitionStat]) -> Recorded {
+    pub fn record_commit(
+        &self,
+        map: u32,
+        attempt: AttemptId,
+        stats: &[PartitionStat],
+        runs: &[RunStart],
+    ) -> Recorded {
         let mut p = self.lock();
         let previous = p.map_attempts[map as usize];
         if previous.is_none() {
@@ -406,6 +487,8 @@ impl ShuffleEntry {
             p.partition_records[s.partition as usize] += s.records;
         }
         p.map_stats[map as usize] = kept;
+        p.run_count += runs.len() as u64;
+        p.map_runs[map as usize] = runs.to_vec();
         let p = &mut *p;
         let forecast = if p.split_from.is_empty() {
             p.forecast

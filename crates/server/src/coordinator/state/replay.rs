@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::apps::Apps;
 use super::membership::Membership;
-use super::progress::ShuffleEntry;
+use super::progress::{invalid_runs, ShuffleEntry};
 use crate::coordinator::journal::Record;
 
 /// The whole durable state as records.
@@ -56,6 +56,7 @@ pub fn snapshot(members: &Membership, apps: &Apps) -> Vec<Record> {
                         map_id: m as u32,
                         attempt_id: a,
                         stats: p.map_stats[m].clone(),
+                        run_starts: Appended(Some(p.map_runs[m].clone()).filter(|r| !r.is_empty())),
                     });
                 }
             }
@@ -142,12 +143,16 @@ pub fn apply(
             map_id,
             attempt_id,
             stats,
+            run_starts,
         } => {
             if let Ok(s) = apps.shuffle(&app_id, shuffle_id) {
                 let slots = s.lock().slots();
-                let valid = map_id < s.num_maps && stats.iter().all(|x| x.partition < slots);
+                let runs = run_starts.0.unwrap_or_default();
+                let valid = map_id < s.num_maps
+                    && stats.iter().all(|x| x.partition < slots)
+                    && invalid_runs(&stats, &runs).is_none();
                 if valid {
-                    let recorded = s.record_commit(map_id, attempt_id, &stats);
+                    let recorded = s.record_commit(map_id, attempt_id, &stats, &runs);
                     if let Some(done) = recorded.forecast.completed {
                         apps.remember_sizes(&app_id, done.final_sizes);
                     }

@@ -63,6 +63,7 @@ fn a_split_goes_where_the_partition_is_not_and_memory_is_freest() {
         0,
         AttemptId(0),
         &[stat(0, 5), stat(1, 10), stat(2, 20), stat(3, 40)],
+        &[],
     );
     let p = e.lock();
     assert_eq!(p.partition_bytes(), &[5, 10, 20, 40]);
@@ -72,7 +73,7 @@ fn a_split_goes_where_the_partition_is_not_and_memory_is_freest() {
         partition_workers,
         split_parents,
         ..
-    } = st.status(&e)
+    } = st.status(&e, 0..0)
     else {
         panic!("a status")
     };
@@ -130,14 +131,14 @@ fn splits_come_back_from_a_snapshot_and_from_the_log() {
         p.add_split(1, 0, 2);
         p.add_split(2, 2, 1);
     }
-    e.record_commit(1, AttemptId(3), &[stat(1, 7), stat(3, 9)]);
+    e.record_commit(1, AttemptId(3), &[stat(1, 7), stat(3, 9)], &[]);
     let mut restored = State::new(2);
     for r in st.snapshot() {
         restored.apply(r, Instant::now());
     }
     assert_eq!(restored.snapshot(), st.snapshot());
     let again = restored.shuffle("a", 0).unwrap();
-    assert_eq!(restored.status(&again), st.status(&e));
+    assert_eq!(restored.status(&again, 0..0), st.status(&e, 0..0));
 
     // From the log: the split record comes before the commits that use it.
     let mut logged = State::new(2);
@@ -163,6 +164,7 @@ fn splits_come_back_from_a_snapshot_and_from_the_log() {
         map_id: 0,
         attempt_id: AttemptId(0),
         stats: vec![stat(2, 4)],
+        run_starts: Default::default(),
     };
     logged.apply(commit.clone(), now);
     let s = logged.shuffle("a", 0).unwrap();

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::error::Coded;
-use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, PartitionStat, NO_WORKER};
+use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, PartitionStat, RunStart, NO_WORKER};
 
 fn state_with_workers(n: u32) -> State {
     let mut st = State::default();
@@ -148,6 +148,7 @@ fn first_attempt_wins() {
             bytes: 10,
             records: 1,
         }],
+        &[],
     );
     assert_eq!(
         e.commit_precheck(0, AttemptId(0)),
@@ -174,7 +175,8 @@ fn a_later_generation_replaces_the_commit() {
     st.register_app("a", 1000, Instant::now()).unwrap();
     let e = st.plan_shuffle("a", 0, 1, 2).unwrap().unwrap_err();
     assert_eq!(
-        e.record_commit(0, AttemptId(3), &[stat(0, 10)]).replaced,
+        e.record_commit(0, AttemptId(3), &[stat(0, 10)], &[])
+            .replaced,
         None
     );
     // Same generation (stage attempt 0), other task attempt: rejected.
@@ -186,7 +188,7 @@ fn a_later_generation_replaces_the_commit() {
     let gen1 = AttemptId(1 << 16);
     assert_eq!(e.commit_precheck(0, gen1), None);
     assert_eq!(
-        e.record_commit(0, gen1, &[stat(1, 7)]).replaced,
+        e.record_commit(0, gen1, &[stat(1, 7)], &[]).replaced,
         Some(AttemptId(3))
     );
     let p = e.lock();
@@ -236,7 +238,7 @@ fn losing_a_primary_promotes_its_replica_and_revokes_nothing() {
     st.register_app("a", 1000, Instant::now()).unwrap();
     let e = st.plan_shuffle("a", 0, 2, 3).unwrap().unwrap_err();
     let e = st.record_shuffle("a", 0, e).unwrap();
-    e.record_commit(0, AttemptId(0), &[stat(0, 5), stat(1, 5), stat(2, 5)]);
+    e.record_commit(0, AttemptId(0), &[stat(0, 5), stat(1, 5), stat(2, 5)], &[]);
     let (primary, replica) = {
         let p = e.lock();
         (p.primary.clone(), p.replica.clone())
@@ -260,9 +262,9 @@ fn losing_the_only_copy_replaces_the_partition_and_revokes_its_maps() {
     let e = st.record_shuffle("a", 0, e).unwrap();
     let victim = e.lock().primary[0];
     let survivor = 1 - victim;
-    e.record_commit(0, AttemptId(0), &[stat(0, 5)]);
-    e.record_commit(1, AttemptId(0), &[stat(1, 5)]);
-    e.record_commit(2, AttemptId(0), &[stat(0, 1), stat(1, 1)]);
+    e.record_commit(0, AttemptId(0), &[stat(0, 5)], &[]);
+    e.record_commit(1, AttemptId(0), &[stat(1, 5)], &[]);
+    e.record_commit(2, AttemptId(0), &[stat(0, 1), stat(1, 1)], &[]);
     st.mark_lost(victim);
     let r = st.relocate("a", 0, &e, victim, &BTreeSet::new());
     assert_eq!(e.lock().revoke_maps_touching(&r.lost), vec![0, 2]);
@@ -282,6 +284,75 @@ fn losing_the_only_copy_replaces_the_partition_and_revokes_its_maps() {
     assert_eq!(p.committed, 1);
 }
 
+fn run(partition: u32, batch_seq: u32) -> RunStart {
+    RunStart {
+        partition,
+        batch_seq,
+    }
+}
+
+#[test]
+fn run_starts_are_kept_per_committed_attempt_and_listed_for_the_partitions_asked() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 5000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 1, 3, 4).unwrap().unwrap_err();
+    let e = st.record_shuffle("a", 1, e).unwrap();
+    let runs_of = |st: &State, asked: std::ops::Range<u32>| match st.status(&e, asked) {
+        Message::ShuffleStatus {
+            run_count,
+            run_starts,
+            ..
+        } => (
+            run_count.value(),
+            run_starts
+                .0
+                .unwrap()
+                .iter()
+                .map(|r| (r.partition, r.map_id, r.batch_seq))
+                .collect::<Vec<_>>(),
+        ),
+        m => panic!("{m:?}"),
+    };
+    e.record_commit(
+        2,
+        AttemptId(0),
+        &[stat(1, 9), stat(3, 9)],
+        &[run(1, 4), run(3, 2), run(3, 7)],
+    );
+    e.record_commit(0, AttemptId(0), &[stat(1, 9)], &[run(1, 1)]);
+    e.record_commit(1, AttemptId(0), &[stat(1, 9)], &[]);
+    assert_eq!(runs_of(&st, 1..2), (4, vec![(1, 0, 1), (1, 2, 4)]));
+    assert_eq!(runs_of(&st, 2..4), (4, vec![(3, 2, 2), (3, 2, 7)]));
+    assert_eq!(runs_of(&st, 0..0), (4, vec![]), "none asked, none listed");
+    // A later attempt that replaces the commit replaces its runs; a revoked map has none.
+    e.record_commit(2, AttemptId(1), &[stat(1, 9)], &[]);
+    assert_eq!(runs_of(&st, 0..4), (1, vec![(1, 0, 1)]));
+    e.lock().revoke(&[0]);
+    assert_eq!(runs_of(&st, 0..4), (0, vec![]));
+    // A split's runs are listed with its partition's.
+    let slot = e.lock().add_split(1, 0, NO_WORKER);
+    e.record_commit(0, AttemptId(0), &[stat(slot, 9)], &[run(slot, 3)]);
+    assert_eq!(runs_of(&st, 1..2), (1, vec![(slot, 0, 3)]));
+    assert_eq!(runs_of(&st, 2..3), (1, vec![]));
+}
+
+#[test]
+fn run_starts_that_could_not_be_read_are_refused() {
+    let stats = [stat(1, 9), stat(2, 0)];
+    assert_eq!(invalid_runs(&stats, &[run(1, 1), run(1, 5)]), None);
+    assert_eq!(invalid_runs(&stats, &[]), None);
+    for (runs, want) in [
+        (vec![run(1, 0)], "begins at batch 0"),
+        (vec![run(1, 5), run(1, 5)], "is not after"),
+        (vec![run(1, 5), run(1, 2)], "is not after"),
+        (vec![run(2, 1)], "reports no bytes"),
+        (vec![run(7, 1)], "reports no bytes"),
+    ] {
+        let why = invalid_runs(&stats, &runs).expect("refused");
+        assert!(why.contains(want), "{runs:?}: {why}");
+    }
+}
+
 #[test]
 fn a_snapshot_replays_to_the_same_state() {
     let mut st = State::new(2);
@@ -296,8 +367,8 @@ fn a_snapshot_replays_to_the_same_state() {
     st.set_app_limits("a", limits);
     let e = st.plan_shuffle("a", 4, 3, 5).unwrap().unwrap_err();
     let e = st.record_shuffle("a", 4, e).unwrap();
-    e.record_commit(0, AttemptId(2), &[stat(1, 10), stat(4, 3)]);
-    e.record_commit(2, AttemptId(0), &[stat(0, 1)]);
+    e.record_commit(0, AttemptId(2), &[stat(1, 10), stat(4, 3)], &[run(4, 2)]);
+    e.record_commit(2, AttemptId(0), &[stat(0, 1)], &[]);
     let mut restored = State::new(2);
     for r in st.snapshot() {
         restored.apply(r, Instant::now());
@@ -306,10 +377,14 @@ fn a_snapshot_replays_to_the_same_state() {
     // The limits the app asked for survive, and go to the workers with every placement.
     assert_eq!(restored.apps.limits("a"), limits);
     let (a, b) = (
-        st.status(&e),
-        restored.status(&restored.shuffle("a", 4).unwrap()),
+        st.status(&e, 0..5),
+        restored.status(&restored.shuffle("a", 4).unwrap(), 0..5),
     );
     assert_eq!(a, b);
+    let Message::ShuffleStatus { run_starts, .. } = b else {
+        panic!("{b:?}")
+    };
+    assert_eq!(run_starts.0.unwrap().len(), 1, "the run start is replayed");
     assert_eq!(restored.worker(2).unwrap().incarnation, 12);
     // Replaying a revocation and a later registration of a worker id.
     restored.apply(
@@ -464,7 +539,10 @@ fn commit_all(
             .enumerate()
             .map(|(p, b)| stat(p as u32, b))
             .collect();
-        let done = e.record_commit(m, AttemptId(0), &stats).forecast.completed;
+        let done = e
+            .record_commit(m, AttemptId(0), &stats, &[])
+            .forecast
+            .completed;
         if let Some(done) = done {
             st.remember_final_sizes("a", done.final_sizes);
         }
@@ -485,17 +563,17 @@ fn a_shuffle_predicts_at_the_configured_threshold() {
     st.set_prediction_threshold(0.5);
     st.register_app("a", 60_000, Instant::now()).unwrap();
     let e = new_shuffle(&mut st, 0, 4, 2);
-    let first = e.record_commit(0, AttemptId(0), &[stat(0, 10), stat(1, 30)]);
+    let first = e.record_commit(0, AttemptId(0), &[stat(0, 10), stat(1, 30)], &[]);
     assert!(first.forecast.predicted.is_none());
     assert!(
         st.predicted_sizes("a", 0).is_none(),
         "1 map of 4 is under 50%"
     );
-    let second = e.record_commit(1, AttemptId(0), &[stat(0, 20), stat(1, 10)]);
+    let second = e.record_commit(1, AttemptId(0), &[stat(0, 20), stat(1, 10)], &[]);
     assert_eq!(second.forecast.predicted, Some(2));
     // (10 + 20) * 4 / 2 and (30 + 10) * 4 / 2.
     assert_eq!(&*st.predicted_sizes("a", 0).unwrap(), &[60, 80]);
-    let third = e.record_commit(2, AttemptId(0), &[stat(0, 1)]);
+    let third = e.record_commit(2, AttemptId(0), &[stat(0, 1)], &[]);
     assert!(third.forecast.predicted.is_none(), "predicted once");
     assert_eq!(&*st.predicted_sizes("a", 0).unwrap(), &[60, 80]);
     assert!(st.predicted_sizes("a", 9).is_none(), "unknown shuffle");
@@ -579,8 +657,8 @@ fn shuffles_written_at_once_share_their_layout_and_later_ones_do_not() {
     let third = st.plan_shuffle("a", 2, 2, 5).unwrap().unwrap_err();
     assert!(!third.lock().layout().0.contains(&0));
     // Once the first has every map committed, it is no one's partner.
-    first.record_commit(0, AttemptId(0), &[stat(0, 1)]);
-    first.record_commit(1, AttemptId(0), &[stat(1, 1)]);
+    first.record_commit(0, AttemptId(0), &[stat(0, 1)], &[]);
+    first.record_commit(1, AttemptId(0), &[stat(1, 1)], &[]);
     let later = st.plan_shuffle("a", 3, 2, 6).unwrap().unwrap_err();
     assert!(
         !later.lock().layout().0.contains(&0),

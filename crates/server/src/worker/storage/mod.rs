@@ -57,6 +57,7 @@ use disk::LocalDisk;
 pub use error::StorageError;
 pub use metrics::StorageMetrics;
 use object::ObjectTier;
+pub use partition::RunCut;
 use partition::{Insert, Partition, Piece, ReadView};
 use read::{ChunkReader, Loaded};
 use registry::Registry;
@@ -546,7 +547,7 @@ impl ShuffleStore {
     }
 
     /// Opens a fetch of maps `[start, end)` of a partition, after `resume` if given (of
-    /// each map only the batches before `run_bytes` of payload, when it is not 0):
+    /// each map only the batches `cut` leaves, a merging reader's segment of one run):
     /// checks the range, waits while the partition is being restored, refuses while a
     /// map of the range has not committed, and takes a consistent view of the batches
     /// of the committed attempts.
@@ -557,7 +558,7 @@ impl ShuffleStore {
         partition: u32,
         (start, end): (u32, u32),
         resume: Option<ResumePoint>,
-        run_bytes: u64,
+        cut: RunCut,
     ) -> Result<ReadView, StorageError> {
         let (shuffle, part) = self.partition(app_id, shuffle_id, partition)?;
         if start >= end || end > shuffle.num_maps {
@@ -586,7 +587,7 @@ impl ShuffleStore {
                 missing,
             });
         }
-        part.read_view(start, end, |m| shuffle.committed(m), resume, run_bytes)
+        part.read_view(start, end, |m| shuffle.committed(m), resume, cut)
             .map_err(StorageError::reading(format!(
                 "opening {}",
                 part.path.display()

@@ -455,7 +455,14 @@ impl Partition {
         committed: impl Fn(u32) -> Option<AttemptId>,
         resume: Option<ResumePoint>,
     ) -> Vec<Piece> {
-        pieces(&self.lock(), start, end, committed, resume, 0)
+        pieces(
+            &self.lock(),
+            start,
+            end,
+            committed,
+            resume,
+            RunCut::default(),
+        )
     }
 
     /// What a fetch reads: [`Partition::snapshot`], with the data file opened and the
@@ -467,10 +474,10 @@ impl Partition {
         end: u32,
         committed: impl Fn(u32) -> Option<AttemptId>,
         resume: Option<ResumePoint>,
-        run_bytes: u64,
+        cut: RunCut,
     ) -> std::io::Result<ReadView> {
         let st = self.lock();
-        let pieces = pieces(&st, start, end, committed, resume, run_bytes);
+        let pieces = pieces(&st, start, end, committed, resume, cut);
         let file = if pieces.iter().any(|p| matches!(p.source, Source::File(_))) {
             Some(Arc::new(std::fs::File::open(&self.path)?))
         } else {
@@ -549,6 +556,15 @@ impl Partition {
     }
 }
 
+/// How much of each map a merging reader's fetch takes: one segment of one sorted run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCut {
+    /// The batches before the payload reaches this many bytes (at least one); 0: all.
+    pub bytes: u64,
+    /// The batches before this sequence number (where the map's next run begins); 0: all.
+    pub end_seq: u32,
+}
+
 /// The batches a reducer reads (see [`Partition::snapshot`]).
 fn pieces(
     st: &PartitionState,
@@ -556,7 +572,7 @@ fn pieces(
     end: u32,
     committed: impl Fn(u32) -> Option<AttemptId>,
     resume: Option<ResumePoint>,
-    run_bytes: u64,
+    cut: RunCut,
 ) -> Vec<Piece> {
     let mut out = Vec::new();
     let lower = Bound::Included((start, AttemptId(0)));
@@ -573,8 +589,9 @@ fn pieces(
                 }
             }
             // A merging reader's segment of this map's run: the batches before its payload
-            // reaches `run_bytes` (at least one), so a map answered with less has no more.
-            if run_bytes > 0 && sent >= run_bytes {
+            // reaches `cut.bytes` (at least one) and before the next run, so a map answered
+            // with less has no more.
+            if (cut.bytes > 0 && sent >= cut.bytes) || (cut.end_seq > 0 && e.seq >= cut.end_seq) {
                 break;
             }
             sent += e.len as u64;
@@ -612,10 +629,51 @@ mod tests {
 
     /// (map, seq) of what a fetch of maps [0, 8) with `run_bytes` reads after `resume`.
     fn kept(p: &Partition, resume: Option<ResumePoint>, run_bytes: u64) -> Vec<(u32, u32)> {
+        cut(
+            p,
+            resume,
+            RunCut {
+                bytes: run_bytes,
+                end_seq: 0,
+            },
+        )
+    }
+
+    /// (map, seq) of what a fetch of maps [0, 8) cut by `cut` reads after `resume`.
+    fn cut(p: &Partition, resume: Option<ResumePoint>, cut: RunCut) -> Vec<(u32, u32)> {
         let v = p
-            .read_view(0, 8, |_| Some(AttemptId(0)), resume, run_bytes)
+            .read_view(0, 8, |_| Some(AttemptId(0)), resume, cut)
             .unwrap();
         v.pieces.iter().map(|x| (x.map_id, x.seq)).collect()
+    }
+
+    #[test]
+    fn a_run_of_several_ends_where_the_next_begins() {
+        let p = part();
+        let data = |n: usize| Bytes::from(vec![7u8; n]);
+        // Map 2 pushed three runs: batches 0-1, 2-4 and 5.
+        for seq in 0..6 {
+            p.insert(2, AttemptId(0), seq, 0, data(10));
+        }
+        let run = |start: u32, end_seq: u32, bytes: u64| {
+            let resume = (start > 0).then_some(ResumePoint {
+                map_id: 2,
+                batch_seq: start - 1,
+            });
+            cut(&p, resume, RunCut { bytes, end_seq })
+        };
+        assert_eq!(run(0, 2, 0), vec![(2, 0), (2, 1)]);
+        assert_eq!(run(2, 5, 0), vec![(2, 2), (2, 3), (2, 4)]);
+        assert_eq!(
+            run(5, 0, 0),
+            vec![(2, 5)],
+            "the last run goes to the map's end"
+        );
+        // With a segment cap too: whichever comes first.
+        assert_eq!(run(2, 5, 15), vec![(2, 2), (2, 3)]);
+        assert_eq!(run(2, 4, 100), vec![(2, 2), (2, 3)]);
+        // A segment asked after the run's last batch is empty: the run is read.
+        assert_eq!(run(5, 5, 0), vec![]);
     }
 
     #[test]
