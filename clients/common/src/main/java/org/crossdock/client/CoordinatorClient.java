@@ -160,7 +160,18 @@ public final class CoordinatorClient implements Closeable {
   public CommitResult commitMap(
       String appId, int shuffleId, int mapId, int attemptId, List<PartitionStat> partitions)
       throws IOException {
-    Message r = call(new Message.CommitMap(appId, shuffleId, mapId, attemptId, partitions));
+    return commitMap(appId, shuffleId, mapId, attemptId, partitions, List.of());
+  }
+
+  /**
+   * Commits a map attempt with its non-empty partitions' sizes and where its further sorted
+   * runs begin ({@code runStarts}, in increasing (partition, batch) order; empty: one run per
+   * partition, and the commit says nothing of runs, as one from before them).
+   */
+  public CommitResult commitMap(String appId, int shuffleId, int mapId, int attemptId,
+      List<PartitionStat> partitions, List<Message.RunStart> runStarts) throws IOException {
+    Message r = call(new Message.CommitMap(appId, shuffleId, mapId, attemptId, partitions,
+        runStarts.isEmpty() ? null : runStarts));
     if (r instanceof CommitResult c) {
       return c;
     }
@@ -181,7 +192,21 @@ public final class CoordinatorClient implements Closeable {
   }
 
   public ShuffleStatus shuffleStatus(String appId, int shuffleId) throws IOException {
-    Message r = call(new Message.GetShuffleStatus(appId, shuffleId));
+    return status(new Message.GetShuffleStatus(appId, shuffleId));
+  }
+
+  /**
+   * The shuffle's status with the run starts of partitions {@code [runsFrom, runsTo)} and of
+   * their splits. A coordinator that predates run starts answers without them (null).
+   */
+  public ShuffleStatus shuffleStatus(String appId, int shuffleId, int runsFrom, int runsTo)
+      throws IOException {
+    return status(new Message.GetShuffleStatus(appId, shuffleId,
+        java.util.OptionalInt.of(runsFrom), java.util.OptionalInt.of(runsTo)));
+  }
+
+  private ShuffleStatus status(Message.GetShuffleStatus ask) throws IOException {
+    Message r = call(ask);
     if (r instanceof ShuffleStatus s) {
       return s;
     }

@@ -115,6 +115,14 @@ public final class MapPusher implements Closeable {
   }
 
   /**
+   * The sequence number the next batch of {@code partition} gets: where a run that begins now
+   * begins (a map pushing its sorted output in several runs reports it in its commit).
+   */
+  public synchronized int nextSeq(int partition) {
+    return nextSeq[partition];
+  }
+
+  /**
    * What a commit of this attempt reports: every partition that received bytes, counted under
    * the slot its batches went to ({@link #slotOf}).
    *

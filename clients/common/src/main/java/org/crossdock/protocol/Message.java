@@ -13,13 +13,13 @@ import org.crossdock.protocol.Wire.Writer;
  * ByteBuffer} views, never copied by the decoder.
  *
  * <p>Each message and each structure inside a body ({@link Structures}, inherited as members
- * of this interface) is declared once: its fields, its {@code encode} (the fields in wire
+ * of this interface, as the kind bytes of {@link Kinds} are) is declared once: its fields, its {@code encode} (the fields in wire
  * order) and its static {@code decode} (the same order) stand together, as in Spark's {@code
  * network-common} messages and as the Rust declaration in crates/proto/src/message.rs. {@link
  * Codec} adds the framing and maps each kind byte to its decoder. Decoders ignore bytes after
  * the last known field.
  */
-public sealed interface Message extends Encodable, Structures {
+public sealed interface Message extends Encodable, Structures, Kinds {
   /** The message's kind byte. */
   int kind();
 
@@ -27,43 +27,6 @@ public sealed interface Message extends Encodable, Structures {
   @Override
   void encode(Writer w);
 
-  int KIND_OK = 0x01;
-  int KIND_ERROR = 0x02;
-  int KIND_HELLO = 0x03;
-  int KIND_CHALLENGE = 0x04;
-  int KIND_AUTHENTICATE = 0x05;
-  int KIND_REGISTER_APP = 0x10;
-  int KIND_RENEW_LEASE = 0x11;
-  int KIND_UNREGISTER_APP = 0x12;
-  int KIND_REGISTER_SHUFFLE = 0x13;
-  int KIND_SHUFFLE_PLACEMENT = 0x14;
-  int KIND_COMMIT_MAP = 0x15;
-  int KIND_COMMIT_RESULT = 0x16;
-  int KIND_UNREGISTER_SHUFFLE = 0x17;
-  int KIND_GET_SHUFFLE_STATUS = 0x18;
-  int KIND_SHUFFLE_STATUS = 0x19;
-  int KIND_REPORT_WORKER_FAILURE = 0x1A;
-  int KIND_REPORT_LOST_COPY = 0x1B;
-  int KIND_REGISTER_WORKER = 0x20;
-  int KIND_WORKER_REGISTERED = 0x21;
-  int KIND_HEARTBEAT = 0x22;
-  int KIND_PREPARE_SHUFFLE = 0x30;
-  int KIND_MAP_COMMITTED = 0x31;
-  int KIND_DELETE_SHUFFLE = 0x32;
-  int KIND_DELETE_APP = 0x33;
-  int KIND_SYNC_COMMITS = 0x34;
-  int KIND_CHECK_COPIES = 0x35;
-  int KIND_COPIES_HELD = 0x36;
-  int KIND_PUSH_BATCH = 0x40;
-  int KIND_FETCH = 0x41;
-  int KIND_FETCH_CHUNK = 0x42;
-  int KIND_FETCH_END = 0x43;
-  int KIND_APP_REGISTERED = 0x1C;
-  int KIND_SPLIT_PARTITION = 0x1D;
-  int KIND_PARTITION_SPLIT = 0x1E;
-  int KIND_PUSH_REDIRECT = 0x46;
-  int KIND_GET_WORKER_STATS = 0x44;
-  int KIND_WORKER_STATS = 0x45;
 
   /** Worker id meaning "none" (a partition without a replica). */
   int NO_WORKER = -1;
@@ -256,9 +219,18 @@ public sealed interface Message extends Encodable, Structures {
     }
   }
 
-  record CommitMap(
-      String appId, int shuffleId, int mapId, int attemptId, List<PartitionStat> partitions)
-      implements Message {
+  /**
+   * {@code runStarts} (appended; null when absent): where the attempt's further sorted runs
+   * begin, in increasing (partition, batch) order.
+   */
+  record CommitMap(String appId, int shuffleId, int mapId, int attemptId,
+      List<PartitionStat> partitions, List<RunStart> runStarts) implements Message {
+    /** A commit of one run per partition. */
+    public CommitMap(String appId, int shuffleId, int mapId, int attemptId,
+        List<PartitionStat> partitions) {
+      this(appId, shuffleId, mapId, attemptId, partitions, null);
+    }
+
     public int kind() {
       return KIND_COMMIT_MAP;
     }
@@ -269,11 +241,15 @@ public sealed interface Message extends Encodable, Structures {
       w.u32(mapId);
       w.u32(attemptId);
       w.list(partitions);
+      if (runStarts != null) {
+        w.list(runStarts);
+      }
     }
 
     public static CommitMap decode(Reader r) throws ProtocolException {
       return new CommitMap(r.str("app_id"), r.u32("shuffle_id"), r.u32("map_id"),
-          r.u32("attempt_id"), r.list(PartitionStat.MIN_LEN, "partitions", PartitionStat::decode));
+          r.u32("attempt_id"), r.list(PartitionStat.MIN_LEN, "partitions", PartitionStat::decode),
+          r.remaining() == 0 ? null : r.list(RunStart.MIN_LEN, "run_starts", RunStart::decode));
     }
   }
 
@@ -307,7 +283,14 @@ public sealed interface Message extends Encodable, Structures {
     }
   }
 
-  record GetShuffleStatus(String appId, int shuffleId) implements Message {
+  /** {@code runsFrom}, {@code runsTo} (appended): the partitions whose run starts to list. */
+  record GetShuffleStatus(String appId, int shuffleId, java.util.OptionalInt runsFrom,
+      java.util.OptionalInt runsTo) implements Message {
+    /** The status without run starts. */
+    public GetShuffleStatus(String appId, int shuffleId) {
+      this(appId, shuffleId, java.util.OptionalInt.empty(), java.util.OptionalInt.empty());
+    }
+
     public int kind() {
       return KIND_GET_SHUFFLE_STATUS;
     }
@@ -315,10 +298,14 @@ public sealed interface Message extends Encodable, Structures {
     public void encode(Writer w) {
       w.str(appId);
       w.u32(shuffleId);
+      w.appendedU32(runsTo.isPresent() && runsFrom.isEmpty() ? java.util.OptionalInt.of(0)
+          : runsFrom);
+      w.appendedU32(runsTo);
     }
 
     public static GetShuffleStatus decode(Reader r) throws ProtocolException {
-      return new GetShuffleStatus(r.str("app_id"), r.u32("shuffle_id"));
+      return new GetShuffleStatus(r.str("app_id"), r.u32("shuffle_id"), r.appendedU32("runs_from"),
+          r.appendedU32("runs_to"));
     }
   }
 
@@ -326,11 +313,13 @@ public sealed interface Message extends Encodable, Structures {
    * {@code mapAttempts} holds {@link AttemptIds#NO_ATTEMPT} for a map not committed. The
    * per-partition lists cover every slot: the partitions, then their splits; {@code
    * splitParents} (appended; null when absent) gives the partition of each split slot, from
-   * {@code numPartitions} on.
+   * {@code numPartitions} on. {@code runCount} (appended) counts the run starts of the whole
+   * shuffle; {@code runStarts} (appended; null when absent) lists those asked for.
    */
   record ShuffleStatus(int numMaps, int numPartitions, int committedMaps, List<WorkerInfo> workers,
       int[] partitionWorkers, int[] mapAttempts, long[] partitionBytes, long[] partitionRecords,
-      int[] partitionReplicas, int[] splitParents) implements Message {
+      int[] partitionReplicas, int[] splitParents, java.util.OptionalLong runCount,
+      List<MapRunStart> runStarts) implements Message {
     public int kind() {
       return KIND_SHUFFLE_STATUS;
     }
@@ -345,8 +334,16 @@ public sealed interface Message extends Encodable, Structures {
       w.u64List(partitionBytes);
       w.u64List(partitionRecords);
       w.u32List(partitionReplicas);
-      if (splitParents != null) {
-        w.u32List(splitParents);
+      // An appended field is written with every one before it.
+      boolean runs = runCount.isPresent() || runStarts != null;
+      if (splitParents != null || runs) {
+        w.u32List(splitParents != null ? splitParents : new int[0]);
+      }
+      if (runs) {
+        w.u64(runCount.orElse(0));
+      }
+      if (runStarts != null) {
+        w.list(runStarts);
       }
     }
 
@@ -355,7 +352,9 @@ public sealed interface Message extends Encodable, Structures {
           WorkerInfo.decodeList(r), r.u32List("partition_workers"), r.u32List("map_attempts"),
           r.u64List("partition_bytes"), r.u64List("partition_records"),
           r.u32List("partition_replicas"),
-          r.remaining() == 0 ? null : r.u32List("split_parents"));
+          r.remaining() == 0 ? null : r.u32List("split_parents"), r.appendedU64("run_count"),
+          r.remaining() == 0 ? null
+              : r.list(MapRunStart.MIN_LEN, "run_starts", MapRunStart::decode));
     }
   }
 
@@ -674,15 +673,17 @@ public sealed interface Message extends Encodable, Structures {
 
   /**
    * {@code resumeAfter} is null for a fresh fetch; on the wire it is {@code bool has_resume}.
-   * {@code runBytes} (appended): a merging reader's per-map segment size; empty or 0 for all.
+   * Appended: {@code runBytes}, a merging reader's per-map segment size (empty or 0 for all);
+   * {@code endBatchSeq}, where one run of a map's several ends (empty or 0 for none).
    */
   record Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
-      ResumePoint resumeAfter, java.util.OptionalLong runBytes) implements Message {
+      ResumePoint resumeAfter, java.util.OptionalLong runBytes, java.util.OptionalInt endBatchSeq)
+      implements Message {
     /** A fetch of everything after {@code resumeAfter} (no per-map cap). */
     public Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
         ResumePoint resumeAfter) {
       this(appId, shuffleId, partition, startMap, endMap, resumeAfter,
-          java.util.OptionalLong.empty());
+          java.util.OptionalLong.empty(), java.util.OptionalInt.empty());
     }
 
     public int kind() {
@@ -699,13 +700,16 @@ public sealed interface Message extends Encodable, Structures {
       if (resumeAfter != null) {
         resumeAfter.encode(w);
       }
-      w.appendedU64(runBytes);
+      w.appendedU64(endBatchSeq.isPresent() && runBytes.isEmpty() ? java.util.OptionalLong.of(0)
+          : runBytes);
+      w.appendedU32(endBatchSeq);
     }
 
     public static Fetch decode(Reader r) throws ProtocolException {
       return new Fetch(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
           r.u32("start_map"), r.u32("end_map"),
-          r.bool("has_resume") ? ResumePoint.decode(r) : null, r.appendedU64("run_bytes"));
+          r.bool("has_resume") ? ResumePoint.decode(r) : null, r.appendedU64("run_bytes"),
+          r.appendedU32("end_batch_seq"));
     }
   }
 

@@ -58,6 +58,40 @@ public interface Structures {
     }
   }
 
+  /**
+   * Where one of a map's further sorted runs of a partition (slot) begins: the sequence number
+   * of its first batch. A map's first run begins at batch 0 and is never listed.
+   */
+  record RunStart(int partition, int batchSeq) implements Encodable {
+    static final int MIN_LEN = 4 + 4;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(partition);
+      w.u32(batchSeq);
+    }
+
+    public static RunStart decode(Reader r) throws ProtocolException {
+      return new RunStart(r.u32("run.partition"), r.u32("run.batch_seq"));
+    }
+  }
+
+  /** A {@link RunStart} of a committed map, as the coordinator returns it to readers. */
+  record MapRunStart(int partition, int mapId, int batchSeq) implements Encodable {
+    static final int MIN_LEN = 4 + 4 + 4;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(partition);
+      w.u32(mapId);
+      w.u32(batchSeq);
+    }
+
+    public static MapRunStart decode(Reader r) throws ProtocolException {
+      return new MapRunStart(r.u32("run.partition"), r.u32("run.map_id"), r.u32("run.batch_seq"));
+    }
+  }
+
   /** Bytes one map attempt wrote to one partition, as a worker must hold them. */
   record PartitionBytes(int partition, long bytes) implements Encodable {
     static final int MIN_LEN = 4 + 8;

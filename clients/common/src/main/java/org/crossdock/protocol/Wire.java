@@ -77,6 +77,13 @@ public final class Wire {
       }
     }
 
+    /** An appended u32: nothing when empty (a sender that predates the field). */
+    public void appendedU32(java.util.OptionalInt v) {
+      if (v.isPresent()) {
+        u32(v.getAsInt());
+      }
+    }
+
     public void bool(boolean v) {
       u8(v ? 1 : 0);
     }
@@ -154,6 +161,11 @@ public final class Wire {
     /** A u64 appended to a body after its version was fixed: empty when the body ends first. */
     public java.util.OptionalLong appendedU64(String f) throws ProtocolException {
       return b.remaining() == 0 ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(u64(f));
+    }
+
+    /** A u32 appended to a body after its version was fixed: empty when the body ends first. */
+    public java.util.OptionalInt appendedU32(String f) throws ProtocolException {
+      return b.remaining() == 0 ? java.util.OptionalInt.empty() : java.util.OptionalInt.of(u32(f));
     }
 
     public int u8(String f) throws ProtocolException {

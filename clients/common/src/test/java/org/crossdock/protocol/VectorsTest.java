@@ -135,6 +135,31 @@ class VectorsTest {
 
   // ---------------------------------------------------------------- JSON mapping
 
+  static void putOpt(ObjectNode o, String field, java.util.OptionalInt v) {
+    if (v.isPresent()) {
+      o.put(field, u(v.getAsInt()));
+    } else {
+      o.putNull(field);
+    }
+  }
+
+  static java.util.OptionalInt optInt(JsonNode n, String field) {
+    JsonNode v = n.get(field);
+    return v == null || v.isNull() ? java.util.OptionalInt.empty()
+        : java.util.OptionalInt.of((int) v.asLong());
+  }
+
+  static List<MapRunStart> mapRuns(JsonNode n) {
+    if (n == null || n.isNull()) {
+      return null;
+    }
+    List<MapRunStart> out = new ArrayList<>();
+    for (JsonNode r : n) {
+      out.add(new MapRunStart(i(r, "partition"), i(r, "map_id"), i(r, "batch_seq")));
+    }
+    return out;
+  }
+
   static JsonNode normalize(JsonNode n) throws Exception {
     return M.readTree(M.writeValueAsString(n));
   }
@@ -208,12 +233,22 @@ class VectorsTest {
         a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes())
             .put("records", s.records());
       }
+      if (c.runStarts() == null) {
+        o.putNull("run_starts");
+      } else {
+        ArrayNode runs = o.putArray("run_starts");
+        for (RunStart r : c.runStarts()) {
+          runs.addObject().put("partition", u(r.partition())).put("batch_seq", u(r.batchSeq()));
+        }
+      }
     } else if (m instanceof CommitResult r) {
       o.put("status", r.status().jsonName).put("winning_attempt", u(r.winningAttempt()));
     } else if (m instanceof UnregisterShuffle r) {
       o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()));
     } else if (m instanceof GetShuffleStatus r) {
       o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()));
+      putOpt(o, "runs_from", r.runsFrom());
+      putOpt(o, "runs_to", r.runsTo());
     } else if (m instanceof ShuffleStatus s) {
       o.put("num_maps", u(s.numMaps())).put("num_partitions", u(s.numPartitions()))
           .put("committed_maps", u(s.committedMaps()));
@@ -227,6 +262,20 @@ class VectorsTest {
         o.putNull("split_parents");
       } else {
         o.set("split_parents", u32s(s.splitParents()));
+      }
+      if (s.runCount().isPresent()) {
+        o.put("run_count", s.runCount().getAsLong());
+      } else {
+        o.putNull("run_count");
+      }
+      if (s.runStarts() == null) {
+        o.putNull("run_starts");
+      } else {
+        ArrayNode runs = o.putArray("run_starts");
+        for (MapRunStart r : s.runStarts()) {
+          runs.addObject().put("partition", u(r.partition())).put("map_id", u(r.mapId()))
+              .put("batch_seq", u(r.batchSeq()));
+        }
       }
     } else if (m instanceof SplitPartition r) {
       o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId())).put("slot", u(r.slot()));
@@ -303,6 +352,7 @@ class VectorsTest {
       } else {
         o.putNull("run_bytes");
       }
+      putOpt(o, "end_batch_seq", f.endBatchSeq());
     } else if (m instanceof FetchChunk c) {
       ArrayNode a = o.putArray("batches");
       for (FetchedBatch b : c.batches()) {
@@ -399,7 +449,15 @@ class VectorsTest {
         for (JsonNode p : n.get("partitions")) {
           ps.add(new PartitionStat(i(p, "partition"), l(p, "bytes"), l(p, "records")));
         }
-        return new CommitMap(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps);
+        List<RunStart> runs = null;
+        if (n.get("run_starts") != null && !n.get("run_starts").isNull()) {
+          runs = new ArrayList<>();
+          for (JsonNode r : n.get("run_starts")) {
+            runs.add(new RunStart(i(r, "partition"), i(r, "batch_seq")));
+          }
+        }
+        return new CommitMap(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
+            runs);
       }
       case "CommitResult": {
         CommitStatus st = null;
@@ -412,14 +470,19 @@ class VectorsTest {
         return new CommitResult(st, i(n, "winning_attempt"));
       }
       case "UnregisterShuffle": return new UnregisterShuffle(s(n, "app_id"), i(n, "shuffle_id"));
-      case "GetShuffleStatus": return new GetShuffleStatus(s(n, "app_id"), i(n, "shuffle_id"));
+      case "GetShuffleStatus":
+        return new GetShuffleStatus(s(n, "app_id"), i(n, "shuffle_id"), optInt(n, "runs_from"),
+            optInt(n, "runs_to"));
       case "ShuffleStatus":
         return new ShuffleStatus(i(n, "num_maps"), i(n, "num_partitions"), i(n, "committed_maps"),
             workersOf(n.get("workers")), ints(n.get("partition_workers")), ints(n.get("map_attempts")),
             longs(n.get("partition_bytes")), longs(n.get("partition_records")),
             ints(n.get("partition_replicas")),
             n.get("split_parents") == null || n.get("split_parents").isNull() ? null
-                : ints(n.get("split_parents")));
+                : ints(n.get("split_parents")),
+            n.get("run_count") == null || n.get("run_count").isNull()
+                ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(l(n, "run_count")),
+            mapRuns(n.get("run_starts")));
       case "SplitPartition":
         return new SplitPartition(s(n, "app_id"), i(n, "shuffle_id"), i(n, "slot"));
       case "PartitionSplit": return new PartitionSplit(i(n, "slot"), s(n, "addr"));
@@ -471,7 +534,7 @@ class VectorsTest {
         JsonNode cap = n.get("run_bytes");
         return new Fetch(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"), i(n, "start_map"),
             i(n, "end_map"), rp, (cap == null || cap.isNull()) ? java.util.OptionalLong.empty()
-                : java.util.OptionalLong.of(cap.asLong()));
+                : java.util.OptionalLong.of(cap.asLong()), optInt(n, "end_batch_seq"));
       }
       case "FetchChunk": {
         List<FetchedBatch> bs = new ArrayList<>();

@@ -20,6 +20,7 @@ final class CrossdockMRConf {
   static final String MAPS_WAIT = "crossdock.reduce.mapsWaitTimeout";
   static final String LEASE = "crossdock.app.lease";
   static final String TLS_CA = "crossdock.tls.ca";
+  static final String SPILL_RUNS = "crossdock.map.spillRuns";
 
   /** MapReduce's own keys this client reads. */
   static final String SORT_MB = "mapreduce.task.io.sort.mb";
@@ -38,6 +39,8 @@ final class CrossdockMRConf {
   final long mapsWaitMs;
   final int leaseMs;
   final long sortBufferBytes;
+  /** Whether a map pushes each spill as a run of its own (else spills to disk and merges). */
+  final boolean spillRuns;
   /** True under the local job runner: every task of the job runs in this JVM. */
   final boolean local;
   final Tls tls;
@@ -66,6 +69,7 @@ final class CrossdockMRConf {
       throw new IllegalArgumentException(SORT_MB + " must be between 1 and 2047, got " + sortMb);
     }
     sortBufferBytes = (long) sortMb << 20;
+    spillRuns = c.getBoolean(SPILL_RUNS, true);
     local = "local".equals(c.getTrimmed(FRAMEWORK, "local"));
     String ca = c.getTrimmed(TLS_CA, "");
     tls = ca.isEmpty() ? null : Tls.trusting(Path.of(ca));

@@ -32,8 +32,11 @@ import org.slf4j.LoggerFactory;
  * job has one) runs over each partition, and each partition's records are pushed in key order
  * as batches of whole records ({@link RecordFormat}), cut small enough that a reducer can hold
  * two of every map's ({@link CrossdockMRConf#runBatchBytes}). A map whose records outgrow the
- * buffer spills sorted runs to local disk as MapReduce does, and merges them into the pushed run
- * at the end, so every map still makes one run per partition; nothing else is written locally.
+ * buffer pushes what it holds, sorted and combined, as one run of each partition, and goes on:
+ * each spill is a run of its own (Hadoop-A: nothing is merged on the map, the reducer merges
+ * every run once), and the commit says where each partition's later runs begin. With a
+ * coordinator that predates run starts, spills go to local disk as MapReduce's do and are merged
+ * into one run per partition at the end.
  * A job that compresses its map outputs ({@code mapreduce.map.output.compress}) has each batch
  * compressed with its codec ({@link BatchCodec}).
  *
@@ -63,6 +66,11 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   private Task.CombinerRunner<K, V> combiner;
   private SortBuffer buffer;
   private final List<SpillFile> spills = new ArrayList<>();
+  /** Whether spills are pushed as runs ({@link JobSession#keepsRuns}). */
+  private boolean spillRuns;
+  /** Whether a run of the partition was pushed: its next run begins a new one. */
+  private boolean[] begun;
+  private final List<Message.RunStart> runStarts = new ArrayList<>();
   private Placement placement;
   private MapPusher pusher;
   private long[] bytes;
@@ -112,6 +120,8 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     session = JobSession.begin(id.getJobID().toString(), conf, job.getCredentials());
     try {
       placement = session.placement(numMaps, numPartitions);
+      spillRuns = conf.spillRuns && session.keepsRuns();
+      begun = new boolean[numPartitions];
       pusher = new MapPusher(session.pool, session.appId, JobSession.SHUFFLE_ID, mapIndex,
           attemptId, numPartitions, conf.pushMaxInFlight, conf.networkTimeoutMs, session.routes,
           placement::addrOfSlot);
@@ -141,8 +151,21 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     }
   }
 
-  /** Sorts the buffer and writes it to a spill file (combined, as MapReduce's spills are). */
+  /**
+   * Sorts the buffer and pushes it as one run of each partition, or writes it to a spill file
+   * (combined, as MapReduce's spills are) when the coordinator keeps no run starts.
+   */
   private void spill() throws IOException {
+    if (spillRuns) {
+      try {
+        pushRuns();
+      } catch (IOException | RuntimeException e) {
+        failed();
+        throw e;
+      }
+      reporter.progress();
+      return;
+    }
     buffer.sort(numPartitions);
     Path path = Path.of(task.getMapOutputFile()
         .getSpillFileForWrite(spills.size(), buffer.bytes()).toUri().getPath());
@@ -222,12 +245,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     }
     try {
       if (spills.isEmpty()) {
-        buffer.sort(numPartitions);
-        for (int p = 0; p < numPartitions; p++) {
-          Run run = new Run(p);
-          emit(buffer.partition(p), run);
-          run.close(); // not on a failure: the attempt fails, nothing more is pushed
-        }
+        pushRuns();
       } else {
         if (buffer.count() > 0) {
           spill();
@@ -259,10 +277,22 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     }
   }
 
+  /** Sorts the buffer and pushes it as one run of each partition (the last run, or a spill). */
+  private void pushRuns() throws IOException {
+    buffer.sort(numPartitions);
+    for (int p = 0; p < numPartitions; p++) {
+      Run run = new Run(p);
+      emit(buffer.partition(p), run);
+      run.close(); // not on a failure: the attempt fails, nothing more is pushed
+    }
+    buffer.clear();
+  }
+
   /** One partition's run: batches of whole records, each pushed when it reaches the run batch. */
   private final class Run implements RecordSink {
     private final int partition;
     private final BatchBuffer batch = new BatchBuffer(runBatch);
+    private boolean pushed;
 
     Run(int partition) {
       this.partition = partition;
@@ -301,6 +331,14 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
         }
         n = b.length;
       }
+      if (!pushed) {
+        pushed = true;
+        if (begun[partition]) {
+          // A later run of the partition: it begins where the pusher's sequence stands.
+          runStarts.add(new Message.RunStart(pusher.slotOf(partition), pusher.nextSeq(partition)));
+        }
+        begun[partition] = true;
+      }
       pusher.push(partition, placement.addrOf(partition), b, n); // now the pusher's
       bytes[partition] += n;
       materializedBytes.increment(n);
@@ -334,11 +372,19 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
       return;
     }
     Message.CommitResult r = session.coordinator.commitMap(session.appId, JobSession.SHUFFLE_ID,
-        mapIndex, attemptId, pusher.stats(bytes, records));
+        mapIndex, attemptId, pusher.stats(bytes, records), sortedRunStarts());
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock map {}: attempt {} lost to attempt {}; its output is ignored", mapIndex,
           attemptId, Integer.toUnsignedString(r.winningAttempt()));
     }
+  }
+
+  /** Where the partitions' later runs begin, in (slot, batch) order. */
+  private List<Message.RunStart> sortedRunStarts() {
+    List<Message.RunStart> out = new ArrayList<>(runStarts);
+    out.sort(java.util.Comparator.comparingInt(Message.RunStart::partition)
+        .thenComparingInt(Message.RunStart::batchSeq));
+    return out;
   }
 
   /** Reports a worker a push could not reach, so that the retry pushes where data can go. */

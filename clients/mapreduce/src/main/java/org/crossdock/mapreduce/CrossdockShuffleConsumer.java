@@ -103,13 +103,35 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       Placement placement = Placement.of(status);
       int runBatch = conf.runBatchBytes(numMaps);
       long cap = conf.runCap(numMaps, runBatch);
+      // Where maps that pushed their spills as runs began their later ones, by (slot, map).
+      Map<Long, List<Integer>> further = new HashMap<>();
+      List<Message.MapRunStart> starts =
+          status.runStarts() == null ? List.of() : status.runStarts();
+      for (Message.MapRunStart r : starts) {
+        further.computeIfAbsent(((long) r.partition() << 32) | r.mapId(), k -> new ArrayList<>())
+            .add(r.batchSeq());
+      }
+      if (!starts.isEmpty()) {
+        cap = conf.runCap(numMaps + starts.size(), runBatch);
+      }
       List<Segment> runs = new ArrayList<>();
       for (int slot : placement.slotsOf(reduce)) {
         long slotBytes = slot < status.partitionBytes().length ? status.partitionBytes()[slot] : cap;
         expectedBytes += slotBytes;
         long estimate = Math.min(cap, (slotBytes + numMaps - 1) / numMaps);
         for (int m = 0; m < numMaps; m++) {
-          runs.add(new Segment(slot, m, m + 1, estimate, placement.copiesOf(slot), cap));
+          List<Integer> later = further.get(((long) slot << 32) | m);
+          if (later == null) {
+            runs.add(new Segment(slot, m, m + 1, estimate, placement.copiesOf(slot), cap));
+            continue;
+          }
+          int first = 0;
+          for (int i = 0; i <= later.size(); i++) {
+            int end = i < later.size() ? later.get(i) : 0;
+            runs.add(Segment.run(slot, m, estimate / (later.size() + 1), placement.copiesOf(slot),
+                cap, first, end));
+            first = end;
+          }
         }
       }
       RunReader.Settings settings = new RunReader.Settings(session.appId, session.token,
@@ -140,8 +162,9 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
     long pause = 20;
     Reporter reporter = context.getReporter();
     while (true) {
-      Message.ShuffleStatus status =
-          session.coordinator.shuffleStatus(session.appId, JobSession.SHUFFLE_ID);
+      // With the run starts of this reduce's partition (and its splits), if any map has some.
+      Message.ShuffleStatus status = session.coordinator.shuffleStatus(session.appId,
+          JobSession.SHUFFLE_ID, reduce, reduce + 1);
       if (status.committedMaps() >= numMaps) {
         return status;
       }

@@ -56,6 +56,7 @@ final class JobSession {
   final ConnectionPool pool;
   final SplitRoutes routes = new SplitRoutes();
   private Placement placement;
+  private Boolean keepsRuns;
   private final Set<Integer> reducesDone = new HashSet<>();
   /** True if this session registered the app (and so unregisters it at the end). */
   private final boolean owner;
@@ -191,6 +192,17 @@ final class JobSession {
       placement = coordinator.registerShuffle(appId, SHUFFLE_ID, numMaps, numPartitions);
     }
     return placement;
+  }
+
+  /**
+   * Whether the coordinator keeps where a map's several sorted runs begin (its status counts
+   * them): maps may then push each spill as a run of its own. Asked once per JVM and job.
+   */
+  synchronized boolean keepsRuns() throws IOException {
+    if (keepsRuns == null) {
+      keepsRuns = coordinator.shuffleStatus(appId, SHUFFLE_ID).runCount().isPresent();
+    }
+    return keepsRuns;
   }
 
   /** Forgets the cached placement (after a worker was reported lost). */

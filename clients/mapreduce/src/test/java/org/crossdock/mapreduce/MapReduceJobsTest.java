@@ -172,25 +172,43 @@ class MapReduceJobsTest {
     assertEquals(cd.get("Map output materialized bytes"), cd.get("Reduce shuffle bytes"));
   }
 
+  /**
+   * Maps whose records outgrow their 1 MiB sort buffer: 30,000 TeraGen records per map, each 102
+   * serialized bytes and 20 bytes of index in the buffer, so a map holds 8,595 records when the
+   * buffer passes 1 MiB, spills three times and ends with 4,215: four runs of each of the 2
+   * partitions. Pushed as runs (the default), nothing reaches a map's disk and each reduce merges
+   * 2 maps x 4 runs; with spills to disk
+   * ({@code crossdock.map.spillRuns=false}) every record is spilled once and each map pushes one
+   * merged run per partition. Both outputs equal MapReduce's own.
+   */
   @Test
-  void mapsThatOutgrowTheirSortBufferSpillAndStillPushOneRunPerPartition() throws Exception {
+  void mapsThatOutgrowTheirSortBufferPushEachSpillAsARunOrMergeOnDisk() throws Exception {
     Configuration local = MapReduceJobs.local(dir);
     Path gen = dir.resolve("teragen");
     MapReduceJobs.teraGen(local, 60_000, gen); // 3 MB per map, 1 MB buffers
     Configuration small = new Configuration(local);
     small.setInt("mapreduce.task.io.sort.mb", 1);
-    // A fetch limit of 1 MiB: the reduces read each 1.5 MB run in segments of 256 KiB.
+    // A fetch limit of 1 MiB: the reduces read each run in several segments.
     small.set("crossdock.fetch.maxInFlight", "1m");
     MapReduceJobs.teraSort(local, gen, dir.resolve("vanilla"), 2, 2);
-    Map<String, Long> cd = MapReduceJobs.teraSort(MapReduceJobs.crossdock(small, server.addr()),
-        gen, dir.resolve("crossdock"), 2, 2);
+    Map<String, Long> runs = MapReduceJobs.teraSort(MapReduceJobs.crossdock(small, server.addr()),
+        gen, dir.resolve("runs"), 2, 2);
+    Configuration onDisk = new Configuration(small);
+    onDisk.setBoolean("crossdock.map.spillRuns", false);
+    Map<String, Long> merged = MapReduceJobs.teraSort(
+        MapReduceJobs.crossdock(onDisk, server.addr()), gen, dir.resolve("merged"), 2, 2);
 
-    assertArrayEquals(MapReduceJobs.output(dir.resolve("vanilla")),
-        MapReduceJobs.output(dir.resolve("crossdock")), "TeraSort's outputs differ");
+    byte[] want = MapReduceJobs.output(dir.resolve("vanilla"));
+    assertArrayEquals(want, MapReduceJobs.output(dir.resolve("runs")), "spills pushed as runs");
+    assertArrayEquals(want, MapReduceJobs.output(dir.resolve("merged")), "spills merged on disk");
+    assertEquals(0L, runs.get("Spilled Records"), "nothing reached a map's disk: " + runs);
+    assertEquals(2L * 2 * 4, runs.get("Merged Map outputs"), runs.toString());
+    assertEquals(60_000L, runs.get("Reduce input records"), runs.toString());
+    assertEquals(runs.get("Map output materialized bytes"), runs.get("Reduce shuffle bytes"));
     // Every record went through a map-side spill (several per map), none through the reduce's.
-    assertEquals(60_000L, cd.get("Spilled Records"), cd.toString());
-    assertEquals(2L * 2, cd.get("Merged Map outputs"), cd.toString());
-    assertEquals(60_000L, cd.get("Reduce input records"), cd.toString());
+    assertEquals(60_000L, merged.get("Spilled Records"), merged.toString());
+    assertEquals(2L * 2, merged.get("Merged Map outputs"), merged.toString());
+    assertEquals(60_000L, merged.get("Reduce input records"), merged.toString());
   }
 
   @Test

@@ -26,6 +26,14 @@ public final class Segment {
    * request asks for (the worker stops the run after the batch that reaches it); 0: all.
    */
   public final long runBytes;
+  /**
+   * For one run of a map's several (the map sorted its output in rounds and pushed each as a
+   * run): the sequence number of the next run's first batch, where this one ends; 0: the map's
+   * end.
+   */
+  public final int endBatch;
+  /** For one run of a map's several: the sequence number of its first batch. */
+  public final int firstBatch;
   /** Where it can be read, preferred first (primary, replica). */
   List<String> copies;
 
@@ -67,6 +75,24 @@ public final class Segment {
   /** A segment whose requests each bring at most {@code runBytes} of every map (and one batch). */
   public Segment(int partition, int startMap, int endMap, long estimate, List<String> copies,
       long runBytes) {
+    this(partition, startMap, endMap, estimate, copies, runBytes, 0, 0);
+  }
+
+  /**
+   * One run of map {@code map}'s several: its batches from {@code firstBatch} to before {@code
+   * endBatch} (0: to the map's end), read {@code runBytes} at a time.
+   */
+  public static Segment run(int partition, int map, long estimate, List<String> copies,
+      long runBytes, int firstBatch, int endBatch) {
+    if (runBytes <= 0 || firstBatch < 0 || (endBatch != 0 && endBatch <= firstBatch)) {
+      throw new IllegalArgumentException("no run of map " + map + " from batch " + firstBatch
+          + " to " + endBatch + " capped at " + runBytes);
+    }
+    return new Segment(partition, map, map + 1, estimate, copies, runBytes, firstBatch, endBatch);
+  }
+
+  private Segment(int partition, int startMap, int endMap, long estimate, List<String> copies,
+      long runBytes, int firstBatch, int endBatch) {
     if (copies.isEmpty()) {
       throw new IllegalArgumentException("no copy of partition " + partition + " to read from");
     }
@@ -80,12 +106,17 @@ public final class Segment {
     this.estimate = Math.max(0, estimate);
     this.copies = List.copyOf(copies);
     this.runBytes = Math.max(0, runBytes);
+    this.endBatch = endBatch;
+    this.firstBatch = firstBatch;
+    // A later run is read as if a read of the map had stopped after the batch before it.
+    this.resume = firstBatch > 0 ? new Message.ResumePoint(startMap, firstBatch - 1) : null;
   }
 
   /** The request that reads what is left of it. */
   Message.Fetch request(String appId, int shuffleId) {
     return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume,
-        runBytes > 0 ? java.util.OptionalLong.of(runBytes) : java.util.OptionalLong.empty());
+        runBytes > 0 ? java.util.OptionalLong.of(runBytes) : java.util.OptionalLong.empty(),
+        endBatch > 0 ? java.util.OptionalInt.of(endBatch) : java.util.OptionalInt.empty());
   }
 
   /**
@@ -104,7 +135,7 @@ public final class Segment {
     unreachable.clear();
   }
 
-  /** The last batch received; null before any. */
+  /** The last batch received; null before any (for a later run: the batch before it). */
   public Message.ResumePoint resumePoint() {
     return resume;
   }
@@ -122,6 +153,11 @@ public final class Segment {
     long bytes = 0;
     for (Message.FetchedBatch b : batches) {
       check(addr, partition, resume, b);
+      if (endBatch > 0 && Integer.compareUnsigned(b.batchSeq(), endBatch) >= 0) {
+        // A worker that predates end_batch_seq sends the map's later runs too.
+        throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq "
+            + b.batchSeq() + ") is past the end of its run at batch " + endBatch);
+      }
       resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
       batchesInStream++;
       bytes += b.payload().remaining();
@@ -161,6 +197,9 @@ public final class Segment {
 
   @Override
   public String toString() {
-    return "partition " + partition + " maps [" + startMap + ", " + endMap + ")";
+    String run = firstBatch > 0 || endBatch > 0
+        ? " (the run from batch " + firstBatch + (endBatch > 0 ? " to " + endBatch : "") + ")"
+        : "";
+    return "partition " + partition + " maps [" + startMap + ", " + endMap + ")" + run;
   }
 }

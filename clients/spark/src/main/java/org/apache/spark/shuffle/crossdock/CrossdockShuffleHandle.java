@@ -34,12 +34,18 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
   public final Placement placement;
   public final boolean framedBatches;
   public final int runBatchBytes;
+  /**
+   * For a merged shuffle: whether maps push each spill of their sorter as a run of its own
+   * (the coordinator keeps run starts), instead of merging their spills before pushing.
+   */
+  public final boolean spillRuns;
   /** Crossdock's figures for the Spark UI (registered on the driver); null without a context. */
   public final CrossdockAccumulators accumulators;
 
   public CrossdockShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency,
       String coordinator, String appId, byte[] appToken, int numMaps, Placement placement,
-      boolean framedBatches, int runBatchBytes, CrossdockAccumulators accumulators) {
+      boolean framedBatches, int runBatchBytes, boolean spillRuns,
+      CrossdockAccumulators accumulators) {
     super(shuffleId, dependency);
     this.coordinator = coordinator;
     this.appId = appId;
@@ -48,6 +54,7 @@ public final class CrossdockShuffleHandle<K, V, C> extends BaseShuffleHandle<K, 
     this.placement = placement;
     this.framedBatches = framedBatches;
     this.runBatchBytes = runBatchBytes;
+    this.spillRuns = spillRuns;
     this.accumulators = accumulators;
   }
 

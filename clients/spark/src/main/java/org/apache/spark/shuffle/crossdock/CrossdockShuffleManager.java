@@ -67,6 +67,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private final Map<Integer, Placement> refreshed = new ConcurrentHashMap<>();
   /** The map output tracker's epoch each shuffle's placement was refreshed at, by shuffle id. */
   private final Map<Integer, Long> refreshedAt = new ConcurrentHashMap<>();
+  /** How many run starts the status of each refreshed placement counted, by shuffle id. */
+  private final Map<Integer, Long> runCounts = new ConcurrentHashMap<>();
   /** Where each shuffle's split partitions go on, learnt from push answers (executors). */
   private final Map<Integer, SplitRoutes> routes = new ConcurrentHashMap<>();
   private volatile CoordinatorClient coordinator;
@@ -218,7 +220,23 @@ public class CrossdockShuffleManager implements ShuffleManager {
   Message.ShuffleStatus refreshStatus(CrossdockShuffleHandle<?, ?, ?> h) throws IOException {
     Message.ShuffleStatus s = coordinator(h).shuffleStatus(h.appId, h.shuffleId());
     refreshed.put(h.shuffleId(), Placement.of(s));
+    runCounts.put(h.shuffleId(), s.runCount().orElse(0));
     return s;
+  }
+
+  /**
+   * Where the maps of a merged shuffle began their further sorted runs in partitions {@code
+   * [from, to)} and their splits (by partition, map, batch): nothing to ask when the status the
+   * read placement came from ({@link #readPlacement}) counted none, as when no map spilled.
+   */
+  List<Message.MapRunStart> runStarts(CrossdockShuffleHandle<?, ?, ?> h, int from, int to)
+      throws IOException {
+    if (!h.spillRuns || runCounts.getOrDefault(h.shuffleId(), 1L) == 0) {
+      return List.of();
+    }
+    List<Message.MapRunStart> runs =
+        coordinator(h).shuffleStatus(h.appId, h.shuffleId(), from, to).runStarts();
+    return runs == null ? List.of() : runs;
   }
 
   /** What this executor learnt of shuffle {@code shuffleId}'s splits from push answers. */
@@ -349,8 +367,13 @@ public class CrossdockShuffleManager implements ShuffleManager {
       boolean merge = conf.mergeSortedRuns && dep.keyOrdering().isDefined()
           && dep.aggregator().isEmpty();
       int runBatch = merge ? conf.runBatchBytes(numMaps) : 0;
+      // Maps push their sorter's spills as runs of their own only where the coordinator keeps
+      // run starts (its status counts them): one that predates them would let readers merge
+      // several runs as one.
+      boolean spillRuns = merge && placement != null
+          && coordinator().shuffleStatus(app, shuffleId).runCount().isPresent();
       return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, appToken, numMaps,
-          placement, !merge && CrossdockDirectWriter.canUse(dep), runBatch,
+          placement, !merge && CrossdockDirectWriter.canUse(dep), runBatch, spillRuns,
           CrossdockAccumulators.registered());
     } catch (CrossdockException e) {
       if (e.isTransport()) {
@@ -501,6 +524,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
     }
     refreshed.remove(shuffleId);
     refreshedAt.remove(shuffleId);
+    runCounts.remove(shuffleId);
     routes.remove(shuffleId);
     if (isDriver && appId != null && registered.remove(shuffleId)) {
       try {

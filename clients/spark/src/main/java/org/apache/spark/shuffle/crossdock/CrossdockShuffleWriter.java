@@ -20,15 +20,22 @@ import scala.collection.Iterator;
  * partition as one serialized, {@code wrapStream}-ed stream into a {@link
  * CrossdockMapOutputWriter}, which pushes it in batches. For a shuffle read by merging ({@link
  * CrossdockShuffleHandle#sortedRuns}) the sorter orders each partition by key, so every partition
- * is pushed as one sorted run. At the end the writer waits for every
- * acknowledgement and commits the attempt with its per-partition bytes and records.
+ * is pushed as a sorted run; when the sorter runs short of memory, each spill is pushed as a run
+ * of its own instead of being written to disk and merged ({@link SpillRuns}). At the end the
+ * writer waits for every acknowledgement and commits the attempt with its per-partition bytes and
+ * records (and where its further runs begin).
  *
  * <p>Attempt ids, the commit, losing the race and the MapStatus are {@link MapAttempt}'s.
  */
 final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final CrossdockShuffleHandle<K, V, C> handle;
   private final MapAttempt attempt;
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(CrossdockShuffleWriter.class);
+
   private ExternalSorter<K, V, ?> sorter;
+  /** The spills pushed as runs, for a merged shuffle ({@link CrossdockShuffleHandle#spillRuns}). */
+  private SpillRuns spills;
 
   CrossdockShuffleWriter(CrossdockShuffleHandle<K, V, C> handle, CrossdockShuffleManager manager,
       long mapTaskId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
@@ -44,21 +51,34 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     ShuffleDependency<K, V, C> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
-    // For a merged shuffle the sorter also orders each partition's records by key: each
-    // partition is then written as one sorted run.
-    sorter = SparkCompat.mapSorter(attempt.context,
-        dep.mapSideCombine() ? dep.aggregator() : (Option) Option.empty(), partitioner,
-        handle.sortedRuns() ? dep.keyOrdering() : (Option) Option.empty(), dep);
-    ((ExternalSorter) sorter).insertAll(records);
-
     CrossdockMapOutputWriter out = new CrossdockMapOutputWriter(attempt.startPushing(),
         attempt.placement(), attempt.numPartitions,
         handle.sortedRuns() ? handle.runBatchBytes : attempt.conf.batchSize);
+    ShuffleWriteMetricsReporter counted = out.countingRecords(attempt.metrics);
+    if (handle.spillRuns) {
+      // A merged shuffle on a coordinator that keeps run starts: each spill of the sorter is
+      // pushed as a sorted run of its own, nothing is merged on the map.
+      spills = new SpillRuns(out, counted, dep.keyOrdering().get(),
+          dep.serializer().newInstance(), dep.shuffleId(), attempt.mapTaskId);
+      sorter = (ExternalSorter) SparkCompat.runPushingSorter(attempt.context, partitioner,
+          (scala.math.Ordering) dep.keyOrdering().get(), dep, spills);
+    } else {
+      // For a merged shuffle the sorter also orders each partition's records by key: each
+      // partition is then written as one sorted run.
+      sorter = SparkCompat.mapSorter(attempt.context,
+          dep.mapSideCombine() ? dep.aggregator() : (Option) Option.empty(), partitioner,
+          handle.sortedRuns() ? dep.keyOrdering() : (Option) Option.empty(), dep);
+    }
     attempt.pushAndCommit(() -> {
-      sorter.writePartitionedMapOutput(
-          dep.shuffleId(), attempt.mapTaskId, out, out.countingRecords(attempt.metrics));
+      // With spills pushed as runs, inserting pushes too: its failures are the pushes'.
+      ((ExternalSorter) sorter).insertAll(records);
+      sorter.writePartitionedMapOutput(dep.shuffleId(), attempt.mapTaskId, out, counted);
       return 0L; // on this path only the wait and the commit are timed
-    }, out.bytes, out.records);
+    }, out.bytes, out.records, out::runStarts);
+    if (spills != null && spills.pushed() > 0) {
+      LOG.debug("Crossdock shuffle {} map {}: {} spills pushed as sorted runs", dep.shuffleId(),
+          attempt.mapTaskId, spills.pushed());
+    }
     attempt.finish(out.bytes, SparkCompat.checksum(sorter));
   }
 

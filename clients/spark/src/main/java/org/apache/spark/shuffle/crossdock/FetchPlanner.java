@@ -2,7 +2,9 @@ package org.apache.spark.shuffle.crossdock;
 
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.storage.BlockId;
@@ -11,6 +13,7 @@ import org.crossdock.client.Placement;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.client.fetch.Segment;
+import org.crossdock.protocol.Message;
 import scala.Tuple2;
 import scala.Tuple3;
 import scala.collection.Iterator;
@@ -79,18 +82,27 @@ final class FetchPlanner {
 
   /**
    * The runs of a merged read: one capped segment per (partition, map), in (partition, map)
-   * order. Every map of the range gets one, also those the tracker says wrote nothing to the
-   * partition: the tracker's sizes may be those of an attempt that lost the commit race, and
-   * an empty run costs one small request. The cap shares the fetch limit out, about two segments
-   * of every run, but is never below a run batch ({@code runBatch}: every answer brings at
-   * least one batch, so a smaller cap would only hide memory from the count).
+   * order, or one per run of a map that pushed several ({@code runStarts}: where each map's
+   * further runs begin, by slot, map and batch, as the coordinator lists them). Every map of the
+   * range gets one, also those the tracker says wrote nothing to the partition: the tracker's
+   * sizes may be those of an attempt that lost the commit race, and an empty run costs one small
+   * request. The cap shares the fetch limit out, about two segments of every run, but is never
+   * below a run batch ({@code runBatch}: every answer brings at least one batch, so a smaller cap
+   * would only hide memory from the count).
    */
   static List<Segment> runs(int shuffleId, int startMap, int endMap, int startPartition,
-      int endPartition, Placement placement, CrossdockConf conf, int runBatch) {
+      int endPartition, Placement placement, CrossdockConf conf, int runBatch,
+      List<Message.MapRunStart> runStarts) {
     int maps = Math.max(0, endMap - startMap);
     int parts = Math.max(0, endPartition - startPartition);
     long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
-    long n = (long) maps * parts;
+    // Further runs per (slot, map); the first run of each begins at batch 0.
+    Map<Long, List<Integer>> further = new HashMap<>();
+    for (Message.MapRunStart r : runStarts) {
+      further.computeIfAbsent(((long) r.partition() << 32) | r.mapId(), k -> new ArrayList<>())
+          .add(r.batchSeq());
+    }
+    long n = (long) maps * parts + runStarts.size();
     long cap = RunSizes.requestBytes(conf.fetchMaxInFlight, runBatch, n);
     List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));
     for (int p = 0; p < parts; p++) {
@@ -100,7 +112,18 @@ final class FetchPlanner {
         List<String> copies = placement.copiesOf(slot);
         for (int m = 0; m < maps; m++) {
           long estimate = sizes == null ? cap : sizes[p][m];
-          out.add(new Segment(slot, startMap + m, startMap + m + 1, estimate, copies, cap));
+          int map = startMap + m;
+          List<Integer> starts = further.get(((long) slot << 32) | map);
+          if (starts == null) {
+            out.add(new Segment(slot, map, map + 1, estimate, copies, cap));
+            continue;
+          }
+          int first = 0;
+          for (int i = 0; i <= starts.size(); i++) {
+            int end = i < starts.size() ? starts.get(i) : 0;
+            out.add(Segment.run(slot, map, estimate / (starts.size() + 1), copies, cap, first, end));
+            first = end;
+          }
         }
       }
     }

@@ -24,6 +24,7 @@ import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunReader;
 import org.crossdock.client.fetch.Segment;
 import org.crossdock.client.BufferStream;
+import org.crossdock.protocol.Message;
 import scala.Tuple2;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
@@ -32,13 +33,15 @@ import scala.math.Ordering;
 /**
  * The records of a key-ordered shuffle, merged once from the maps' sorted runs (Hadoop-A's
  * network-levitated merge): every map pushed each partition's records sorted by key, so the
- * reader opens one deserializing stream per (partition, map) run, keeps the head record of each
+ * reader opens one deserializing stream per (partition, map) run (per run of a map that pushed
+ * its sorter's spills as runs of their own: {@link SpillRuns}), keeps the head record of each
  * in a priority queue ordered by the dependency's key ordering, and hands out the smallest. The
  * bytes of a run are fetched a segment at a time ({@link RunReader}) as the merge drains them:
  * nothing is spilled, each record is compared in one merge, and the memory held is the runs'
  * segments (sized to the fetch limit) and their streams' buffers.
  *
- * <p>Ties between equal keys go to the lower (partition, map) run, so the order is deterministic.
+ * <p>Ties between equal keys go to the lower (partition, map, run) run, so the order is
+ * deterministic.
  * The records of several partitions are merged together, as Spark's reader sorts them together.
  * Failures are handled as the sequential reader does: a run no copy can serve leads to one
  * question to the coordinator (was a map's output lost: then a fetch failure that recomputes
@@ -106,7 +109,7 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     List<Segment> plan = startMap >= endMap || startPartition >= endPartition
         ? List.of()
         : FetchPlanner.runs(handle.shuffleId(), startMap, endMap, startPartition, endPartition,
-            placement(), conf, handle.runBatchBytes);
+            placement(), conf, handle.runBatchBytes, runStarts());
     memory = new FetchMemoryConsumer(context.taskMemoryManager());
     RunReader.Settings settings = new RunReader.Settings(handle.appId, handle.appToken,
         handle.shuffleId(), CrossdockConf.CONNECT_TIMEOUT_MS,
@@ -120,6 +123,16 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
       if (c.advance()) {
         heads.add(c);
       }
+    }
+  }
+
+  /** Where the maps' further sorted runs begin (maps that pushed their spills as runs). */
+  private List<Message.MapRunStart> runStarts() {
+    try {
+      return manager.runStarts(handle, startPartition, endPartition);
+    } catch (IOException e) {
+      throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(startPartition, -1,
+          "the shuffle's run starts could not be had: " + e.getMessage(), e));
     }
   }
 

@@ -9,6 +9,7 @@ import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.util.collection.ExternalSorter;
+import org.apache.spark.util.collection.WritablePartitionedPairCollection;
 import scala.Option;
 import scala.math.Ordering;
 
@@ -35,6 +36,35 @@ final class SparkCompat {
       ShuffleDependency<K, V, C> dep) {
     return new ExternalSorter(context, aggregator, Option.apply(partitioner), ordering,
         dep.serializer());
+  }
+
+  /**
+   * The map side's sorter of a merged shuffle (no aggregation, ordered by key), whose spills
+   * {@code runs} pushes as sorted runs instead of writing them to disk.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static <K, V> ExternalSorter<K, V, V> runPushingSorter(TaskContext context,
+      Partitioner partitioner, Ordering<K> ordering, ShuffleDependency<K, V, ?> dep,
+      SpillRuns runs) {
+    return new RunPushingSorter(context, partitioner, ordering, dep, runs);
+  }
+
+  /** Spark's sorter with its {@code spill} (public in bytecode) pushing runs. */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static final class RunPushingSorter<K, V> extends ExternalSorter<K, V, V> {
+    private final SpillRuns runs;
+
+    RunPushingSorter(TaskContext context, Partitioner partitioner, Ordering<K> ordering,
+        ShuffleDependency<K, V, ?> dep, SpillRuns runs) {
+      super(context, Option.empty(), Option.apply(partitioner), Option.apply(ordering),
+          dep.serializer());
+      this.runs = runs;
+    }
+
+    @Override
+    public void spill(WritablePartitionedPairCollection<K, V> collection) {
+      runs.push(collection);
+    }
   }
 
   /** Spark 3.5 computes no row-based checksum. */

@@ -1,0 +1,72 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.util.Comparator;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.ShufflePartitionPairsWriter;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.storage.ShuffleBlockId;
+import org.apache.spark.util.collection.WritablePartitionedIterator;
+import org.apache.spark.util.collection.WritablePartitionedPairCollection;
+import scala.Option;
+
+/**
+ * The spills of a merged shuffle's map sorter, pushed as sorted runs instead of written to local
+ * files (Hadoop-A's levitated merge, Wang et al., chapter 3: a map's output is merged only once,
+ * by the reader). When Spark's sorter runs short of memory it sorts what it holds by (partition,
+ * key) and hands it here ({@link SparkCompat#runPushingSorter}); each partition it holds becomes
+ * one run, written exactly as the sorter writes its final output (the dependency's serializer,
+ * wrapped per block by the serializer manager) into the task's {@link CrossdockMapOutputWriter},
+ * which pushes it and notes where the run begins. What is left in memory at the end is the last
+ * run of each partition. Nothing goes to the map's disk and nothing is read back.
+ */
+final class SpillRuns {
+  private final CrossdockMapOutputWriter out;
+  private final ShuffleWriteMetricsReporter metrics;
+  private final Comparator<Object> keyOrder;
+  private final int shuffleId;
+  private final long mapTaskId;
+  private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
+  private final SerializerInstance serializer;
+  private int pushed;
+
+  @SuppressWarnings("unchecked")
+  SpillRuns(CrossdockMapOutputWriter out, ShuffleWriteMetricsReporter metrics,
+      Comparator<?> keyOrder, SerializerInstance serializer, int shuffleId, long mapTaskId) {
+    this.out = out;
+    this.metrics = metrics;
+    this.keyOrder = (Comparator<Object>) keyOrder;
+    this.serializer = serializer;
+    this.shuffleId = shuffleId;
+    this.mapTaskId = mapTaskId;
+  }
+
+  /** Pushes {@code collection}, emptying it, as one sorted run of each partition it holds. */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  void push(WritablePartitionedPairCollection collection) {
+    WritablePartitionedIterator it =
+        collection.destructiveSortedWritablePartitionedIterator(Option.apply(keyOrder));
+    while (it.hasNext()) {
+      int partition = it.nextPartition();
+      // A failed push surfaces here as the pusher's IOException, thrown through Spark's code
+      // to the writer, which reports it as any failed push.
+      ShufflePartitionPairsWriter run = new ShufflePartitionPairsWriter(
+          out.getPartitionWriter(partition), serializerManager, serializer,
+          new ShuffleBlockId(shuffleId, mapTaskId, partition), metrics, null);
+      try {
+        while (it.hasNext() && it.nextPartition() == partition) {
+          it.writeNext(run);
+        }
+      } finally {
+        run.close();
+      }
+    }
+    pushed++;
+  }
+
+  /** How many spills were pushed as runs. */
+  int pushed() {
+    return pushed;
+  }
+}
