@@ -130,32 +130,38 @@ impl Progress {
     }
 
     /// The run starts the committed maps reported for partitions `[from, to)` and their
-    /// splits, ordered by (slot, map, batch).
+    /// splits, ordered by (slot, map, batch). Each map's list is in (slot, batch) order, so
+    /// every asked range of slots is found by a binary search in each map's.
     pub fn run_starts(&self, from: u32, to: u32) -> Vec<MapRunStart> {
         if self.run_count == 0 || from >= to {
             return Vec::new();
         }
-        let asked = |slot: u32| {
-            let p = if (slot as usize) < self.primary.len() - self.split_from.len() {
-                slot
-            } else {
-                self.partition_of(slot)
-            };
-            (from..to).contains(&p)
-        };
-        let mut out: Vec<MapRunStart> = self
-            .map_runs
-            .iter()
-            .enumerate()
-            .flat_map(|(m, runs)| {
-                runs.iter().map(move |r| MapRunStart {
-                    partition: r.partition,
-                    map_id: m as u32,
-                    batch_seq: r.batch_seq,
-                })
-            })
-            .filter(|r| asked(r.partition))
-            .collect();
+        let first_split = (self.primary.len() - self.split_from.len()) as u32;
+        let mut ranges = vec![(from, to.min(first_split))];
+        ranges.extend(
+            (first_split..self.primary.len() as u32)
+                .filter(|&slot| (from..to).contains(&self.partition_of(slot)))
+                .map(|slot| (slot, slot + 1)),
+        );
+        let mut out = Vec::new();
+        for (m, runs) in self.map_runs.iter().enumerate() {
+            if runs.is_empty() {
+                continue;
+            }
+            for &(lo, hi) in &ranges {
+                let i = runs.partition_point(|r| r.partition < lo);
+                out.extend(
+                    runs[i..]
+                        .iter()
+                        .take_while(|r| r.partition < hi)
+                        .map(|r| MapRunStart {
+                            partition: r.partition,
+                            map_id: m as u32,
+                            batch_seq: r.batch_seq,
+                        }),
+                );
+            }
+        }
         out.sort_unstable();
         out
     }

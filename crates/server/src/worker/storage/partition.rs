@@ -656,7 +656,7 @@ mod tests {
             p.insert(2, AttemptId(0), seq, 0, data(10));
         }
         let run = |start: u32, end_seq: u32, bytes: u64| {
-            let resume = (start > 0).then_some(ResumePoint {
+            let resume = (start > 0).then(|| ResumePoint {
                 map_id: 2,
                 batch_seq: start - 1,
             });

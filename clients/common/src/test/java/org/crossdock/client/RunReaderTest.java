@@ -182,6 +182,52 @@ class RunReaderTest {
     readInterleaved(many, List.of());
   }
 
+  /**
+   * One map's batches read as several runs (as when the map pushed its spills as runs): each
+   * run from its first batch to before the next one's, under any cap, each batch once.
+   */
+  @Test
+  void aMapsBatchesReadAsSeveralRunsAreEachReadToTheNextRunsStart() throws Exception {
+    // Map 3 pushed 4 batches of each partition; say its runs begin at batches 0, 1 and 3.
+    for (long cap : new long[] {1, 2500, 1 << 20}) {
+      List<Segment> runs = new ArrayList<>();
+      List<int[]> want = new ArrayList<>();
+      for (int p = 0; p < PARTS; p++) {
+        int[][] bounds = {{0, 1}, {1, 3}, {3, 0}};
+        for (int[] b : bounds) {
+          runs.add(Segment.run(p, 3, cap, List.of(pl.addrOf(p)), cap, b[0], b[1]));
+          want.add(b);
+        }
+      }
+      FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
+      RunReader.Settings settings = new RunReader.Settings(APP, CrossdockServer.token(APP), 1,
+          3000, RealServerTest.TIMEOUT, 3);
+      try (RunReader reader = new RunReader(settings, runs, new FetchMonitor(), memory, a -> false)) {
+        for (int i = runs.size() - 1; i >= 0; i--) { // the later runs first: no order needed
+          List<Integer> seqs = new ArrayList<>();
+          FetchScheduler.Delivery d;
+          while ((d = reader.next(runs.get(i))) != null) {
+            Message.FetchedBatch b = d.batch();
+            assertEquals(3, b.mapId());
+            assertArrayEquals(
+                RealServerTest.payload(3, runs.get(i).partition, b.batchSeq(), size(3)),
+                RealServerTest.bytes(b.payload()), "batch " + b.batchSeq());
+            seqs.add(b.batchSeq());
+          }
+          int end = want.get(i)[1] == 0 ? batches(3, runs.get(i).partition) : want.get(i)[1];
+          List<Integer> expected = new ArrayList<>();
+          for (int s = want.get(i)[0]; s < end; s++) {
+            expected.add(s);
+          }
+          assertEquals(expected, seqs, runs.get(i) + " with cap " + cap);
+        }
+      }
+      assertEquals(0, memory.held, "every byte of memory given back");
+    }
+    assertThrows(IllegalArgumentException.class,
+        () -> Segment.run(0, 3, 1, List.of("x:1"), 1, 3, 3), "an empty run");
+  }
+
   @Test
   void aRunOfManyMapsIsRefused() {
     assertThrows(IllegalArgumentException.class,

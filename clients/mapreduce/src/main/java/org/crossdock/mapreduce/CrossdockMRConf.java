@@ -82,9 +82,13 @@ final class CrossdockMRConf {
     return v;
   }
 
-  /** The batch size of a map's runs with {@code maps} maps ({@link RunSizes#batchBytes}). */
+  /**
+   * The batch size of a map's runs with {@code maps} maps ({@link RunSizes#batchBytes}): sized
+   * for {@link RunSizes#MAX_RUNS_PER_MAP} runs per map when maps push their spills as runs.
+   */
   int runBatchBytes(int maps) {
-    return RunSizes.batchBytes(fetchMaxInFlight, batchSize, maps);
+    return RunSizes.batchBytes(fetchMaxInFlight, batchSize,
+        (long) maps * (spillRuns ? RunSizes.MAX_RUNS_PER_MAP : 1));
   }
 
   /** The most bytes one request of a run brings ({@link RunSizes#requestBytes}). */

@@ -19,6 +19,7 @@ import org.apache.hadoop.mapred.TaskStatus;
 import org.apache.hadoop.mapreduce.TaskCounter;
 import org.crossdock.client.MapPusher;
 import org.crossdock.client.Placement;
+import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.protocol.Message;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -34,7 +35,9 @@ import org.slf4j.LoggerFactory;
  * two of every map's ({@link CrossdockMRConf#runBatchBytes}). A map whose records outgrow the
  * buffer pushes what it holds, sorted and combined, as one run of each partition, and goes on:
  * each spill is a run of its own (Hadoop-A: nothing is merged on the map, the reducer merges
- * every run once), and the commit says where each partition's later runs begin. With a
+ * every run once), and the commit says where each partition's later runs begin. A map makes at
+ * most {@link RunSizes#MAX_RUNS_PER_MAP} runs of a partition, so that a reducer's memory stays
+ * bounded: spills past them go to local disk and are merged into the last run. With a
  * coordinator that predates run starts, spills go to local disk as MapReduce's do and are merged
  * into one run per partition at the end.
  * A job that compresses its map outputs ({@code mapreduce.map.output.compress}) has each batch
@@ -68,6 +71,8 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   private final List<SpillFile> spills = new ArrayList<>();
   /** Whether spills are pushed as runs ({@link JobSession#keepsRuns}). */
   private boolean spillRuns;
+  /** Spills pushed as runs so far. */
+  private int pushedSpills;
   /** Whether a run of the partition was pushed: its next run begins a new one. */
   private boolean[] begun;
   private final List<Message.RunStart> runStarts = new ArrayList<>();
@@ -156,7 +161,10 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
    * (combined, as MapReduce's spills are) when the coordinator keeps no run starts.
    */
   private void spill() throws IOException {
-    if (spillRuns) {
+    // The last run is the map's end; so at most MAX_RUNS_PER_MAP - 1 spills are runs, and
+    // later ones go to disk, merged at the end into that last run.
+    if (spillRuns && pushedSpills < RunSizes.MAX_RUNS_PER_MAP - 1) {
+      pushedSpills++;
       try {
         pushRuns();
       } catch (IOException | RuntimeException e) {

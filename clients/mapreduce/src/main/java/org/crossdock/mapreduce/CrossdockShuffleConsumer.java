@@ -162,11 +162,13 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
     long pause = 20;
     Reporter reporter = context.getReporter();
     while (true) {
-      // With the run starts of this reduce's partition (and its splits), if any map has some.
-      Message.ShuffleStatus status = session.coordinator.shuffleStatus(session.appId,
-          JobSession.SHUFFLE_ID, reduce, reduce + 1);
+      Message.ShuffleStatus status =
+          session.coordinator.shuffleStatus(session.appId, JobSession.SHUFFLE_ID);
       if (status.committedMaps() >= numMaps) {
-        return status;
+        // Where maps that pushed their spills as runs began the later ones, if any did: the
+        // run starts of this reduce's partition and its splits, asked once.
+        return status.runCount().orElse(0) == 0 ? status : session.coordinator.shuffleStatus(
+            session.appId, JobSession.SHUFFLE_ID, reduce, reduce + 1);
       }
       if ((System.nanoTime() - start) / 1_000_000 > conf.mapsWaitMs) {
         throw new IOException("Crossdock: only " + status.committedMaps() + " of " + numMaps

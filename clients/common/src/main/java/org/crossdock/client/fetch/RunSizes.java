@@ -15,6 +15,12 @@ public final class RunSizes {
   static final long MIN_BATCH = 16L << 10;
   /** The least bytes one request of a run asks for. */
   static final long MIN_REQUEST = 4L << 10;
+  /**
+   * The most sorted runs one map pushes of a partition: a map short of memory pushes its first
+   * spills as runs of their own and merges any later ones on its disk into its last run, so a
+   * reducer merges at most this many runs per map, and batches are sized for that many.
+   */
+  public static final int MAX_RUNS_PER_MAP = 4;
 
   private RunSizes() {}
 

@@ -57,6 +57,8 @@ public final class Segment {
   boolean started;
   /** The FetchEnd arrived: everything was received. */
   boolean done;
+  /** A batch at or past {@link #endBatch} arrived (and was dropped): the run is read. */
+  boolean pastEnd;
   /** The source gave up on it; the scheduler decides what next. */
   CrossdockException failure;
   /** Transport retries on the current source. */
@@ -124,7 +126,7 @@ public final class Segment {
    * fewer than {@code runBytes}, which the worker only does at the run's end.
    */
   boolean readToEnd() {
-    return done && (runBytes == 0 || received - receivedAtRequest < runBytes);
+    return done && (pastEnd || runBytes == 0 || received - receivedAtRequest < runBytes);
   }
 
   /** Takes the segment back after it failed, to be read on from {@code copies}. */
@@ -154,9 +156,11 @@ public final class Segment {
     for (Message.FetchedBatch b : batches) {
       check(addr, partition, resume, b);
       if (endBatch > 0 && Integer.compareUnsigned(b.batchSeq(), endBatch) >= 0) {
-        // A worker that predates end_batch_seq sends the map's later runs too.
-        throw CrossdockException.corrupt(addr, "batch (map " + b.mapId() + ", seq "
-            + b.batchSeq() + ") is past the end of its run at batch " + endBatch);
+        // A worker that predates end_batch_seq sends the map's later runs too: they are not
+        // this run's, and the run is read to its end.
+        batchesInStream++;
+        pastEnd = true;
+        continue;
       }
       resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
       batchesInStream++;

@@ -143,11 +143,11 @@ public final class CrossdockConf {
   }
 
   /**
-   * The batch size of a sorted shuffle's runs ({@link #MERGE_SORTED_RUNS}) with {@code maps}
-   * maps ({@link RunSizes#batchBytes}).
+   * The batch size of a sorted shuffle's runs ({@link #MERGE_SORTED_RUNS}) when a reducer merges
+   * {@code runs} runs ({@link RunSizes#batchBytes}).
    */
-  public int runBatchBytes(int maps) {
-    return RunSizes.batchBytes(fetchMaxInFlight, batchSize, maps);
+  public int runBatchBytes(long runs) {
+    return RunSizes.batchBytes(fetchMaxInFlight, batchSize, runs);
   }
 
   /**

@@ -28,6 +28,7 @@ import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Placement;
 import org.crossdock.client.ReducerHosts;
 import org.crossdock.client.SplitRoutes;
+import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.client.route.RoutePolicy;
 import org.crossdock.protocol.Message;
 import org.crossdock.protocol.ErrorCode;
@@ -366,12 +367,13 @@ public class CrossdockShuffleManager implements ShuffleManager {
       // reader (Hadoop-A's levitated merge); it needs the sorter's writer, not the direct one.
       boolean merge = conf.mergeSortedRuns && dep.keyOrdering().isDefined()
           && dep.aggregator().isEmpty();
-      int runBatch = merge ? conf.runBatchBytes(numMaps) : 0;
       // Maps push their sorter's spills as runs of their own only where the coordinator keeps
       // run starts (its status counts them): one that predates them would let readers merge
-      // several runs as one.
+      // several runs as one. Batches are then sized for a few runs per map.
       boolean spillRuns = merge && placement != null
           && coordinator().shuffleStatus(app, shuffleId).runCount().isPresent();
+      int runBatch = !merge ? 0
+          : conf.runBatchBytes((long) numMaps * (spillRuns ? RunSizes.MAX_RUNS_PER_MAP : 1));
       return new CrossdockShuffleHandle<>(shuffleId, dep, conf.coordinator, app, appToken, numMaps,
           placement, !merge && CrossdockDirectWriter.canUse(dep), runBatch, spillRuns,
           CrossdockAccumulators.registered());

@@ -98,11 +98,15 @@ final class FetchPlanner {
     long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
     // Further runs per (slot, map); the first run of each begins at batch 0.
     Map<Long, List<Integer>> further = new HashMap<>();
+    long extra = 0;
     for (Message.MapRunStart r : runStarts) {
-      further.computeIfAbsent(((long) r.partition() << 32) | r.mapId(), k -> new ArrayList<>())
-          .add(r.batchSeq());
+      if (r.mapId() >= startMap && r.mapId() < endMap) {
+        further.computeIfAbsent(((long) r.partition() << 32) | r.mapId(), k -> new ArrayList<>())
+            .add(r.batchSeq());
+        extra++;
+      }
     }
-    long n = (long) maps * parts + runStarts.size();
+    long n = (long) maps * parts + extra;
     long cap = RunSizes.requestBytes(conf.fetchMaxInFlight, runBatch, n);
     List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));
     for (int p = 0; p < parts; p++) {

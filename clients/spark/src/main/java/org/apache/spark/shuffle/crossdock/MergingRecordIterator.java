@@ -279,7 +279,15 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
           }
         }
         if (records.hasNext()) {
+          Tuple2<Object, Object> prev = head;
           head = records.next();
+          if (prev != null && ordering.compare(prev._1(), head._1()) > 0) {
+            // Run starts that are not those of the attempt read (a commit replaced between
+            // asking and reading) would merge two runs as one: never hand that out as sorted.
+            throw CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(run.partition,
+                run.startMap, "the run of map " + run.startMap + " (" + run + ") is not in key"
+                    + " order: its run starts are not those of the attempt that was read", null));
+          }
           return true;
         }
         head = null;

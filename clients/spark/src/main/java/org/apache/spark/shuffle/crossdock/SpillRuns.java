@@ -9,6 +9,7 @@ import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.collection.WritablePartitionedIterator;
 import org.apache.spark.util.collection.WritablePartitionedPairCollection;
+import org.crossdock.client.fetch.RunSizes;
 import scala.Option;
 
 /**
@@ -42,9 +43,15 @@ final class SpillRuns {
     this.mapTaskId = mapTaskId;
   }
 
-  /** Pushes {@code collection}, emptying it, as one sorted run of each partition it holds. */
+  /**
+   * Pushes {@code collection}, emptying it, as one sorted run of each partition it holds; false
+   * (nothing done) once the map pushed as many spills as it may, the last run being its end.
+   */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  void push(WritablePartitionedPairCollection collection) {
+  boolean push(WritablePartitionedPairCollection collection) {
+    if (pushed >= RunSizes.MAX_RUNS_PER_MAP - 1) {
+      return false;
+    }
     WritablePartitionedIterator it =
         collection.destructiveSortedWritablePartitionedIterator(Option.apply(keyOrder));
     while (it.hasNext()) {
@@ -54,15 +61,30 @@ final class SpillRuns {
       ShufflePartitionPairsWriter run = new ShufflePartitionPairsWriter(
           out.getPartitionWriter(partition), serializerManager, serializer,
           new ShuffleBlockId(shuffleId, mapTaskId, partition), metrics, null);
+      Throwable failure = null;
       try {
         while (it.hasNext() && it.nextPartition() == partition) {
           it.writeNext(run);
         }
+      } catch (Throwable t) {
+        failure = t;
+        throw t;
       } finally {
-        run.close();
+        // Closing pushes the run's last batch; when the run already failed, a failure of that
+        // push is the lesser one.
+        if (failure == null) {
+          run.close();
+        } else {
+          try {
+            run.close();
+          } catch (Throwable t) {
+            failure.addSuppressed(t);
+          }
+        }
       }
     }
     pushed++;
+    return true;
   }
 
   /** How many spills were pushed as runs. */

@@ -23,15 +23,16 @@ import scala.Tuple2;
  * Maps of a merged shuffle that run short of memory push each spill of their sorter as a sorted
  * run of its own ({@link SpillRuns}), and reducers merge every run once. Spark's own threshold
  * (spark.shuffle.spill.numElementsForceSpillThreshold, 1000 records here) makes every map spill
- * at the same records, so the number of runs is exact: a map of 6000 records spills after
- * records 1001, 2002, 3003, 4004 and 5005 and ends with 995 in memory, six runs of each partition.
- * local[2,2]: two threads, and a failed task is tried again once.
+ * at the same records, so the number of runs is exact: a map of 3500 records spills after records
+ * 1001, 2002 and 3003 and ends with 497 in memory, four runs of each partition. A map of 6000
+ * records spills twice more: past the three spills a map pushes, those go to disk and are merged
+ * into its last run. local[2,2]: two threads, and a failed task is tried again once.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class SparkSpillRunsTest {
   private static final int MAPS = 8;
-  private static final int PER_MAP = 6000;
-  private static final int RUNS_PER_MAP = 6;
+  private static final int PER_MAP = 3500;
+  private static final int RUNS_PER_MAP = 4;
 
   CrossdockServer server;
   JavaSparkContext sc;
@@ -52,9 +53,13 @@ class SparkSpillRunsTest {
 
   /** (key, "index:hex") pairs: keys repeat across maps and runs, values tell records apart. */
   static List<Tuple2<Integer, String>> data(long seed) {
+    return data(seed, PER_MAP);
+  }
+
+  static List<Tuple2<Integer, String>> data(long seed, int perMap) {
     Random r = new Random(seed);
     List<Tuple2<Integer, String>> out = new ArrayList<>();
-    for (int i = 0; i < MAPS * PER_MAP; i++) {
+    for (int i = 0; i < MAPS * perMap; i++) {
       out.add(new Tuple2<>(r.nextInt(20_000), i + ":" + Long.toHexString(r.nextLong())));
     }
     return out;
@@ -98,38 +103,56 @@ class SparkSpillRunsTest {
     }
   }
 
-  @Test
-  void spillsArePushedAsRunsAndMergedOnce() throws Exception {
-    List<Tuple2<Integer, String>> data = data(5);
+  /** Spill figures of a merged job's tasks: map disk, map memory, reduce, written, read. */
+  record Spills(long mapDisk, long mapMemory, long reduce, long written, long read) {
+    static Spills of(List<SparkListenerTaskEnd> ends) {
+      long written = 0, read = 0, mapDisk = 0, mapMemory = 0, reduce = 0;
+      for (SparkListenerTaskEnd e : ends) {
+        if (e.taskMetrics() == null) {
+          continue;
+        }
+        written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
+        read += e.taskMetrics().shuffleReadMetrics().localBytesRead()
+            + e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
+        if (e.taskMetrics().shuffleWriteMetrics().recordsWritten() > 0) {
+          mapDisk += e.taskMetrics().diskBytesSpilled();
+          mapMemory += e.taskMetrics().memoryBytesSpilled();
+        } else {
+          reduce += e.taskMetrics().memoryBytesSpilled() + e.taskMetrics().diskBytesSpilled();
+        }
+      }
+      return new Spills(mapDisk, mapMemory, reduce, written, read);
+    }
+  }
+
+  /** Sorts {@code data} within 3 hash partitions; returns the partitions and the job's spills. */
+  Spills sortWithin(List<Tuple2<Integer, String>> data, String group) throws Exception {
     JavaPairRDD<Integer, String> sorted = sc.parallelizePairs(data, MAPS)
         .repartitionAndSortWithinPartitions(new HashPartitioner(3));
     CrossdockShuffleHandle<?, ?, ?> h =
         (CrossdockShuffleHandle<?, ?, ?>) SparkLocalTest.shuffleDep(sorted).shuffleHandle();
     assertTrue(h.sortedRuns() && h.spillRuns, "a merged shuffle pushes its spills as runs");
     List<List<Tuple2<Integer, String>>> parts = new ArrayList<>();
-    List<SparkListenerTaskEnd> ends = taskEnds("runs", () -> parts.addAll(sorted.glom().collect()));
+    Spills spills = Spills.of(taskEnds(group, () -> parts.addAll(sorted.glom().collect())));
     assertMergedExactly(data, parts);
-    long written = 0, read = 0, mapDiskSpill = 0, mapMemorySpill = 0, reduceSpill = 0;
-    for (SparkListenerTaskEnd e : ends) {
-      if (e.taskMetrics() == null) {
-        continue;
-      }
-      written += e.taskMetrics().shuffleWriteMetrics().bytesWritten();
-      read += e.taskMetrics().shuffleReadMetrics().localBytesRead()
-          + e.taskMetrics().shuffleReadMetrics().remoteBytesRead();
-      if (e.taskMetrics().shuffleWriteMetrics().recordsWritten() > 0) {
-        mapDiskSpill += e.taskMetrics().diskBytesSpilled();
-        mapMemorySpill += e.taskMetrics().memoryBytesSpilled();
-      } else {
-        reduceSpill += e.taskMetrics().memoryBytesSpilled() + e.taskMetrics().diskBytesSpilled();
-      }
-    }
-    assertTrue(mapMemorySpill > 0, "the maps' sorters spilled");
-    assertEquals(0, mapDiskSpill, "no spill reached a map's disk");
-    assertEquals(0, reduceSpill, "the merge never spills");
-    assertEquals(written, read, "every byte written (each run's too) is read back once");
+    assertEquals(0, spills.reduce(), "the merge never spills");
+    assertEquals(spills.written(), spills.read(), "every byte written is read back once");
     assertEquals(3L * MAPS * RUNS_PER_MAP, h.accumulators.mergedRuns.value(),
-        "each of 3 reducers merged six runs of each of the maps");
+        "each of 3 reducers merged four runs of each of the maps");
+    return spills;
+  }
+
+  @Test
+  void spillsArePushedAsRunsAndMergedOnce() throws Exception {
+    Spills spills = sortWithin(data(5), "runs");
+    assertTrue(spills.mapMemory() > 0, "the maps' sorters spilled");
+    assertEquals(0, spills.mapDisk(), "no spill reached a map's disk");
+  }
+
+  @Test
+  void spillsPastThoseAMapPushesAreMergedIntoItsLastRun() throws Exception {
+    Spills spills = sortWithin(data(8, 6000), "more spills");
+    assertTrue(spills.mapDisk() > 0, "the fourth and fifth spills of each map went to disk");
   }
 
   @Test

@@ -40,7 +40,8 @@ final class SparkCompat {
 
   /**
    * The map side's sorter of a merged shuffle (no aggregation, ordered by key), whose spills
-   * {@code runs} pushes as sorted runs instead of writing them to disk.
+   * {@code runs} pushes as sorted runs instead of writing them to disk (the first ones: later
+   * spills go to disk and are merged into the map's last run, as Spark's own are).
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static <K, V> ExternalSorter<K, V, V> runPushingSorter(TaskContext context,
@@ -63,7 +64,9 @@ final class SparkCompat {
 
     @Override
     public void spill(WritablePartitionedPairCollection<K, V> collection) {
-      runs.push(collection);
+      if (!runs.push(collection)) {
+        super.spill(collection); // past the runs a map may push: to disk, merged at the end
+      }
     }
   }
 
