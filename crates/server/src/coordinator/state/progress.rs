@@ -150,16 +150,13 @@ impl Progress {
             }
             for &(lo, hi) in &ranges {
                 let i = runs.partition_point(|r| r.partition < lo);
-                out.extend(
-                    runs[i..]
-                        .iter()
-                        .take_while(|r| r.partition < hi)
-                        .map(|r| MapRunStart {
-                            partition: r.partition,
-                            map_id: m as u32,
-                            batch_seq: r.batch_seq,
-                        }),
-                );
+                out.extend(runs[i..].iter().take_while(|r| r.partition < hi).map(|r| {
+                    MapRunStart {
+                        partition: r.partition,
+                        map_id: m as u32,
+                        batch_seq: r.batch_seq,
+                    }
+                }));
             }
         }
         out.sort_unstable();
