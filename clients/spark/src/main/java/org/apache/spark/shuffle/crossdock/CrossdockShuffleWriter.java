@@ -28,11 +28,11 @@ import scala.collection.Iterator;
  * <p>Attempt ids, the commit, losing the race and the MapStatus are {@link MapAttempt}'s.
  */
 final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
-  private final CrossdockShuffleHandle<K, V, C> handle;
-  private final MapAttempt attempt;
   private static final org.slf4j.Logger LOG =
       org.slf4j.LoggerFactory.getLogger(CrossdockShuffleWriter.class);
 
+  private final CrossdockShuffleHandle<K, V, C> handle;
+  private final MapAttempt attempt;
   private ExternalSorter<K, V, ?> sorter;
   /** The spills pushed as runs, for a merged shuffle ({@link CrossdockShuffleHandle#spillRuns}). */
   private SpillRuns spills;

@@ -446,6 +446,12 @@ class SparkLocalTest {
 
   /** Runs {@code job} in job group {@code group}; returns the task-end events of its jobs. */
   List<SparkListenerTaskEnd> taskEnds(String group, Job job) throws Exception {
+    return taskEnds(sc, group, job);
+  }
+
+  /** As above, in {@code sc}. */
+  static List<SparkListenerTaskEnd> taskEnds(JavaSparkContext sc, String group, Job job)
+      throws Exception {
     Events events = new Events(group);
     sc.sc().addSparkListener(events);
     sc.setJobGroup(group, group, false);

@@ -88,19 +88,7 @@ class SparkSpillRunsTest {
   }
 
   List<SparkListenerTaskEnd> taskEnds(String group, SparkLocalTest.Job job) throws Exception {
-    SparkLocalTest.Events events = new SparkLocalTest.Events(group);
-    sc.sc().addSparkListener(events);
-    sc.setJobGroup(group, group, false);
-    try {
-      job.run();
-      sc.sc().listenerBus().waitUntilEmpty();
-    } finally {
-      sc.clearJobGroup();
-      sc.sc().removeSparkListener(events);
-    }
-    synchronized (events.ends) {
-      return new ArrayList<>(events.ends);
-    }
+    return SparkLocalTest.taskEnds(sc, group, job);
   }
 
   /** Spill figures of a merged job's tasks: map disk, map memory, reduce, written, read. */
