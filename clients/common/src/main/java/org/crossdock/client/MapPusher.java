@@ -48,6 +48,9 @@ public final class MapPusher implements Closeable {
   private final int[] slots;
   /** The address of each partition's slot in this attempt. */
   private final String[] slotAddrs;
+  /** Partitions whose next batch begins a run ({@link #beginRun}). */
+  private final boolean[] runPending;
+  private final List<Message.RunStart> runStarts = new ArrayList<>();
 
   private final ArrayDeque<Item> queue = new ArrayDeque<>();
   private long inFlight;
@@ -104,6 +107,7 @@ public final class MapPusher implements Closeable {
     this.slots = new int[numPartitions];
     java.util.Arrays.fill(slots, -1);
     this.slotAddrs = new String[numPartitions];
+    this.runPending = new boolean[numPartitions];
   }
 
   /**
@@ -115,11 +119,23 @@ public final class MapPusher implements Closeable {
   }
 
   /**
-   * The sequence number the next batch of {@code partition} gets: where a run that begins now
-   * begins (a map pushing its sorted output in several runs reports it in its commit).
+   * The next batch of {@code partition} begins a new sorted run of it (a map pushing its sorted
+   * output in rounds calls this at each round's start). A run that pushes nothing is no run.
    */
-  public synchronized int nextSeq(int partition) {
-    return nextSeq[partition];
+  public synchronized void beginRun(int partition) {
+    runPending[partition] = true;
+  }
+
+  /**
+   * Where the partitions' second and later runs began ({@link #beginRun}), under the slot each
+   * partition's batches went to, in (slot, batch) order: what the commit reports; empty when
+   * every partition was pushed as one run.
+   */
+  public synchronized List<Message.RunStart> runStarts() {
+    List<Message.RunStart> out = new ArrayList<>(runStarts);
+    out.sort(java.util.Comparator.comparingInt(Message.RunStart::partition)
+        .thenComparingInt(Message.RunStart::batchSeq));
+    return out;
   }
 
   /**
@@ -171,6 +187,12 @@ public final class MapPusher implements Closeable {
         String current = r == null ? null : slotAddr.apply(r.slot());
         slots[partition] = r == null ? partition : r.slot();
         slotAddrs[partition] = r == null ? addr : current != null ? current : r.addr();
+      }
+      if (runPending[partition]) {
+        runPending[partition] = false;
+        if (nextSeq[partition] > 0) { // the first run begins at batch 0 and is never listed
+          runStarts.add(new Message.RunStart(slots[partition], nextSeq[partition]));
+        }
       }
       queue.add(new Item(partition, slots[partition], slotAddrs[partition],
           nextSeq[partition]++, buf, len));

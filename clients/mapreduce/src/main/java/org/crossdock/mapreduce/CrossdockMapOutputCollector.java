@@ -73,9 +73,7 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   private boolean spillRuns;
   /** Spills pushed as runs so far. */
   private int pushedSpills;
-  /** Whether a run of the partition was pushed: its next run begins a new one. */
-  private boolean[] begun;
-  private final List<Message.RunStart> runStarts = new ArrayList<>();
+
   private Placement placement;
   private MapPusher pusher;
   private long[] bytes;
@@ -126,7 +124,6 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
     try {
       placement = session.placement(numMaps, numPartitions);
       spillRuns = conf.spillRuns && session.keepsRuns();
-      begun = new boolean[numPartitions];
       pusher = new MapPusher(session.pool, session.appId, JobSession.SHUFFLE_ID, mapIndex,
           attemptId, numPartitions, conf.pushMaxInFlight, conf.networkTimeoutMs, session.routes,
           placement::addrOfSlot);
@@ -300,10 +297,10 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   private final class Run implements RecordSink {
     private final int partition;
     private final BatchBuffer batch = new BatchBuffer(runBatch);
-    private boolean pushed;
 
     Run(int partition) {
       this.partition = partition;
+      pusher.beginRun(partition);
     }
 
     @Override
@@ -339,14 +336,6 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
         }
         n = b.length;
       }
-      if (!pushed) {
-        pushed = true;
-        if (begun[partition]) {
-          // A later run of the partition: it begins where the pusher's sequence stands.
-          runStarts.add(new Message.RunStart(pusher.slotOf(partition), pusher.nextSeq(partition)));
-        }
-        begun[partition] = true;
-      }
       pusher.push(partition, placement.addrOf(partition), b, n); // now the pusher's
       bytes[partition] += n;
       materializedBytes.increment(n);
@@ -380,19 +369,11 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
       return;
     }
     Message.CommitResult r = session.coordinator.commitMap(session.appId, JobSession.SHUFFLE_ID,
-        mapIndex, attemptId, pusher.stats(bytes, records), sortedRunStarts());
+        mapIndex, attemptId, pusher.stats(bytes, records), pusher.runStarts());
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock map {}: attempt {} lost to attempt {}; its output is ignored", mapIndex,
           attemptId, Integer.toUnsignedString(r.winningAttempt()));
     }
-  }
-
-  /** Where the partitions' later runs begin, in (slot, batch) order. */
-  private List<Message.RunStart> sortedRunStarts() {
-    List<Message.RunStart> out = new ArrayList<>(runStarts);
-    out.sort(java.util.Comparator.comparingInt(Message.RunStart::partition)
-        .thenComparingInt(Message.RunStart::batchSeq));
-    return out;
   }
 
   /** Reports a worker a push could not reach, so that the retry pushes where data can go. */

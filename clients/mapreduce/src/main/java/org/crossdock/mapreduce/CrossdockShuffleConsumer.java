@@ -20,6 +20,7 @@ import org.crossdock.client.fetch.FetchMemory;
 import org.crossdock.client.fetch.FetchMonitor;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunReader;
+import org.crossdock.client.fetch.RunStartIndex;
 import org.crossdock.client.fetch.Segment;
 import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Message;
@@ -103,16 +104,10 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       Placement placement = Placement.of(status);
       int runBatch = conf.runBatchBytes(numMaps);
       long cap = conf.runCap(numMaps, runBatch);
-      // Where maps that pushed their spills as runs began their later ones, by (slot, map).
-      Map<Long, List<Integer>> further = new HashMap<>();
-      List<Message.MapRunStart> starts =
-          status.runStarts() == null ? List.of() : status.runStarts();
-      for (Message.MapRunStart r : starts) {
-        further.computeIfAbsent(((long) r.partition() << 32) | r.mapId(), k -> new ArrayList<>())
-            .add(r.batchSeq());
-      }
-      if (!starts.isEmpty()) {
-        cap = conf.runCap(numMaps + starts.size(), runBatch);
+      // Where maps that pushed their spills as runs began their later ones.
+      RunStartIndex later = new RunStartIndex(status.runStarts(), 0, numMaps);
+      if (later.count() > 0) {
+        cap = conf.runCap(numMaps + (int) Math.min(Integer.MAX_VALUE, later.count()), runBatch);
       }
       List<Segment> runs = new ArrayList<>();
       for (int slot : placement.slotsOf(reduce)) {
@@ -120,18 +115,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
         expectedBytes += slotBytes;
         long estimate = Math.min(cap, (slotBytes + numMaps - 1) / numMaps);
         for (int m = 0; m < numMaps; m++) {
-          List<Integer> later = further.get(((long) slot << 32) | m);
-          if (later == null) {
-            runs.add(new Segment(slot, m, m + 1, estimate, placement.copiesOf(slot), cap));
-            continue;
-          }
-          int first = 0;
-          for (int i = 0; i <= later.size(); i++) {
-            int end = i < later.size() ? later.get(i) : 0;
-            runs.add(Segment.run(slot, m, estimate / (later.size() + 1), placement.copiesOf(slot),
-                cap, first, end));
-            first = end;
-          }
+          later.addSegments(runs, slot, m, estimate, placement.copiesOf(slot), cap);
         }
       }
       RunReader.Settings settings = new RunReader.Settings(session.appId, session.token,

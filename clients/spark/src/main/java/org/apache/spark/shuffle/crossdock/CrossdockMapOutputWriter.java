@@ -2,17 +2,13 @@ package org.apache.spark.shuffle.crossdock;
 
 import java.io.IOException;
 import java.io.OutputStream;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
-import java.util.List;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.api.ShuffleMapOutputWriter;
 import org.apache.spark.shuffle.api.ShufflePartitionWriter;
 import org.apache.spark.shuffle.api.metadata.MapOutputCommitMessage;
 import org.crossdock.client.MapPusher;
 import org.crossdock.client.Placement;
-import org.crossdock.protocol.Message;
 
 /**
  * The sink of {@code ExternalSorter.writePartitionedMapOutput}: Spark writes each partition's
@@ -23,9 +19,9 @@ import org.crossdock.protocol.Message;
  *
  * <p><b>Several runs.</b> A map of a merged shuffle that runs short of memory pushes each sorted
  * spill as a run of its own ({@link SpillRuns}) through this writer too, and the rest at the end:
- * a partition may then be opened once per run, each time as a new stream. Where a partition's
- * second and later runs begin (the sequence number of their first batch, under the slot the
- * pusher sends the partition to) is what {@link #runStarts} gives the commit.
+ * a partition may then be opened once per run, each time as a new stream, and each stream
+ * begins a run at the pusher ({@link MapPusher#beginRun}), which notes where the later ones begin
+ * for the commit.
  */
 final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
   private final MapPusher pusher;
@@ -33,9 +29,6 @@ final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
   private final int batchSize;
   final long[] bytes;
   final long[] records;
-  /** Whether a run of the partition was pushed already: the next one starts a new run. */
-  private final boolean[] begun;
-  private final List<Message.RunStart> runStarts = new ArrayList<>();
   private int current = -1;
 
   CrossdockMapOutputWriter(MapPusher pusher, Placement placement, int numPartitions, int batchSize) {
@@ -44,23 +37,12 @@ final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
     this.batchSize = batchSize;
     this.bytes = new long[numPartitions];
     this.records = new long[numPartitions];
-    this.begun = new boolean[numPartitions];
-  }
-
-  /**
-   * Where the partitions' second and later runs begin, in (slot, batch) order: empty when
-   * every partition was pushed as one run.
-   */
-  List<Message.RunStart> runStarts() {
-    List<Message.RunStart> out = new ArrayList<>(runStarts);
-    out.sort(Comparator.comparingInt(Message.RunStart::partition)
-        .thenComparingInt(Message.RunStart::batchSeq));
-    return out;
   }
 
   @Override
   public ShufflePartitionWriter getPartitionWriter(int partition) {
     current = partition;
+    pusher.beginRun(partition);
     return new ShufflePartitionWriter() {
       private PartitionStream stream;
 
@@ -133,7 +115,6 @@ final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
     private byte[] buf;
     private int len;
     private boolean closed;
-    private boolean pushed;
     /** Bytes written to this stream (one run of the partition). */
     long written;
 
@@ -183,14 +164,6 @@ final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
 
     private void flushBatch() throws IOException {
       if (len > 0) {
-        if (!pushed) {
-          pushed = true;
-          if (begun[partition]) {
-            // A later run: its batches begin where the pusher's sequence stands now.
-            runStarts.add(new Message.RunStart(pusher.slotOf(partition), pusher.nextSeq(partition)));
-          }
-          begun[partition] = true;
-        }
         pusher.push(partition, addr, buf, len);
         buf = null;
         len = 0;

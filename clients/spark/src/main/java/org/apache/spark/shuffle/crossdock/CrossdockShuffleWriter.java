@@ -74,7 +74,7 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       ((ExternalSorter) sorter).insertAll(records);
       sorter.writePartitionedMapOutput(dep.shuffleId(), attempt.mapTaskId, out, counted);
       return 0L; // on this path only the wait and the commit are timed
-    }, out.bytes, out.records, out::runStarts);
+    }, out.bytes, out.records);
     if (spills != null && spills.pushed() > 0) {
       LOG.debug("Crossdock shuffle {} map {}: {} spills pushed as sorted runs", dep.shuffleId(),
           attempt.mapTaskId, spills.pushed());

@@ -2,9 +2,7 @@ package org.apache.spark.shuffle.crossdock;
 
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Random;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.storage.BlockId;
@@ -12,6 +10,7 @@ import org.apache.spark.storage.BlockManagerId;
 import org.crossdock.client.Placement;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunSizes;
+import org.crossdock.client.fetch.RunStartIndex;
 import org.crossdock.client.fetch.Segment;
 import org.crossdock.protocol.Message;
 import scala.Tuple2;
@@ -96,17 +95,8 @@ final class FetchPlanner {
     int maps = Math.max(0, endMap - startMap);
     int parts = Math.max(0, endPartition - startPartition);
     long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
-    // Further runs per (slot, map); the first run of each begins at batch 0.
-    Map<Long, List<Integer>> further = new HashMap<>();
-    long extra = 0;
-    for (Message.MapRunStart r : runStarts) {
-      if (r.mapId() >= startMap && r.mapId() < endMap) {
-        further.computeIfAbsent(((long) r.partition() << 32) | r.mapId(), k -> new ArrayList<>())
-            .add(r.batchSeq());
-        extra++;
-      }
-    }
-    long n = (long) maps * parts + extra;
+    RunStartIndex later = new RunStartIndex(runStarts, startMap, endMap);
+    long n = (long) maps * parts + later.count();
     long cap = RunSizes.requestBytes(conf.fetchMaxInFlight, runBatch, n);
     List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));
     for (int p = 0; p < parts; p++) {
@@ -116,18 +106,7 @@ final class FetchPlanner {
         List<String> copies = placement.copiesOf(slot);
         for (int m = 0; m < maps; m++) {
           long estimate = sizes == null ? cap : sizes[p][m];
-          int map = startMap + m;
-          List<Integer> starts = further.get(((long) slot << 32) | map);
-          if (starts == null) {
-            out.add(new Segment(slot, map, map + 1, estimate, copies, cap));
-            continue;
-          }
-          int first = 0;
-          for (int i = 0; i <= starts.size(); i++) {
-            int end = i < starts.size() ? starts.get(i) : 0;
-            out.add(Segment.run(slot, map, estimate / (starts.size() + 1), copies, cap, first, end));
-            first = end;
-          }
+          later.addSegments(out, slot, startMap + m, estimate, copies, cap);
         }
       }
     }

@@ -115,15 +115,6 @@ final class MapAttempt {
    * reports it ({@link #failed}) and rethrows, so that Spark retries the task.
    */
   void pushAndCommit(Pushes pushes, long[] bytes, long[] records) throws IOException {
-    pushAndCommit(pushes, bytes, records, List::of);
-  }
-
-  /**
-   * As above, for a map whose pushes may hold several sorted runs of a partition: {@code runs}
-   * gives where the further ones begin (read once {@code pushes} returned).
-   */
-  void pushAndCommit(Pushes pushes, long[] bytes, long[] records,
-      java.util.function.Supplier<List<Message.RunStart>> runs) throws IOException {
     if (pusher == null) {
       throw new IllegalStateException("pushAndCommit before startPushing");
     }
@@ -132,7 +123,7 @@ final class MapAttempt {
       long t0 = System.nanoTime();
       pusher.awaitAll();
       long t1 = System.nanoTime();
-      commit(bytes, records, runs.get());
+      commit(bytes, records);
       long t2 = System.nanoTime();
       metrics.incWriteTime(writeNanos + t2 - t0);
       if (handle.accumulators != null) {
@@ -149,8 +140,7 @@ final class MapAttempt {
    * sizes. Returns normally when another attempt won (see the class comment); throws on any
    * other failure so that Spark retries the task.
    */
-  private void commit(long[] bytes, long[] records, List<Message.RunStart> runs)
-      throws IOException {
+  private void commit(long[] bytes, long[] records) throws IOException {
     int shuffleId = handle.shuffleId();
     if (pusher.lostRace()) {
       LOG.info("Crossdock shuffle {} map {}: another attempt committed while attempt {} pushed",
@@ -160,7 +150,7 @@ final class MapAttempt {
     // Each partition's bytes are counted where they went: the partition, or the split the
     // pusher began it in.
     Message.CommitResult r = manager.coordinator(handle).commitMap(handle.appId, shuffleId,
-        mapIndex, attemptId, pusher.stats(bytes, records), runs);
+        mapIndex, attemptId, pusher.stats(bytes, records), pusher.runStarts());
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
           shuffleId, mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));
