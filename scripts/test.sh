@@ -53,8 +53,14 @@ SPARK_35_VERSION=${SPARK_35_VERSION:-3.5.8}
 rm -rf clients/spark/target/spark-3.5/surefire-reports
 run mvn -B -q -T 1 -P spark-3.5 -Dspark.version="$SPARK_35_VERSION" -f clients/spark/pom.xml \
   -Dtest='SparkLocalTest,SparkLocalKryoTest,SparkRoutingTest,RealServerTest' package
+# On 3.5 the workloads that go through code compiled per Spark line (SparkCompat: map
+# statuses, the map and reduce sorters, the run-pushing sorter) and Spark's SQL planning
+# (AQE's skew and local reads, compressed map statuses), plus retried and speculative maps.
+SPARK_35_WORKLOADS=rdd_group_by_key,rdd_reduce_by_key,jvm_sort_by_key,rdd_join,df_group_by_agg
+SPARK_35_WORKLOADS+=,df_order_by,df_sort_merge_join,df_aqe_skew_join,df_aqe_local_shuffle_reader
+SPARK_35_WORKLOADS+=,many_reduce_partitions,empty_partitions_and_maps,retried_task,speculative_maps
 rm -f target/pytest-spark-3.5.xml
-run .venv-spark-3.5/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark-3.5.xml \
+CROSSDOCK_TEST_WORKLOADS=$SPARK_35_WORKLOADS run .venv-spark-3.5/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark-3.5.xml \
   tests/spark/test_spark_shuffle.py tests/spark/test_spark_ui.py
 # The container image definition and the Helm chart, linted and validated offline.
 run scripts/deploy-check.sh

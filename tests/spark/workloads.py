@@ -184,11 +184,17 @@ def empty_partitions_and_maps(spark):
 
 
 def many_reduce_partitions(spark):
-    """More than 2000 reduce partitions (Spark then compresses map statuses)."""
-    with sql_conf(spark, spark__sql__adaptive__coalescePartitions__enabled="false"):
-        df = spark.range(0, 30000, numPartitions=4).repartition(2001, "id")
-        out = df.groupBy(F.spark_partition_id().alias("p")).agg(F.count("*").alias("c"), F.sum("id").alias("s"))
-        return sorted(map(tuple, out.collect()))
+    """A shuffle of more than 2000 partitions (Spark then compresses its map statuses), read
+    as AQE coalesces it: a few reduce tasks, each reading a range of the 2001 partitions (one
+    task per partition would cost half a minute of task launches on two cores)."""
+    with sql_conf(spark, spark__sql__shuffle__partitions=2001,
+                  spark__sql__adaptive__coalescePartitions__enabled="true"):
+        out = (spark.range(0, 30000, numPartitions=4)
+               .groupBy((F.col("id") % 2500).alias("k")).agg(F.count("*").alias("c"), F.sum("id").alias("s")))
+        rows = sorted(map(tuple, out.collect()))
+        plan = out._jdf.queryExecution().executedPlan().toString()
+        assert "2001" in plan and "coalesced" in plan, "not a coalesced read of 2001 partitions:\n" + plan
+        return rows
 
 
 def records_bigger_than_a_batch(spark):
@@ -255,6 +261,23 @@ WORKLOADS = {f.__name__: f for f in [
     empty_partitions_and_maps, many_reduce_partitions, records_bigger_than_a_batch,
     retried_task, speculative_maps, concurrent_jobs,
 ]}
+
+
+def _selected(workloads, names):
+    """The workloads `names` (comma-separated) lists, all of them when it is empty; an
+    unknown name is an error, so a typo cannot quietly shrink the suite."""
+    if not names:
+        return workloads
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in workloads]
+    if unknown:
+        raise ValueError(f"unknown workloads in CROSSDOCK_TEST_WORKLOADS: {unknown}; known: {list(workloads)}")
+    return {n: workloads[n] for n in wanted}
+
+
+# `make test` runs a part of them on the second Spark line (scripts/test.sh), every one on
+# the first; `make test-spark-3.5` runs them all on both.
+WORKLOADS = _selected(WORKLOADS, os.environ.get("CROSSDOCK_TEST_WORKLOADS", ""))
 
 # Session settings both modes use: speculation on, and quick to trigger.
 SESSION_CONF = {

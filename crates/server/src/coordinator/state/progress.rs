@@ -16,6 +16,17 @@ use crate::coordinator::config::DEFAULT_PREDICTION_THRESHOLD;
 /// partition the commit reports bytes for and a batch after the first, and they must be
 /// in increasing (partition, batch) order, so that every run holds at least one batch.
 pub fn invalid_runs(stats: &[PartitionStat], runs: &[RunStart]) -> Option<String> {
+    if runs.is_empty() {
+        return None;
+    }
+    // The partitions with bytes, sorted once: a map of thousands of partitions with
+    // several runs each is checked in O((stats + runs) · log stats), not stats × runs.
+    let mut with_bytes: Vec<u32> = stats
+        .iter()
+        .filter(|s| s.bytes > 0)
+        .map(|s| s.partition)
+        .collect();
+    with_bytes.sort_unstable();
     for (i, r) in runs.iter().enumerate() {
         if r.batch_seq == 0 {
             return Some(format!(
@@ -32,10 +43,7 @@ pub fn invalid_runs(stats: &[PartitionStat], runs: &[RunStart]) -> Option<String
                 runs[i - 1].batch_seq
             ));
         }
-        if !stats
-            .iter()
-            .any(|s| s.partition == r.partition && s.bytes > 0)
-        {
+        if with_bytes.binary_search(&r.partition).is_err() {
             return Some(format!(
                 "partition {} has runs but the commit reports no bytes for it",
                 r.partition

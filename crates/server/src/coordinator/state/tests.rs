@@ -351,6 +351,18 @@ fn run_starts_that_could_not_be_read_are_refused() {
         let why = invalid_runs(&stats, &runs).expect("refused");
         assert!(why.contains(want), "{runs:?}: {why}");
     }
+    // Stats in any order: a map of many partitions, listed backwards, with three further
+    // runs of every partition but the empty last one.
+    let many: Vec<PartitionStat> = (0..2000u32)
+        .rev()
+        .map(|p| stat(p, u64::from(p < 1999)))
+        .collect();
+    let runs: Vec<RunStart> = (0..1999u32)
+        .flat_map(|p| (1..4).map(move |k| run(p, k * 10)))
+        .collect();
+    assert_eq!(invalid_runs(&many, &runs), None);
+    let why = invalid_runs(&many, &[run(1999, 1)]).expect("the empty partition has no runs");
+    assert!(why.contains("partition 1999"), "{why}");
 }
 
 #[test]

@@ -15,6 +15,11 @@ import org.apache.hadoop.util.Progress;
  * the output is deterministic). Each record is compared in this one merge and handed out once,
  * as the serialized bytes the maps wrote. The reduce side merges every map's run of its
  * partition with it (Hadoop-A's levitated merge); a map merges its spills with it.
+ *
+ * <p>The merge checks its own output's order: a run out of key order (run starts that do not
+ * belong to the attempt read, or bytes that decode into other records) makes some record sort
+ * before the one handed out just before it, and the merge then fails with an {@link
+ * IOException} (the task is retried) instead of handing out a wrongly ordered partition.
  */
 final class MergedRuns implements RawKeyValueIterator {
   private final List<RecordCursor> runs;
@@ -22,7 +27,11 @@ final class MergedRuns implements RawKeyValueIterator {
   private final DataInputBuffer key = new DataInputBuffer();
   private final DataInputBuffer value = new DataInputBuffer();
   private final Progress progress = new Progress();
+  private final RawComparator<?> comparator;
   private Head current;
+  /** The key handed out last, copied (a cursor may reuse its buffer once advanced). */
+  private byte[] lastKey = new byte[64];
+  private int lastKeyLen = -1;
   private boolean opened;
   private int ended;
 
@@ -31,6 +40,7 @@ final class MergedRuns implements RawKeyValueIterator {
 
   MergedRuns(List<? extends RecordCursor> runs, RawComparator<?> comparator) {
     this.runs = new ArrayList<>(runs);
+    this.comparator = comparator;
     this.heads = new PriorityQueue<>(Math.max(1, runs.size()), (a, b) -> {
       RecordCursor x = a.cursor;
       RecordCursor y = b.cursor;
@@ -55,9 +65,24 @@ final class MergedRuns implements RawKeyValueIterator {
       return false;
     }
     RecordCursor c = current.cursor;
+    checkOrder(c);
     key.reset(c.buf, c.keyOff, c.keyLen);
     value.reset(c.buf, c.valOff, c.valLen);
     return true;
+  }
+
+  private void checkOrder(RecordCursor c) throws IOException {
+    if (lastKeyLen >= 0
+        && comparator.compare(lastKey, 0, lastKeyLen, c.buf, c.keyOff, c.keyLen) > 0) {
+      throw new IOException("sorted run " + current.index + " of " + runs.size()
+          + " is out of key order: a record sorts before the one handed out before it"
+          + " (the run's bytes or run starts do not belong to the map attempt read)");
+    }
+    if (lastKey.length < c.keyLen) {
+      lastKey = new byte[Math.max(c.keyLen, lastKey.length * 2)];
+    }
+    System.arraycopy(c.buf, c.keyOff, lastKey, 0, c.keyLen);
+    lastKeyLen = c.keyLen;
   }
 
   private void offer(Head h) throws IOException {

@@ -3,6 +3,7 @@ package org.crossdock.mapreduce;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -88,6 +89,23 @@ class MergedRunsTest {
     assertEquals(List.of("a=0.1", "b=2.1", "c=0.2", "c=0.3", "c=2.2", "c=3.1", "e=0.4", "f=2.3"),
         drain(m));
     assertEquals(1.0f, m.getProgress().getProgress());
+  }
+
+  @Test
+  void aRunOutOfKeyOrderFailsTheMergeInsteadOfHandingItOut() throws IOException {
+    // "d" after "e" in the second run: "e" is handed out, then "d" would follow it.
+    MergedRuns m = new MergedRuns(List.of(run("a=0", "c=0", "f=0"), run("b=1", "e=1", "d=1")),
+        TEXT);
+    List<String> out = new ArrayList<>();
+    IOException e = assertThrows(IOException.class, () -> {
+      while (m.next()) {
+        out.add(new String(m.getValue().getData(), m.getValue().getPosition(),
+            m.getValue().getLength() - m.getValue().getPosition(), StandardCharsets.UTF_8));
+      }
+    });
+    assertTrue(e.getMessage().contains("sorted run 1 of 2 is out of key order"), e.getMessage());
+    assertEquals(List.of("0", "1", "0", "1"), out, "a, b, c, e handed out before the failure");
+    m.close();
   }
 
   @Test
