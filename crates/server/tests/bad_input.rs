@@ -353,3 +353,63 @@ async fn a_copy_check_naming_slots_past_the_split_limit_creates_nothing() {
     );
     healthy_round_trip(&c, "slots-neighbour").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_sent_before_its_last_batch_arrived_waits_for_it_and_no_longer() {
+    let c = Cluster::start(2, 64 << 20).await;
+    let app = "early-commit";
+    let placement = c.shuffle(app, 2, 2).await;
+    let (d0, d1) = (payload(0, 0, 0, 300), payload(0, 1, 0, 500));
+    push(&placement, app, 0, 0, 0, 0, &d0).await.unwrap();
+    // The commit leaves before partition 1's batch: that partition's worker waits for it,
+    // and takes the batch as a push of the attempt still being committed.
+    let stats = vec![stat(0, 300), stat(1, 500)];
+    let commit = c
+        .coord
+        .commit_map_waiting(app, 0, 0, AttemptId(0), stats, 5_000);
+    let late = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        push(&placement, app, 1, 0, 0, 0, &d1).await
+    };
+    let (committed, pushed) = tokio::join!(commit, late);
+    pushed.unwrap();
+    assert_eq!(committed.unwrap().0, CommitStatus::Committed);
+    let read = read_all(&placement, app, 1, 0, 1).await.unwrap();
+    assert_eq!(read.len(), 1, "the late batch is read once");
+    assert_eq!(&read[0].2[..], &d1[..]);
+    // Bytes that never come: the wait runs out into the mismatch, and nothing counts.
+    push(&placement, app, 1, 1, 0, 0, &payload(1, 1, 0, 100))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert_code(
+        c.coord
+            .commit_map_waiting(app, 0, 1, AttemptId(0), vec![stat(1, 999)], 300)
+            .await,
+        ErrorCode::CommitMismatch,
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // More bytes than reported is a mismatch at once, wait or not.
+    assert_code(
+        c.coord
+            .commit_map_waiting(app, 0, 1, AttemptId(0), vec![stat(1, 10)], 5_000)
+            .await,
+        ErrorCode::CommitMismatch,
+    );
+    // A wait past the coordinator's bound is refused as such.
+    assert_code(
+        c.coord
+            .commit_map_waiting(app, 0, 1, AttemptId(0), vec![stat(1, 100)], 10_001)
+            .await,
+        ErrorCode::InvalidArgument,
+    );
+    let status = c.coord.shuffle_status(app, 0).await.unwrap();
+    assert_eq!(status.committed_maps, 1, "refused commits do not count");
+    // The right figures commit.
+    let ok = c
+        .coord
+        .commit_map_waiting(app, 0, 1, AttemptId(0), vec![stat(1, 100)], 5_000)
+        .await
+        .unwrap();
+    assert_eq!(ok.0, CommitStatus::Committed);
+}

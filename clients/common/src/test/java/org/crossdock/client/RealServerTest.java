@@ -406,4 +406,64 @@ class RealServerTest {
     assertEquals(Checksums.crc32c(b), Checksums.crc32c(new byte[] {1, 2, 3}, 0, 3));
     assertEquals(0, b.position());
   }
+  @Test
+  void aCommitSentBeforeTheLastAcknowledgementsCountsEveryByteOnce() throws Exception {
+    String app = "java-commit-early";
+    Placement pl = registerShuffle(app, 5, 2, 4);
+    // Map 0: many small batches, committed while their acknowledgements are on their way.
+    List<Integer> waits = new ArrayList<>();
+    try (MapPusher p = new MapPusher(pool, app, 5, 0, 0, 4, 1 << 20, TIMEOUT)) {
+      List<PartitionStat> stats = new ArrayList<>();
+      for (int part = 0; part < 4; part++) {
+        for (int s = 0; s < 50; s++) {
+          p.push(part, pl.addrOf(part), payload(0, part, s, 100), 100);
+        }
+        stats.add(new PartitionStat(part, 50 * 100, 50));
+      }
+      p.commitThenAwait(wait -> {
+        waits.add(wait);
+        assertEquals(CommitStatus.COMMITTED,
+            coord.commitMap(app, 5, 0, 0, stats, List.of(), wait).status());
+      });
+      assertEquals(0, p.inFlightBytes());
+    }
+    assertEquals(List.of(MapPusher.ARRIVAL_WAIT_MS), waits, "one commit, sent with a wait");
+    // Map 1: a first commit refused as a mismatch (as when a worker is slow to take the
+    // batches) is made again once every acknowledgement is in, compared at once.
+    waits.clear();
+    try (MapPusher p = new MapPusher(pool, app, 5, 1, 0, 4, 1 << 20, TIMEOUT)) {
+      List<PartitionStat> stats = new ArrayList<>();
+      for (int part = 0; part < 4; part++) {
+        p.push(part, pl.addrOf(part), payload(1, part, 0, 300), 300);
+        stats.add(new PartitionStat(part, 300, 1));
+      }
+      p.commitThenAwait(wait -> {
+        waits.add(wait);
+        if (wait > 0) {
+          throw CrossdockException.remote("coordinator", ErrorCode.COMMIT_MISMATCH.code(),
+              "still short when the wait ran out");
+        }
+        assertEquals(0, p.inFlightBytes(), "every acknowledgement came before the second commit");
+        assertEquals(CommitStatus.COMMITTED,
+            coord.commitMap(app, 5, 1, 0, stats, List.of(), wait).status());
+      });
+    }
+    assertEquals(List.of(MapPusher.ARRIVAL_WAIT_MS, 0), waits);
+    // Any other error of the commit is thrown as it is.
+    try (MapPusher p = new MapPusher(pool, app, 5, 1, 1, 4, 1 << 20, TIMEOUT)) {
+      CrossdockException e = assertThrows(CrossdockException.class, () -> p.commitThenAwait(
+          wait -> {
+            throw CrossdockException.remote("coordinator", ErrorCode.INVALID_ARGUMENT.code(), "no");
+          }));
+      assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+    }
+    for (int part = 0; part < 4; part++) {
+      try (FetchScheduler f = fetcher(pl, app, 5, part, 0, 2)) {
+        List<int[]> order = new ArrayList<>();
+        assertEquals(50 * 100 + 300, readAll(f, order).length, "partition " + part);
+        assertEquals(51, order.size(), "every batch read once");
+      }
+    }
+    coord.unregisterApp(app);
+  }
 }

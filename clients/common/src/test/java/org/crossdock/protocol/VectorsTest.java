@@ -241,6 +241,7 @@ class VectorsTest {
           runs.addObject().put("partition", u(r.partition())).put("batch_seq", u(r.batchSeq()));
         }
       }
+      putOpt(o, "arrival_wait_ms", c.arrivalWaitMs());
     } else if (m instanceof CommitResult r) {
       o.put("status", r.status().jsonName).put("winning_attempt", u(r.winningAttempt()));
     } else if (m instanceof UnregisterShuffle r) {
@@ -326,6 +327,7 @@ class VectorsTest {
         a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes());
       }
       o.put("durability", c.durability());
+      putOpt(o, "arrival_wait_ms", c.arrivalWaitMs());
     } else if (m instanceof DeleteShuffle d) {
       o.put("app_id", d.appId()).put("shuffle_id", u(d.shuffleId()))
           .put("everywhere", d.everywhere());
@@ -457,7 +459,7 @@ class VectorsTest {
           }
         }
         return new CommitMap(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
-            runs);
+            runs, optInt(n, "arrival_wait_ms"));
       }
       case "CommitResult": {
         CommitStatus st = null;
@@ -518,7 +520,7 @@ class VectorsTest {
           ps.add(new PartitionBytes(i(p, "partition"), l(p, "bytes")));
         }
         return new MapCommitted(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
-            i(n, "durability"));
+            i(n, "durability"), optInt(n, "arrival_wait_ms"));
       }
       case "DeleteShuffle":
         return new DeleteShuffle(s(n, "app_id"), i(n, "shuffle_id"), n.get("everywhere").asBoolean());
