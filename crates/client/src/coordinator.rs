@@ -209,23 +209,6 @@ impl CoordinatorClient {
         attempt_id: AttemptId,
         partitions: Vec<PartitionStat>,
     ) -> Result<(CommitStatus, AttemptId)> {
-        self.commit_map_waiting(app_id, shuffle_id, map_id, attempt_id, partitions, 0)
-            .await
-    }
-
-    /// As [`Self::commit_map`], sent before the attempt's last pushes were acknowledged:
-    /// each worker waits up to `arrival_wait_ms` for the reported bytes to arrive before it
-    /// compares them (0: at once).
-    pub async fn commit_map_waiting(
-        &self,
-        app_id: &str,
-        shuffle_id: u32,
-        map_id: u32,
-        attempt_id: AttemptId,
-        partitions: Vec<PartitionStat>,
-        arrival_wait_ms: u32,
-    ) -> Result<(CommitStatus, AttemptId)> {
-        let waits = arrival_wait_ms > 0;
         match self
             .call(&Message::CommitMap {
                 app_id: app_id.into(),
@@ -233,9 +216,7 @@ impl CoordinatorClient {
                 map_id,
                 attempt_id,
                 partitions,
-                // An appended field is sent with those before it.
-                run_starts: Appended(waits.then(Vec::new)),
-                arrival_wait_ms: Appended(waits.then_some(arrival_wait_ms)),
+                run_starts: Default::default(),
             })
             .await?
         {

@@ -283,11 +283,6 @@ crate::wire_enum! {
             /// Where the attempt's further sorted runs begin, per partition (slot) in
             /// increasing order; absent or empty: one run per partition.
             run_starts: Appended<Vec<RunStart>>,
-            /// The attempt's last batches may still be on their way to the workers (the
-            /// commit was sent before their acknowledgements came back): each worker waits
-            /// up to this many milliseconds for the reported bytes to arrive before it
-            /// compares them. Absent or 0: every batch was acknowledged; compare at once.
-            arrival_wait_ms: Appended<u32>,
         },
         CommitResult = 0x16 {
             status: CommitStatus,
@@ -420,9 +415,6 @@ crate::wire_enum! {
             /// written and synced to its disk ([`Durability::Disk`]), or stored in its object
             /// store ([`Durability::ObjectStore`]).
             durability: Durability,
-            /// How long to wait for the reported bytes to arrive before comparing them
-            /// (`CommitMap.arrival_wait_ms`); absent or 0: compare at once.
-            arrival_wait_ms: Appended<u32>,
         },
         /// `everywhere`: the shuffle is gone for good, so the worker also deletes what
         /// every worker uploaded of it to the object store; otherwise only this worker's

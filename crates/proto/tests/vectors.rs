@@ -136,24 +136,6 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     },
                 ],
                 run_starts: Appended(None),
-                arrival_wait_ms: Appended(None),
-            },
-        ),
-        (
-            "commit_map_waiting_for_arrival",
-            38,
-            Message::CommitMap {
-                app_id: "app-1".into(),
-                shuffle_id: 7,
-                map_id: 4,
-                attempt_id: AttemptId(0),
-                partitions: vec![PartitionStat {
-                    partition: 1,
-                    bytes: 60,
-                    records: 2,
-                }],
-                run_starts: Appended(Some(vec![])),
-                arrival_wait_ms: Appended::of(5_000),
             },
         ),
         (
@@ -179,7 +161,6 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                         batch_seq: 5,
                     },
                 ])),
-                arrival_wait_ms: Appended(None),
             },
         ),
         (
@@ -420,23 +401,6 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                     bytes: 1 << 33,
                 }],
                 durability: Durability::Disk,
-                arrival_wait_ms: Appended(None),
-            },
-        ),
-        (
-            "map_committed_waiting_for_arrival",
-            39,
-            Message::MapCommitted {
-                app_id: "app-1".into(),
-                shuffle_id: 7,
-                map_id: 4,
-                attempt_id: AttemptId(0),
-                partitions: vec![PartitionBytes {
-                    partition: 1,
-                    bytes: 60,
-                }],
-                durability: Durability::Memory,
-                arrival_wait_ms: Appended::of(5_000),
             },
         ),
         (
@@ -449,7 +413,6 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 attempt_id: AttemptId(1 << 16),
                 partitions: vec![],
                 durability: Durability::ObjectStore,
-                arrival_wait_ms: Appended(None),
             },
         ),
         (

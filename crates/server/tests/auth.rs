@@ -79,7 +79,6 @@ fn attacks(app: &str, attacker_addr: &str) -> Vec<(&'static str, Message)> {
                     bytes: 1,
                 }],
                 durability: Durability::Memory,
-                arrival_wait_ms: Default::default(),
             },
         ),
         (
@@ -150,7 +149,6 @@ fn coordinator_attacks(app: &str) -> Vec<(&'static str, Message)> {
                 attempt_id: AttemptId(5),
                 partitions: vec![],
                 run_starts: Default::default(),
-                arrival_wait_ms: Default::default(),
             },
         ),
         (

@@ -730,7 +730,6 @@ async fn a_map_of_several_sorted_runs_is_committed_and_read_run_by_run() {
         attempt_id: AttemptId(0),
         partitions: vec![stat(1, 5 * len)],
         run_starts: Appended(Some(runs)),
-        arrival_wait_ms: Appended(None),
     };
     let run = |batch_seq| RunStart {
         partition: 1,

@@ -1,7 +1,6 @@
 //! What the coordinator tells workers, to several at once: commits and revocations,
 //! placements, deletions.
 
-use crossdock_proto::codec::Appended;
 use crossdock_proto::{AttemptId, Durability, Message, PartitionBytes};
 use futures_util::future::join_all;
 
@@ -22,55 +21,32 @@ pub async fn call_all(
     join_all(calls).await
 }
 
-/// What a worker is told of one map's commit ([`notify_commit`]).
-#[derive(Debug, Clone, Copy)]
-pub struct CommitCall {
-    pub map_id: u32,
-    /// The attempt that counts, or [`AttemptId::NONE`]: the map's commit is revoked.
-    pub attempt_id: AttemptId,
-    /// How long the worker may wait for the attempt's batches to arrive before it
-    /// compares bytes (`CommitMap.arrival_wait_ms`); 0: compare at once.
-    pub arrival_wait_ms: u32,
-}
-
-impl CommitCall {
-    /// The revocation of `map_id`'s commit.
-    pub fn revoke(map_id: u32) -> CommitCall {
-        CommitCall {
-            map_id,
-            attempt_id: AttemptId::NONE,
-            arrival_wait_ms: 0,
-        }
-    }
-}
-
 /// Tells each worker of `per_worker` (address, the map's bytes in its partitions) that
-/// `commit.attempt_id` is the one that counts for the map, or, with [`AttemptId::NONE`],
-/// that the map's commit is revoked. A commit is answered at the configured durability.
+/// `attempt_id` is the one that counts for `map_id`, or, with [`AttemptId::NONE`], that
+/// the map's commit is revoked. A commit is answered at the configured durability.
 pub async fn notify_commit(
     coord: &Coordinator,
     app_id: &str,
     shuffle_id: u32,
-    commit: CommitCall,
+    map_id: u32,
+    attempt_id: AttemptId,
     per_worker: &[(String, Vec<PartitionBytes>)],
 ) -> Vec<Result<(), ServiceError>> {
-    let durability = if commit.attempt_id.is_none() {
+    let durability = if attempt_id.is_none() {
         Durability::Memory
     } else {
         coord.cfg.durability
     };
-    let waits = commit.arrival_wait_ms > 0;
     let calls: Vec<(String, Message)> = per_worker
         .iter()
         .map(|(addr, partitions)| {
             let msg = Message::MapCommitted {
                 app_id: app_id.to_string(),
                 shuffle_id,
-                map_id: commit.map_id,
-                attempt_id: commit.attempt_id,
+                map_id,
+                attempt_id,
                 partitions: partitions.clone(),
                 durability,
-                arrival_wait_ms: Appended(waits.then_some(commit.arrival_wait_ms)),
             };
             (addr.clone(), msg)
         })

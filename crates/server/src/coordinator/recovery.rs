@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossdock_client::{ClientError, RpcConnection};
-use crossdock_proto::{Message, PartitionBytes, NO_WORKER};
+use crossdock_proto::{AttemptId, Message, PartitionBytes, NO_WORKER};
 
-use super::calls::{call_all, notify_commit, CommitCall};
+use super::calls::{call_all, notify_commit};
 use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
@@ -134,14 +134,7 @@ async fn apply_relocation(
     let per_worker: Vec<(String, Vec<PartitionBytes>)> =
         r.holders.iter().map(|a| (a.clone(), Vec::new())).collect();
     for &map in &revoked {
-        notify_commit(
-            coord,
-            app_id,
-            shuffle_id,
-            CommitCall::revoke(map),
-            &per_worker,
-        )
-        .await;
+        notify_commit(coord, app_id, shuffle_id, map, AttemptId::NONE, &per_worker).await;
     }
     release_restored(coord, app_id, shuffle_id, s, &r.lost).await;
     revoked.len()

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crossdock_proto::codec::Appended;
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionBytes, PartitionStat, RunStart};
 
-use super::calls::{call_all, delete_app_on, delete_shuffle_on, notify_commit, CommitCall};
+use super::calls::{call_all, delete_app_on, delete_shuffle_on, notify_commit};
 use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
@@ -175,7 +175,6 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             attempt_id,
             partitions,
             run_starts,
-            arrival_wait_ms,
         } => {
             let started = std::time::Instant::now();
             let commit = Commit {
@@ -183,7 +182,6 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
                 attempt_id,
                 stats: partitions,
                 runs: run_starts.0.unwrap_or_default(),
-                arrival_wait_ms: arrival_wait_ms.value(),
             };
             let answer = commit_map(coord, &app_id, shuffle_id, commit).await;
             coord.metrics.commit_latency.observe(started.elapsed());
@@ -353,14 +351,7 @@ struct Commit {
     attempt_id: AttemptId,
     stats: Vec<PartitionStat>,
     runs: Vec<RunStart>,
-    /// How long each worker may wait for the map's last batches (`CommitMap`).
-    arrival_wait_ms: u32,
 }
-
-/// The longest a commit may ask the workers to wait for its batches to arrive: well
-/// inside the coordinator's own timeout for a worker's answer, so that a wait that runs
-/// out is reported as the mismatch it is, not as an unreachable worker.
-pub const MAX_ARRIVAL_WAIT_MS: u32 = 10_000;
 
 async fn commit_map(
     coord: &Arc<Coordinator>,
@@ -373,15 +364,7 @@ async fn commit_map(
         attempt_id,
         stats,
         runs,
-        arrival_wait_ms,
     } = commit;
-    if arrival_wait_ms > MAX_ARRIVAL_WAIT_MS {
-        return Err(StateError::ArrivalWaitTooLong {
-            asked: arrival_wait_ms,
-            max: MAX_ARRIVAL_WAIT_MS,
-        }
-        .into());
-    }
     let shuffle = coord.lock().shuffle(app_id, shuffle_id)?;
     if map_id >= shuffle.num_maps {
         return Err(StateError::MapOutOfRange {
@@ -437,12 +420,7 @@ async fn commit_map(
             })
             .collect()
     };
-    let commit = CommitCall {
-        map_id,
-        attempt_id,
-        arrival_wait_ms,
-    };
-    let results = notify_commit(coord, app_id, shuffle_id, commit, &per_worker).await;
+    let results = notify_commit(coord, app_id, shuffle_id, map_id, attempt_id, &per_worker).await;
     if let Some(err) = results.into_iter().find_map(|r| r.err()) {
         if let ServiceError::WorkerUnreachable { .. } = err {
             // Whoever it was, find out now rather than at its heartbeat deadline.
@@ -453,8 +431,8 @@ async fn commit_map(
             }
         }
         // Undo on the workers that accepted, so a retried attempt can push again.
-        let undo = CommitCall::revoke(map_id);
-        let _ = notify_commit(coord, app_id, shuffle_id, undo, &per_worker).await;
+        let none = AttemptId::NONE;
+        let _ = notify_commit(coord, app_id, shuffle_id, map_id, none, &per_worker).await;
         tracing::warn!(app = %app_id, shuffle_id, map_id, %attempt_id, error = %err, "commit failed");
         return Err(err);
     }

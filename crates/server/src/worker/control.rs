@@ -63,38 +63,6 @@ pub async fn handle(
             attempt_id,
             partitions,
             durability,
-            arrival_wait_ms,
-        } if arrival_wait_ms.value() > 0 && !attempt_id.is_none() => {
-            // The map's last batches may still be on their way: answered once they are
-            // here (and as durable as asked), or with the mismatch when the wait runs out.
-            let store = store.clone();
-            let wait = std::time::Duration::from_millis(u64::from(arrival_wait_ms.value()));
-            answer_later(tx, request_id, async move {
-                store
-                    .map_committed_on_arrival(
-                        &app_id,
-                        shuffle_id,
-                        map_id,
-                        attempt_id,
-                        &partitions,
-                        wait,
-                    )
-                    .await?;
-                store
-                    .persist_map(&app_id, shuffle_id, map_id, attempt_id, durability)
-                    .await?;
-                Ok(Message::Ok)
-            })
-            .await
-        }
-        Message::MapCommitted {
-            app_id,
-            shuffle_id,
-            map_id,
-            attempt_id,
-            partitions,
-            durability,
-            ..
         } => match store.map_committed(&app_id, shuffle_id, map_id, attempt_id, &partitions) {
             Err(err) => now(Err(err.into())).await,
             Ok(()) if durability == Durability::Memory => now(Ok(Message::Ok)).await,

@@ -52,8 +52,6 @@ pub enum StateError {
     PartitionOutOfRange { partition: u32, partitions: u32 },
     #[error("invalid run starts: {reason}")]
     InvalidRuns { reason: String },
-    #[error("arrival_wait_ms {asked} is above the {max} ms a commit may wait for its batches")]
-    ArrivalWaitTooLong { asked: u32, max: u32 },
     #[error("shuffle {shuffle} has {max} splits, the most a shuffle may have")]
     SplitLimit { shuffle: u32, max: u32 },
     #[error("no other live worker with room to continue partition {partition} on")]
@@ -71,8 +69,7 @@ impl Coded for StateError {
             | E::ZeroLease
             | E::ReservedAttempt
             | E::PartitionOutOfRange { .. }
-            | E::InvalidRuns { .. }
-            | E::ArrivalWaitTooLong { .. } => ErrorCode::InvalidArgument,
+            | E::InvalidRuns { .. } => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::NoWorkers | E::AllDisksFull { .. } | E::NoSplitTarget { .. } => ErrorCode::NoWorkers,
             E::SplitLimit { .. } => ErrorCode::LimitExceeded,

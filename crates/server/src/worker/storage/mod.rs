@@ -276,7 +276,6 @@ impl ShuffleStore {
         match part.insert(h.map_id, h.attempt_id, h.batch_seq, h.crc32c, payload) {
             Insert::Stored => {
                 shuffle.accepted.fetch_add(len, Ordering::Relaxed);
-                shuffle.note_arrival();
                 if !self.disk.memory_only() && self.budget.used() > self.disk.high_water() {
                     self.budget.pressure.notify_one();
                 }
@@ -349,23 +348,6 @@ impl ShuffleStore {
     ) -> Result<(), StorageError> {
         self.shuffle(app_id, shuffle_id)?
             .commit(map, attempt, expected)
-    }
-
-    /// [`Self::map_committed`] for a commit sent before the map's last pushes were
-    /// acknowledged: waits up to `wait` for the reported bytes to arrive
-    /// ([`Shuffle::commit_on_arrival`]).
-    pub async fn map_committed_on_arrival(
-        &self,
-        app_id: &str,
-        shuffle_id: u32,
-        map: u32,
-        attempt: AttemptId,
-        expected: &[PartitionBytes],
-        wait: Duration,
-    ) -> Result<(), StorageError> {
-        self.shuffle(app_id, shuffle_id)?
-            .commit_on_arrival(map, attempt, expected, wait)
-            .await
     }
 
     /// Waits until `map`'s `attempt` is as durable as `level` asks.

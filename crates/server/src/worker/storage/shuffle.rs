@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -35,16 +35,7 @@ pub struct Shuffle {
     pub accepted: AtomicU64,
     /// Payload bytes of it sent to readers.
     pub fetched: AtomicU64,
-    /// Woken when a batch is stored while a commit waits for its batches to arrive
-    /// ([`Shuffle::note_arrival`]); `arrival_waiters` counts those commits, so that a push
-    /// with none waiting pays one atomic load.
-    arrivals: tokio::sync::Notify,
-    arrival_waiters: AtomicUsize,
 }
-
-/// The longest a commit waiting for its batches sleeps between two checks when no stored
-/// batch wakes it.
-const ARRIVAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Shuffle {
     /// A shuffle with no partitions and nothing committed.
@@ -63,8 +54,6 @@ impl Shuffle {
             created: Instant::now(),
             accepted: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
-            arrivals: tokio::sync::Notify::new(),
-            arrival_waiters: AtomicUsize::new(0),
         }
     }
 
@@ -259,54 +248,6 @@ impl Shuffle {
         let before = AttemptId(slot.swap(attempt.0, Ordering::AcqRel));
         self.count_commit(before, attempt);
         Ok(())
-    }
-
-    /// A batch of this shuffle was stored: wakes the commits waiting for theirs.
-    pub fn note_arrival(&self) {
-        if self.arrival_waiters.load(Ordering::SeqCst) > 0 {
-            self.arrivals.notify_waiters();
-        }
-    }
-
-    /// [`Shuffle::commit`] for a map whose last batches may still be on their way (the
-    /// client committed before their acknowledgements came back): while this worker holds
-    /// fewer bytes than reported for a partition, it waits for stored batches, up to
-    /// `wait`. More bytes than reported, or still fewer when `wait` runs out, is the
-    /// mismatch it always is; the attempt is only marked committed once every byte is here,
-    /// so its late batches are never refused as pushes after the commit.
-    pub async fn commit_on_arrival(
-        &self,
-        map: u32,
-        attempt: AttemptId,
-        expected: &[PartitionBytes],
-        wait: std::time::Duration,
-    ) -> Result<(), StorageError> {
-        /// Counts this commit among the waiters for as long as it waits.
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.arrival_waiters.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(&self.arrival_waiters);
-        let deadline = Instant::now() + wait;
-        loop {
-            // Registered before the check, so a batch stored between the check and the
-            // wait still wakes it.
-            let stored = self.arrivals.notified();
-            tokio::pin!(stored);
-            stored.as_mut().enable();
-            match self.commit(map, attempt, expected) {
-                Err(StorageError::CommitMismatch { want, have, .. })
-                    if have < want && Instant::now() < deadline => {}
-                done => return done,
-            }
-            // A bounded wait even so: bytes may also arrive by a path that does not note
-            // them (a restore from the object store).
-            let left = deadline.saturating_duration_since(Instant::now());
-            let _ = tokio::time::timeout(left.min(ARRIVAL_POLL), stored).await;
-        }
     }
 
     /// Keeps `committed_maps` right when a map's committed attempt goes from `before` to

@@ -170,21 +170,8 @@ public final class CoordinatorClient implements Closeable {
    */
   public CommitResult commitMap(String appId, int shuffleId, int mapId, int attemptId,
       List<PartitionStat> partitions, List<Message.RunStart> runStarts) throws IOException {
-    return commitMap(appId, shuffleId, mapId, attemptId, partitions, runStarts, 0);
-  }
-
-  /**
-   * As {@link #commitMap(String, int, int, int, List, List)}, sent before every push of the
-   * attempt was acknowledged: each worker waits up to {@code arrivalWaitMs} (at most 10 000)
-   * for the reported bytes to arrive before it compares them; 0 compares at once.
-   */
-  public CommitResult commitMap(String appId, int shuffleId, int mapId, int attemptId,
-      List<PartitionStat> partitions, List<Message.RunStart> runStarts, int arrivalWaitMs)
-      throws IOException {
-    java.util.OptionalInt wait = arrivalWaitMs > 0
-        ? java.util.OptionalInt.of(arrivalWaitMs) : java.util.OptionalInt.empty();
     Message r = call(new Message.CommitMap(appId, shuffleId, mapId, attemptId, partitions,
-        runStarts.isEmpty() && wait.isEmpty() ? null : runStarts, wait));
+        runStarts.isEmpty() ? null : runStarts));
     if (r instanceof CommitResult c) {
       return c;
     }

@@ -31,14 +31,6 @@ import org.crossdock.protocol.Message;
  * worker that was split keeps taking them.
  */
 public final class MapPusher implements Closeable {
-  /**
-   * How long a commit sent before the attempt's last acknowledgements asks each worker to wait
-   * for the reported bytes (see {@code CommitMap.arrival_wait_ms}): long enough for batches on
-   * their way, short enough that a worker slow to take them costs a few seconds before the
-   * writer falls back to awaiting every acknowledgement.
-   */
-  public static final int ARRIVAL_WAIT_MS = 5_000;
-
   private record Item(int partition, int slot, String addr, int seq, byte[] buf, int len) {}
 
   private final ConnectionPool pool;
@@ -284,45 +276,6 @@ public final class MapPusher implements Closeable {
       }
     }
     notifyAll();
-  }
-
-  /** A map's commit, asking the workers to wait up to {@code arrivalWaitMs} for its bytes. */
-  @FunctionalInterface
-  public interface Commit {
-    void run(int arrivalWaitMs) throws IOException;
-  }
-
-  /**
-   * Commits the attempt without first waiting for its last acknowledgements, then awaits them
-   * (mostly in by then): the map's end costs one round of messages instead of two. The workers
-   * wait up to {@link #ARRIVAL_WAIT_MS} for the reported bytes. If the bytes are still short
-   * when that runs out (a worker slow to take them), the commit is refused as a mismatch and
-   * nothing counts: every acknowledgement is then awaited (a push that failed is the error
-   * reported) and the commit made again, compared at once. Throws the first push failure.
-   */
-  public void commitThenAwait(Commit commit) throws IOException {
-    synchronized (this) {
-      if (failure != null) {
-        throw failure; // a push was refused already: nothing to commit
-      }
-    }
-    try {
-      commit.run(ARRIVAL_WAIT_MS);
-    } catch (IOException e) {
-      // A push that failed (a worker lost, a batch refused) is the cause to report, with the
-      // worker it could not reach; the commit's own error rides along.
-      try {
-        awaitAll();
-      } catch (IOException pushFailure) {
-        pushFailure.addSuppressed(e);
-        throw pushFailure;
-      }
-      if (!(e instanceof CrossdockException ce && ce.code() == ErrorCode.COMMIT_MISMATCH)) {
-        throw e;
-      }
-      commit.run(0); // every batch is acknowledged now: compared at once
-    }
-    awaitAll();
   }
 
   /** Waits until every pushed batch is acknowledged; throws the first failure. */

@@ -223,25 +223,12 @@ public sealed interface Message extends Encodable, Structures, Kinds {
    * {@code runStarts} (appended; null when absent): where the attempt's further sorted runs
    * begin, in increasing (partition, batch) order.
    */
-  /**
-   * {@code arrivalWaitMs}: the commit left before the attempt's last pushes were acknowledged;
-   * each worker waits up to this long for the reported bytes (empty: compare at once). A
-   * sender that fills it also sends {@code runStarts} (an empty list for none).
-   */
   record CommitMap(String appId, int shuffleId, int mapId, int attemptId,
-      List<PartitionStat> partitions, List<RunStart> runStarts,
-      java.util.OptionalInt arrivalWaitMs) implements Message {
+      List<PartitionStat> partitions, List<RunStart> runStarts) implements Message {
     /** A commit of one run per partition. */
     public CommitMap(String appId, int shuffleId, int mapId, int attemptId,
         List<PartitionStat> partitions) {
       this(appId, shuffleId, mapId, attemptId, partitions, null);
-    }
-
-    /** A commit sent after every push was acknowledged. */
-    public CommitMap(String appId, int shuffleId, int mapId, int attemptId,
-        List<PartitionStat> partitions, List<RunStart> runStarts) {
-      this(appId, shuffleId, mapId, attemptId, partitions, runStarts,
-          java.util.OptionalInt.empty());
     }
 
     public int kind() {
@@ -254,17 +241,15 @@ public sealed interface Message extends Encodable, Structures, Kinds {
       w.u32(mapId);
       w.u32(attemptId);
       w.list(partitions);
-      if (runStarts != null || arrivalWaitMs.isPresent()) {
-        w.list(runStarts == null ? List.of() : runStarts);
+      if (runStarts != null) {
+        w.list(runStarts);
       }
-      w.appendedU32(arrivalWaitMs);
     }
 
     public static CommitMap decode(Reader r) throws ProtocolException {
       return new CommitMap(r.str("app_id"), r.u32("shuffle_id"), r.u32("map_id"),
           r.u32("attempt_id"), r.list(PartitionStat.MIN_LEN, "partitions", PartitionStat::decode),
-          r.remaining() == 0 ? null : r.list(RunStart.MIN_LEN, "run_starts", RunStart::decode),
-          r.appendedU32("arrival_wait_ms"));
+          r.remaining() == 0 ? null : r.list(RunStart.MIN_LEN, "run_starts", RunStart::decode));
     }
   }
 
@@ -547,10 +532,8 @@ public sealed interface Message extends Encodable, Structures, Kinds {
     }
   }
 
-  /** {@code arrivalWaitMs}: as {@link CommitMap#arrivalWaitMs}, passed on by the coordinator. */
   record MapCommitted(String appId, int shuffleId, int mapId, int attemptId,
-      List<PartitionBytes> partitions, int durability, java.util.OptionalInt arrivalWaitMs)
-      implements Message {
+      List<PartitionBytes> partitions, int durability) implements Message {
     /** The map's data is held by its workers. */
     public static final int DURABILITY_MEMORY = 0;
     /** The map's data is written and synced to its workers' disks. */
@@ -569,7 +552,6 @@ public sealed interface Message extends Encodable, Structures, Kinds {
       w.u32(attemptId);
       w.list(partitions);
       w.u8(durability);
-      w.appendedU32(arrivalWaitMs);
     }
 
     public static MapCommitted decode(Reader r) throws ProtocolException {
@@ -584,8 +566,7 @@ public sealed interface Message extends Encodable, Structures, Kinds {
         throw new ProtocolException(ErrorCode.MALFORMED_FRAME,
             "durability must be 0 (memory), 1 (disk) or 2 (object store), got " + durability);
       }
-      return new MapCommitted(app, shuffle, map, attempt, ps, durability,
-          r.appendedU32("arrival_wait_ms"));
+      return new MapCommitted(app, shuffle, map, attempt, ps, durability);
     }
   }
 

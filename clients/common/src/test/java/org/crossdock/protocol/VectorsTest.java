@@ -241,7 +241,6 @@ class VectorsTest {
           runs.addObject().put("partition", u(r.partition())).put("batch_seq", u(r.batchSeq()));
         }
       }
-      putOpt(o, "arrival_wait_ms", c.arrivalWaitMs());
     } else if (m instanceof CommitResult r) {
       o.put("status", r.status().jsonName).put("winning_attempt", u(r.winningAttempt()));
     } else if (m instanceof UnregisterShuffle r) {
@@ -327,7 +326,6 @@ class VectorsTest {
         a.addObject().put("partition", u(s.partition())).put("bytes", s.bytes());
       }
       o.put("durability", c.durability());
-      putOpt(o, "arrival_wait_ms", c.arrivalWaitMs());
     } else if (m instanceof DeleteShuffle d) {
       o.put("app_id", d.appId()).put("shuffle_id", u(d.shuffleId()))
           .put("everywhere", d.everywhere());
@@ -459,7 +457,7 @@ class VectorsTest {
           }
         }
         return new CommitMap(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
-            runs, optInt(n, "arrival_wait_ms"));
+            runs);
       }
       case "CommitResult": {
         CommitStatus st = null;
@@ -520,7 +518,7 @@ class VectorsTest {
           ps.add(new PartitionBytes(i(p, "partition"), l(p, "bytes")));
         }
         return new MapCommitted(s(n, "app_id"), i(n, "shuffle_id"), i(n, "map_id"), i(n, "attempt_id"), ps,
-            i(n, "durability"), optInt(n, "arrival_wait_ms"));
+            i(n, "durability"));
       }
       case "DeleteShuffle":
         return new DeleteShuffle(s(n, "app_id"), i(n, "shuffle_id"), n.get("everywhere").asBoolean());

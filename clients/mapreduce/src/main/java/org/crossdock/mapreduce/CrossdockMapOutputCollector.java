@@ -274,7 +274,8 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
         }
       }
       buffer.clear();
-      pusher.commitThenAwait(this::commit);
+      pusher.awaitAll();
+      commit();
     } catch (IOException | RuntimeException e) {
       failed();
       throw e;
@@ -359,18 +360,16 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
 
   /**
    * Commits the attempt with its non-empty partitions' sizes, counted where they went (the
-   * partition, or the split its first batch was routed to), before the last acknowledgements
-   * when {@code arrivalWaitMs} &gt; 0 ({@link MapPusher#commitThenAwait}). Another attempt's win
-   * is no error.
+   * partition, or the split its first batch was routed to). Another attempt's win is no error.
    */
-  private void commit(int arrivalWaitMs) throws IOException {
+  private void commit() throws IOException {
     if (pusher.lostRace()) {
       LOG.info("Crossdock map {}: another attempt committed while attempt {} pushed", mapIndex,
           attemptId);
       return;
     }
     Message.CommitResult r = session.coordinator.commitMap(session.appId, JobSession.SHUFFLE_ID,
-        mapIndex, attemptId, pusher.stats(bytes, records), pusher.runStarts(), arrivalWaitMs);
+        mapIndex, attemptId, pusher.stats(bytes, records), pusher.runStarts());
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock map {}: attempt {} lost to attempt {}; its output is ignored", mapIndex,
           attemptId, Integer.toUnsignedString(r.winningAttempt()));

@@ -32,7 +32,7 @@ import scala.collection.Iterator;
  * then carries this attempt's own sizes: the winner ran the same task on the same input, so they
  * are the best estimate available without another round trip, and they only steer AQE.
  *
- * <p><b>Write time.</b> Committing and waiting for the acknowledgements count as the task's
+ * <p><b>Write time.</b> Waiting for the acknowledgements and committing count as the task's
  * shuffle write time, with whatever of its own pushing the writer measured.
  */
 final class MapAttempt {
@@ -121,18 +121,13 @@ final class MapAttempt {
     try {
       long writeNanos = pushes.run();
       long t0 = System.nanoTime();
-      long[] commitNanos = new long[1];
-      pusher.commitThenAwait(wait -> {
-        long c0 = System.nanoTime();
-        commit(bytes, records, wait);
-        commitNanos[0] += System.nanoTime() - c0;
-      });
+      pusher.awaitAll();
       long t1 = System.nanoTime();
-      metrics.incWriteTime(writeNanos + t1 - t0);
+      commit(bytes, records);
+      long t2 = System.nanoTime();
+      metrics.incWriteTime(writeNanos + t2 - t0);
       if (handle.accumulators != null) {
-        long awaitNanos = t1 - t0 - commitNanos[0];
-        handle.accumulators.mapDone(pusher.pushedBytes(), pusher.blockedNanos() + awaitNanos,
-            commitNanos[0]);
+        handle.accumulators.mapDone(pusher.pushedBytes(), pusher.blockedNanos() + t1 - t0, t2 - t1);
       }
     } catch (IOException e) {
       failed();
@@ -141,11 +136,11 @@ final class MapAttempt {
   }
 
   /**
-   * Commits a map attempt with its non-empty partitions' sizes; with {@code arrivalWaitMs} &gt;
-   * 0 before its pushes were all acknowledged ({@link MapPusher#commitThenAwait}). Returns normally when another attempt won (see
-   * the class comment); throws on any other failure so that Spark retries the task.
+   * Commits a map attempt whose pushes were all acknowledged, with its non-empty partitions'
+   * sizes. Returns normally when another attempt won (see the class comment); throws on any
+   * other failure so that Spark retries the task.
    */
-  private void commit(long[] bytes, long[] records, int arrivalWaitMs) throws IOException {
+  private void commit(long[] bytes, long[] records) throws IOException {
     int shuffleId = handle.shuffleId();
     if (pusher.lostRace()) {
       LOG.info("Crossdock shuffle {} map {}: another attempt committed while attempt {} pushed",
@@ -155,7 +150,7 @@ final class MapAttempt {
     // Each partition's bytes are counted where they went: the partition, or the split the
     // pusher began it in.
     Message.CommitResult r = manager.coordinator(handle).commitMap(handle.appId, shuffleId,
-        mapIndex, attemptId, pusher.stats(bytes, records), pusher.runStarts(), arrivalWaitMs);
+        mapIndex, attemptId, pusher.stats(bytes, records), pusher.runStarts());
     if (r.status() == Message.CommitStatus.REJECTED) {
       LOG.info("Crossdock shuffle {} map {}: attempt {} lost to attempt {}; its output is ignored",
           shuffleId, mapIndex, attemptId, Integer.toUnsignedString(r.winningAttempt()));
