@@ -1,7 +1,7 @@
 """What the end of a map task costs through Crossdock: the compression, the wait for the last
-acknowledgements and the commit, per map, on many small partitions (the shape of
-spark_bench's many-small-blocks: M maps x M partitions, 200 rows a map), against vanilla
-Spark, in the same run.
+acknowledgements and the commit, per map, on many small partitions (spark_bench's
+many-small-blocks workload itself: M maps x M partitions, 200 rows a map, M from 50 to 4000),
+against vanilla Spark, in the same run.
 
     .venv/bin/python bench/map_end.py [--maps 1000] [--runs 3] [--before-jar OLD.jar]
 
@@ -30,26 +30,25 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "spark"))
+sys.path.insert(0, str(REPO / "bench"))
 
 
 def one_run(maps: int, coordinator: str | None, logdir: str) -> float:
-    """Runs the job once in this process; returns the action's wall time."""
+    """Runs spark_bench's many-small-blocks once in this process; returns the action's wall time."""
     from harness import base_conf, crossdock_conf, spark_session
-    from pyspark.sql import functions as F
+    from spark_workloads import w_many_small_blocks
 
     conf = {**base_conf(), "spark.eventLog.enabled": "true", "spark.eventLog.dir": logdir,
-            "spark.eventLog.compress": "false", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+            "spark.eventLog.compress": "false"}
     if coordinator:
         conf.update({**crossdock_conf(coordinator), "spark.crossdock.route": "crossdock"})
     with spark_session("map-end", conf) as spark:
         spark.range(0, 1000, numPartitions=4).count()  # executors up, JIT warm
         t = time.monotonic()
-        df = spark.range(0, maps * 200, numPartitions=maps).withColumn("v", F.col("id") * 3)
-        out = df.repartition(maps, "id").groupBy(F.spark_partition_id().alias("p")).agg(F.count("*").alias("n"))
-        row = out.agg(F.count("*"), F.sum("n")).collect()[0]
+        row = w_many_small_blocks(spark, (maps + 0.5) / 1000)  # the workload takes int(1000 * scale)
         wall = time.monotonic() - t
     if (row[0], row[1]) != (maps, maps * 200):
-        raise SystemExit(f"wrong result {tuple(row)}, expected {(maps, maps * 200)}")
+        raise SystemExit(f"wrong result {tuple(row)}, expected {maps} partitions of {maps * 200} rows")
     return wall
 
 
@@ -93,12 +92,14 @@ def child(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--maps", type=int, default=1000, help="M: maps and partitions [1000]")
+    ap.add_argument("--maps", type=int, default=1000, help="M: maps and partitions, 50 to 4000 [1000]")
     ap.add_argument("--runs", type=int, default=3, help="runs of each mode [3]")
     ap.add_argument("--before-jar", help="another Crossdock client jar, run as mode 'before'")
     ap.add_argument("--json", help="write the runs and medians here")
     ap.add_argument("--mode", help=argparse.SUPPRESS)  # a child run
     args = ap.parse_args()
+    if not 50 <= args.maps <= 4000:
+        ap.error("--maps must be from 50 to 4000 (many-small-blocks' range)")
     if args.mode:
         child(args)
         return

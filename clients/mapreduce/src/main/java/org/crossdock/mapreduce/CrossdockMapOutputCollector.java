@@ -73,7 +73,6 @@ public final class CrossdockMapOutputCollector<K, V> implements MapOutputCollect
   private boolean spillRuns;
   /** Spills pushed as runs so far. */
   private int pushedSpills;
-
   private Placement placement;
   private MapPusher pusher;
   private long[] bytes;
