@@ -1,5 +1,7 @@
 //! Typed calls to the coordinator.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use crossdock_proto::codec::Appended;
 use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, WorkerInfo};
@@ -73,7 +75,7 @@ impl ShuffleStatus {
 pub struct CoordinatorClient {
     addr: String,
     keyring: Keyring,
-    conn: Mutex<Option<RpcConnection>>,
+    conn: Mutex<Option<Arc<RpcConnection>>>,
 }
 
 impl CoordinatorClient {
@@ -84,7 +86,7 @@ impl CoordinatorClient {
         Ok(CoordinatorClient {
             addr: addr.to_string(),
             keyring: keyring.clone(),
-            conn: Mutex::new(Some(conn)),
+            conn: Mutex::new(Some(Arc::new(conn))),
         })
     }
 
@@ -101,15 +103,18 @@ impl CoordinatorClient {
 
     /// Sends any request and returns the response.
     pub async fn call(&self, msg: &Message) -> Result<Message> {
-        let mut guard = self.conn.lock().await;
-        if guard.as_ref().is_none_or(|c| c.is_closed()) {
-            *guard = Some(RpcConnection::connect(&self.addr, &self.keyring).await?);
-        }
-        let conn = guard.as_ref().expect("connected above");
-        // Calls are short; holding the lock keeps reconnection simple. Concurrency
-        // comes from the request ids, which the connection multiplexes.
-        let fut = conn.call(msg);
-        fut.await
+        // The lock covers only taking (or re-opening) the connection: calls run side by
+        // side on it, matched by request id, so a call that waits at the coordinator (a
+        // commit held by a slow worker) does not hold back the others.
+        let conn = {
+            let mut guard = self.conn.lock().await;
+            if guard.as_ref().is_none_or(|c| c.is_closed()) {
+                let fresh = RpcConnection::connect(&self.addr, &self.keyring).await?;
+                *guard = Some(Arc::new(fresh));
+            }
+            guard.as_ref().expect("connected above").clone()
+        };
+        conn.call(msg).await
     }
 
     async fn expect_ok(&self, msg: Message) -> Result<()> {

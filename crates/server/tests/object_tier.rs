@@ -283,6 +283,64 @@ async fn a_disk_commit_into_an_evicted_partition_waits_until_it_is_uploaded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_waiting_for_its_upload_holds_back_no_other_call_to_its_worker() {
+    // One worker, so every call of the coordinator's goes over its one connection to it.
+    // A disk commit into an evicted partition waits for its upload, held back as in the
+    // test above; meanwhile another app registers a shuffle on the same worker, pushes,
+    // commits (durable on disk) and reads. Answered in request order, all of that would
+    // wait behind the held commit until the coordinator's call timeout.
+    let scratch = tempfile::tempdir().unwrap();
+    let store = scratch.path().join("store");
+    let url = format!("file://{}", store.display());
+    let c = Cluster::start_tiered(1, 1, Durability::Disk, tiered(&url, Some(1))).await;
+    c.coord.register_app("w", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("w", 0, 1, 1).await.unwrap();
+    run_map(&c, &placement, "w", 0, 0, 1).await.unwrap();
+    let worker = c.nodes[0].worker.clone();
+    eventually("the partition file is evicted", || async {
+        worker.store.stored_bytes() == 0
+    })
+    .await;
+    let (_, part) = worker.store.partition("w", 0, 0).unwrap();
+    let next = part.lock().file_written;
+    let blocker = store.join(format!("w/0/0/{:016x}-{next:016x}.seg", worker.incarnation));
+    std::fs::create_dir_all(&blocker).unwrap();
+    let held = {
+        let placement = placement.clone();
+        let c = &c;
+        async move { run_map(c, &placement, "w", 0, 1 << 16, 1).await }
+    };
+    tokio::pin!(held);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), &mut held)
+            .await
+            .is_err(),
+        "the commit waits for its upload"
+    );
+    let other = async {
+        c.coord.register_app("v", 60_000).await.unwrap();
+        let placement = c.coord.register_shuffle("v", 0, 1, 1).await.unwrap();
+        let committed = run_map(&c, &placement, "v", 0, 0, 1).await.unwrap().0;
+        let addr = placement.worker_of(0).unwrap().addr.clone();
+        (committed, read_from(&addr, "v", 0, 1).await.unwrap())
+    };
+    // Far below the coordinator's 30 s call timeout; the held commit is still waiting.
+    let (committed, read) = tokio::time::timeout(Duration::from_secs(10), other)
+        .await
+        .expect("the other app's calls were answered while the commit waited");
+    assert_eq!(committed, CommitStatus::Committed);
+    assert_eq!(read, expected(0, &[0]));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut held)
+            .await
+            .is_err(),
+        "the held commit still waits"
+    );
+    std::fs::remove_dir(&blocker).unwrap();
+    assert_eq!(held.await.unwrap().0, CommitStatus::Committed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_object_store_a_full_disk_is_relieved_by_eviction() {
     // Four pages: shuffle.meta takes one, a partition file a page per 4 KiB (an evicted
     // file's tail is written again from where the eviction left it: sparse, but the page

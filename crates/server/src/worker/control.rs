@@ -8,14 +8,14 @@ use std::sync::Arc;
 use crossdock_proto::{Durability, Message};
 
 use super::node::Worker;
-use super::reply::{answer, answer_later, Replies};
+use super::reply::{answer, answer_when_done, Replies};
 use super::storage::layout::ShuffleMeta;
 use super::storage::StorageError;
 use crate::error::{NotAccepted, ServerError};
 
 /// Handles one control message and queues its reply. Replies that wait (a commit's
 /// durability, an adoption) are computed by tasks of their own while the connection
-/// goes on.
+/// goes on, and written when they are done, not in request order.
 pub async fn handle(
     tx: &Replies,
     worker: &Arc<Worker>,
@@ -69,14 +69,14 @@ pub async fn handle(
             // Answered once the map's batches are written and synced, or uploaded.
             Ok(()) => {
                 let store = store.clone();
-                answer_later(tx, request_id, async move {
+                answer_when_done(tx, request_id, async move {
                     store
                         .persist_map(&app_id, shuffle_id, map_id, attempt_id, durability)
                         .await
                         .map(|()| Message::Ok)
                         .map_err(Into::into)
-                })
-                .await
+                });
+                Ok(())
             }
         },
         Message::CheckCopies {
@@ -103,7 +103,7 @@ pub async fn handle(
             }
             // Adoption reads from the object store: answered when done.
             let store = store.clone();
-            answer_later(tx, request_id, async move {
+            answer_when_done(tx, request_id, async move {
                 let res = store
                     .adopt(
                         &app_id,
@@ -114,8 +114,8 @@ pub async fn handle(
                     )
                     .await;
                 held(res)
-            })
-            .await
+            });
+            Ok(())
         }
         Message::DeleteShuffle {
             app_id,

@@ -1,6 +1,14 @@
 //! A worker connection's replies: queued by the reader in request order and written by
 //! the connection's writer, so a reply that takes time (a replica's acknowledgement, a
-//! commit's durability wait, a fetch stream) does not hold up reading the next requests.
+//! fetch stream) does not hold up reading the next requests.
+//!
+//! Two of the coordinator's calls wait for storage rather than for a client: a commit at
+//! durability `disk` or `object-store` (its batches synced or uploaded) and an adoption
+//! (partitions read back from the object store). Their answers are written when their
+//! work ends, ahead of or after later replies ([`answer_when_done`]): in request order,
+//! one slow upload would hold back every later answer on the coordinator's one
+//! connection to this worker, other applications' commits and placements included,
+//! until the coordinator's call timeout declared the worker unreachable.
 
 use std::future::Future;
 use std::io;
@@ -47,17 +55,23 @@ pub async fn answer(
 }
 
 /// Runs `work` as a task of its own (it starts at once, whatever is queued before it)
-/// and queues its answer.
-pub async fn answer_later<F>(tx: &Replies, request_id: u64, work: F) -> io::Result<()>
+/// and queues its answer when it ends, out of request order: the replies queued after it
+/// do not wait for it. Only for calls whose callers match answers by request id and do
+/// not depend on their order (the coordinator's; see the module's note).
+pub fn answer_when_done<F>(tx: &Replies, request_id: u64, work: F)
 where
     F: Future<Output = Result<Message, ServerError>> + Send + 'static,
 {
+    let tx = tx.clone();
     let task = tokio::spawn(work);
-    let pending: Pending = Box::pin(async move {
-        task.await
-            .unwrap_or_else(|e| Err(ServerError::task("reply", e)))
+    tokio::spawn(async move {
+        // A panic in `work` is answered as an error, not left to the caller's timeout.
+        let res = task
+            .await
+            .unwrap_or_else(|e| Err(ServerError::task("reply", e)));
+        // The connection may have closed meanwhile: nobody is left to answer.
+        let _ = send(&tx, Reply::Now(request_id, res)).await;
     });
-    send(tx, Reply::Later(request_id, pending)).await
 }
 
 /// What to do with the connection after a request.
