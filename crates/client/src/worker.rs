@@ -3,7 +3,9 @@
 use std::collections::VecDeque;
 
 use crossdock_proto::io::write_message;
-use crossdock_proto::{checksum, Appended, FetchedBatch, Message, PushHeader, ResumePoint};
+use crossdock_proto::{
+    checksum, Appended, AttemptId, FetchedBatch, Message, PushHeader, ResumePoint,
+};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
@@ -103,6 +105,8 @@ pub struct PartitionReader {
     last: Option<ResumePoint>,
     /// For one run of a map's several: the sequence number its batches stop before.
     end_batch_seq: u32,
+    /// The attempt the range's maps must have committed (see [`PartitionReader::expecting`]).
+    expected_attempt: Option<AttemptId>,
     done: bool,
     received_in_stream: u64,
     opened: bool,
@@ -128,6 +132,7 @@ impl PartitionReader {
             ready: VecDeque::new(),
             last: None,
             end_batch_seq: 0,
+            expected_attempt: None,
             done: false,
             received_in_stream: 0,
             opened: false,
@@ -150,6 +155,14 @@ impl PartitionReader {
         self
     }
 
+    /// Reads only if every map of the range has `attempt` committed (the attempt whose
+    /// run starts the caller holds); a worker with another committed attempt refuses with
+    /// `commit_mismatch` instead of sending that attempt's batches.
+    pub fn expecting(mut self, attempt: AttemptId) -> Self {
+        self.expected_attempt = Some(attempt);
+        self
+    }
+
     /// Sets how many times a broken stream is resumed before the error is returned.
     pub fn with_max_resumes(mut self, n: u32) -> Self {
         self.max_resumes = n;
@@ -168,11 +181,13 @@ impl PartitionReader {
         self.opened = true;
         let mut stream = connect_stream(&self.addr, &self.keyring).await?;
         let id = handshake(&mut stream, &self.addr, &self.keyring).await?;
-        // The end of a run is an appended field, after `run_bytes` (0 here: no cap).
-        let (run_bytes, end_batch_seq) = match self.end_batch_seq {
-            0 => (Appended(None), Appended(None)),
-            end => (Appended::of(0), Appended::of(end)),
-        };
+        // Appended fields: a later one is sent with those before it (0: no cap, no end).
+        let (run_bytes, end_batch_seq, expected_attempt) =
+            match (self.end_batch_seq, self.expected_attempt) {
+                (0, None) => (Appended(None), Appended(None), Appended(None)),
+                (end, None) => (Appended::of(0), Appended::of(end), Appended(None)),
+                (end, Some(a)) => (Appended::of(0), Appended::of(end), Appended(Some(a))),
+            };
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),
             shuffle_id: self.range.shuffle_id,
@@ -182,6 +197,7 @@ impl PartitionReader {
             resume_after: self.last,
             run_bytes,
             end_batch_seq,
+            expected_attempt,
         };
         let io = |source| ClientError::Io {
             addr: self.addr.clone(),

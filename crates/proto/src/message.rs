@@ -475,6 +475,11 @@ crate::wire_enum! {
             /// One run of a map's several: its batches stop before this sequence number
             /// (where the next run begins). 0: no end.
             end_batch_seq: Appended<u32>,
+            /// The attempt the reader expects every map of the range to have committed
+            /// (a merging reader's run starts belong to one attempt): a worker whose
+            /// committed attempt differs refuses the read (`commit_mismatch`) rather than
+            /// pair another attempt's batches with them. `NONE`: whatever is committed.
+            expected_attempt: Appended<AttemptId>,
         },
         FetchChunk = 0x42 {
             batches: Vec<FetchedBatch>,

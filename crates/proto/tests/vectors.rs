@@ -460,6 +460,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 resume_after: None,
                 run_bytes: Appended::default(),
                 end_batch_seq: Appended::default(),
+                expected_attempt: Appended(None),
             },
         ),
         (
@@ -477,6 +478,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 }),
                 run_bytes: Appended::of(64 << 10),
                 end_batch_seq: Appended::default(),
+                expected_attempt: Appended(None),
             },
         ),
         (
@@ -494,6 +496,22 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 }),
                 run_bytes: Appended::of(64 << 10),
                 end_batch_seq: Appended::of(9),
+                expected_attempt: Appended(None),
+            },
+        ),
+        (
+            "fetch_run_of_attempt",
+            41,
+            Message::Fetch {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                partition: 3,
+                start_map: 1,
+                end_map: 2,
+                resume_after: None,
+                run_bytes: Appended::of(64 << 10),
+                end_batch_seq: Appended::of(0),
+                expected_attempt: Appended(Some(AttemptId::new(1, 2))),
             },
         ),
         (
@@ -601,6 +619,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         resume_after: None,
         run_bytes: Appended::default(),
         end_batch_seq: Appended::default(),
+        expected_attempt: Appended(None),
     }
     .encode_frame(1);
     *bad_bool.last_mut().unwrap() = 7;

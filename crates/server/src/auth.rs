@@ -164,6 +164,7 @@ mod tests {
             resume_after: None,
             run_bytes: Default::default(),
             end_batch_seq: Default::default(),
+            expected_attempt: crossdock_proto::Appended(None),
         }
     }
 

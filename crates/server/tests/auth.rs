@@ -115,6 +115,7 @@ fn fetch(app: &str) -> Message {
         resume_after: None,
         run_bytes: Default::default(),
         end_batch_seq: Default::default(),
+        expected_attempt: crossdock_proto::Appended(None),
     }
 }
 

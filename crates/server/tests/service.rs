@@ -772,8 +772,8 @@ async fn a_map_of_several_sorted_runs_is_committed_and_read_run_by_run() {
     // Each run is read alone: from its first batch to the next run's.
     let addr = &placement.worker_of(1).unwrap().addr;
     let keys = app_keys(app);
-    for (start, end, want) in [(0, 2, vec![0, 1]), (2, 3, vec![2]), (3, 0, vec![3, 4])] {
-        let mut r = PartitionReader::new(
+    let reader = || {
+        PartitionReader::new(
             addr,
             FetchRange {
                 app_id: app.into(),
@@ -784,7 +784,10 @@ async fn a_map_of_several_sorted_runs_is_committed_and_read_run_by_run() {
             },
             &keys,
         )
-        .run(start, end);
+    };
+    for (start, end, want) in [(0, 2, vec![0, 1]), (2, 3, vec![2]), (3, 0, vec![3, 4])] {
+        // Read as the attempt whose commit listed the starts: the one committed.
+        let mut r = reader().run(start, end).expecting(AttemptId(0));
         let mut got = Vec::new();
         while let Some(b) = r.next_batch().await.unwrap() {
             assert_eq!(&b.payload[..], &payload(0, 1, b.batch_seq, len)[..]);
@@ -792,4 +795,17 @@ async fn a_map_of_several_sorted_runs_is_committed_and_read_run_by_run() {
         }
         assert_eq!(got, want, "the run from batch {start}");
     }
+    // Run starts of another attempt (a reader that planned before a rerun replaced the
+    // map's output): refused, never this attempt's batches cut at the other's starts.
+    let mut stale = reader()
+        .run(2, 3)
+        .expecting(AttemptId::new(1, 0))
+        .with_max_resumes(0);
+    let refused = stale.next_batch().await;
+    let message = format!("{:?}", refused.as_ref().map(|_| ()));
+    assert!(
+        message.contains("map 0's committed output is attempt 0, not attempt 65536"),
+        "{message}"
+    );
+    assert_code(refused, ErrorCode::CommitMismatch);
 }

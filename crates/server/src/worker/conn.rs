@@ -159,6 +159,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                     resume_after,
                     run_bytes,
                     end_batch_seq,
+                    expected_attempt,
                 } => {
                     let req = fetch::FetchRequest {
                         app_id,
@@ -169,6 +170,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                         cut: RunCut {
                             bytes: run_bytes.value(),
                             end_seq: end_batch_seq.value(),
+                            attempt: expected_attempt.0.and_then(|a| a.some()),
                         },
                         received: std::time::Instant::now(),
                     };

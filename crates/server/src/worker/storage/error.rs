@@ -76,6 +76,13 @@ pub enum StorageError {
         want: u64,
         have: u64,
     },
+    #[error("map {map}'s committed output is {committed}, not attempt {expected} whose run starts the reader holds: the map's output was replaced; read the shuffle's state again")]
+    OtherAttempt {
+        map: u32,
+        expected: AttemptId,
+        /// The committed attempt, or "no attempt".
+        committed: String,
+    },
     #[error("{missing} map(s) of [{start}, {end}) have not committed yet (first: map {first}); fetch after the map stage completes")]
     NotCommitted {
         start: u32,
@@ -225,7 +232,7 @@ impl Coded for StorageError {
             E::MemoryOnly { .. } => ErrorCode::InvalidArgument,
             E::BadChecksum { .. } => ErrorCode::BadChecksum,
             E::PushAfterCommit { .. } => ErrorCode::PushAfterCommit,
-            E::CommitMismatch { .. } => ErrorCode::CommitMismatch,
+            E::CommitMismatch { .. } | E::OtherAttempt { .. } => ErrorCode::CommitMismatch,
             E::NotCommitted { .. } | E::StillRestoring { .. } => ErrorCode::ShuffleNotComplete,
             E::Corrupt { .. } => ErrorCode::CorruptData,
             E::DiskFull { .. } | E::NotDurable { .. } | E::Io { .. } | E::Object(_) => {

@@ -587,6 +587,19 @@ impl ShuffleStore {
                 missing,
             });
         }
+        if let Some(expected) = cut.attempt {
+            if let Some(map) = (start..end).find(|&m| shuffle.committed(m) != Some(expected)) {
+                let committed = match shuffle.committed(map) {
+                    Some(a) => format!("attempt {a}"),
+                    None => "no attempt".to_string(),
+                };
+                return Err(StorageError::OtherAttempt {
+                    map,
+                    expected,
+                    committed,
+                });
+            }
+        }
         part.read_view(start, end, |m| shuffle.committed(m), resume, cut)
             .map_err(StorageError::reading(format!(
                 "opening {}",

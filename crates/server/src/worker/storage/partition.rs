@@ -563,6 +563,9 @@ pub struct RunCut {
     pub bytes: u64,
     /// The batches before this sequence number (where the map's next run begins); 0: all.
     pub end_seq: u32,
+    /// The attempt every map of the range must have committed (the one the reader's run
+    /// starts belong to); `None`: whichever is committed.
+    pub attempt: Option<AttemptId>,
 }
 
 /// The batches a reducer reads (see [`Partition::snapshot`]).
@@ -634,7 +637,7 @@ mod tests {
             resume,
             RunCut {
                 bytes: run_bytes,
-                end_seq: 0,
+                ..RunCut::default()
             },
         )
     }
@@ -660,7 +663,12 @@ mod tests {
                 map_id: 2,
                 batch_seq: start - 1,
             });
-            cut(&p, resume, RunCut { bytes, end_seq })
+            let c = RunCut {
+                bytes,
+                end_seq,
+                attempt: None,
+            };
+            cut(&p, resume, c)
         };
         assert_eq!(run(0, 2, 0), vec![(2, 0), (2, 1)]);
         assert_eq!(run(2, 5, 0), vec![(2, 2), (2, 3), (2, 4)]);

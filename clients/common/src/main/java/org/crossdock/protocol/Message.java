@@ -674,16 +674,20 @@ public sealed interface Message extends Encodable, Structures, Kinds {
   /**
    * {@code resumeAfter} is null for a fresh fetch; on the wire it is {@code bool has_resume}.
    * Appended: {@code runBytes}, a merging reader's per-map segment size (empty or 0 for all);
-   * {@code endBatchSeq}, where one run of a map's several ends (empty or 0 for none).
+   * {@code endBatchSeq}, where one run of a map's several ends (empty or 0 for none);
+   * {@code expectedAttempt}, the attempt every map of the range must have committed (the one
+   * whose run starts the reader holds; a worker with another answers {@code commit_mismatch};
+   * empty or {@link AttemptIds#NO_ATTEMPT}: whichever is committed).
    */
   record Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
-      ResumePoint resumeAfter, java.util.OptionalLong runBytes, java.util.OptionalInt endBatchSeq)
-      implements Message {
+      ResumePoint resumeAfter, java.util.OptionalLong runBytes, java.util.OptionalInt endBatchSeq,
+      java.util.OptionalInt expectedAttempt) implements Message {
     /** A fetch of everything after {@code resumeAfter} (no per-map cap). */
     public Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
         ResumePoint resumeAfter) {
       this(appId, shuffleId, partition, startMap, endMap, resumeAfter,
-          java.util.OptionalLong.empty(), java.util.OptionalInt.empty());
+          java.util.OptionalLong.empty(), java.util.OptionalInt.empty(),
+          java.util.OptionalInt.empty());
     }
 
     public int kind() {
@@ -700,16 +704,19 @@ public sealed interface Message extends Encodable, Structures, Kinds {
       if (resumeAfter != null) {
         resumeAfter.encode(w);
       }
-      w.appendedU64(endBatchSeq.isPresent() && runBytes.isEmpty() ? java.util.OptionalLong.of(0)
-          : runBytes);
-      w.appendedU32(endBatchSeq);
+      // An appended field is sent with every one before it (0 there: no cap, no end).
+      boolean later = expectedAttempt.isPresent();
+      boolean laterThanCap = later || endBatchSeq.isPresent();
+      w.appendedU64(laterThanCap && runBytes.isEmpty() ? java.util.OptionalLong.of(0) : runBytes);
+      w.appendedU32(later && endBatchSeq.isEmpty() ? java.util.OptionalInt.of(0) : endBatchSeq);
+      w.appendedU32(expectedAttempt);
     }
 
     public static Fetch decode(Reader r) throws ProtocolException {
       return new Fetch(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
           r.u32("start_map"), r.u32("end_map"),
           r.bool("has_resume") ? ResumePoint.decode(r) : null, r.appendedU64("run_bytes"),
-          r.appendedU32("end_batch_seq"));
+          r.appendedU32("end_batch_seq"), r.appendedU32("expected_attempt"));
     }
   }
 

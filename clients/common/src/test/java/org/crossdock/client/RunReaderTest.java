@@ -9,6 +9,8 @@ import org.crossdock.client.fetch.FetchMonitor;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunReader;
 import org.crossdock.client.fetch.Segment;
+import org.crossdock.protocol.AttemptIds;
+import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.Message;
 import org.crossdock.protocol.Structures.CommitStatus;
 import org.crossdock.protocol.Structures.PartitionStat;
@@ -195,7 +197,8 @@ class RunReaderTest {
       for (int p = 0; p < PARTS; p++) {
         int[][] bounds = {{0, 1}, {1, 3}, {3, 0}};
         for (int[] b : bounds) {
-          runs.add(Segment.run(p, 3, cap, List.of(pl.addrOf(p)), cap, b[0], b[1]));
+          // Attempt 0 is the one committed: the workers check it.
+          runs.add(Segment.run(p, 3, 0, cap, List.of(pl.addrOf(p)), cap, b[0], b[1]));
           want.add(b);
         }
       }
@@ -225,7 +228,27 @@ class RunReaderTest {
       assertEquals(0, memory.held, "every byte of memory given back");
     }
     assertThrows(IllegalArgumentException.class,
-        () -> Segment.run(0, 3, 1, List.of("x:1"), 1, 3, 3), "an empty run");
+        () -> Segment.run(0, 3, 0, 1, List.of("x:1"), 1, 3, 3), "an empty run");
+  }
+
+  @Test
+  void aRunOfAnAttemptThatIsNotTheCommittedOneIsRefusedNotRead() throws Exception {
+    // Its run starts would be another attempt's: the worker refuses rather than send attempt
+    // 0's batches between them, and no other copy is asked (each would say the same).
+    Segment run = Segment.run(0, 3, AttemptIds.of(1, 0), 100, List.of(pl.addrOf(0)), 1 << 20,
+        1, 3);
+    FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
+    RunReader.Settings settings = new RunReader.Settings(APP, CrossdockServer.token(APP), 1,
+        3000, RealServerTest.TIMEOUT, 3);
+    try (RunReader reader = new RunReader(settings, List.of(run), new FetchMonitor(), memory,
+        a -> false)) {
+      FetchScheduler.SegmentFailed e =
+          assertThrows(FetchScheduler.SegmentFailed.class, () -> reader.next(run));
+      assertEquals(ErrorCode.COMMIT_MISMATCH, ((CrossdockException) e.getCause()).code(), e.getMessage());
+      assertTrue(e.getMessage().contains("map 3's committed output is attempt 0, not attempt 65536"),
+          e.getMessage());
+    }
+    assertEquals(0, memory.held, "every byte of memory given back");
   }
 
   @Test

@@ -353,6 +353,7 @@ class VectorsTest {
         o.putNull("run_bytes");
       }
       putOpt(o, "end_batch_seq", f.endBatchSeq());
+      putOpt(o, "expected_attempt", f.expectedAttempt());
     } else if (m instanceof FetchChunk c) {
       ArrayNode a = o.putArray("batches");
       for (FetchedBatch b : c.batches()) {
@@ -534,7 +535,8 @@ class VectorsTest {
         JsonNode cap = n.get("run_bytes");
         return new Fetch(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"), i(n, "start_map"),
             i(n, "end_map"), rp, (cap == null || cap.isNull()) ? java.util.OptionalLong.empty()
-                : java.util.OptionalLong.of(cap.asLong()), optInt(n, "end_batch_seq"));
+                : java.util.OptionalLong.of(cap.asLong()), optInt(n, "end_batch_seq"),
+            optInt(n, "expected_attempt"));
       }
       case "FetchChunk": {
         List<FetchedBatch> bs = new ArrayList<>();

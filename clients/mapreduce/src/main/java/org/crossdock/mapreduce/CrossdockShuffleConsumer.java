@@ -105,7 +105,8 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       int runBatch = conf.runBatchBytes(numMaps);
       long cap = conf.runCap(numMaps, runBatch);
       // Where maps that pushed their spills as runs began their later ones.
-      RunStartIndex later = new RunStartIndex(status.runStarts(), 0, numMaps);
+      RunStartIndex later =
+          new RunStartIndex(status.runStarts(), status.mapAttempts(), 0, numMaps);
       if (later.count() > 0) {
         cap = conf.runCap(numMaps + (int) Math.min(Integer.MAX_VALUE, later.count()), runBatch);
       }
@@ -190,6 +191,12 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
           throw new IOException("Crossdock: map " + m + " has no committed output any more (its "
               + "only copy was on a lost worker); first error: " + f.getMessage(), f);
         }
+      }
+      if (s.expectedAttempt != AttemptIds.NO_ATTEMPT && attempts[s.startMap] != s.expectedAttempt) {
+        throw new IOException("Crossdock: map " + s.startMap + "'s output was replaced (attempt "
+            + Integer.toUnsignedString(s.expectedAttempt) + " → "
+            + Integer.toUnsignedString(attempts[s.startMap]) + ") after this reduce planned its"
+            + " runs; first error: " + f.getMessage(), f);
       }
       Placement placement = Placement.of(status);
       for (int slot : placement.slotsOf(reduce)) {

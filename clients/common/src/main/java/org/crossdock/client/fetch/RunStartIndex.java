@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Message;
 
 /**
@@ -15,10 +16,18 @@ import org.crossdock.protocol.Message;
 public final class RunStartIndex {
   /** Later runs' first batches per (slot, map), in batch order. */
   private final Map<Long, List<Integer>> later = new HashMap<>();
+  /** The committed attempt of each map, from the same answer as the run starts (or null). */
+  private final int[] attempts;
   private long count;
 
-  /** The run starts of maps {@code [startMap, endMap)} among {@code starts} (null: none). */
-  public RunStartIndex(List<Message.MapRunStart> starts, int startMap, int endMap) {
+  /**
+   * The run starts of maps {@code [startMap, endMap)} among {@code starts} (null: none), with
+   * {@code attempts}, each map's committed attempt in the same answer of the coordinator's
+   * (indexed by map; null: not known): a run is read only from the attempt its starts are of.
+   */
+  public RunStartIndex(List<Message.MapRunStart> starts, int[] attempts, int startMap,
+      int endMap) {
+    this.attempts = attempts;
     if (starts == null) {
       return;
     }
@@ -51,10 +60,13 @@ public final class RunStartIndex {
       out.add(new Segment(slot, map, map + 1, estimate, copies, cap));
       return;
     }
+    int attempt = attempts != null && map < attempts.length ? attempts[map]
+        : AttemptIds.NO_ATTEMPT;
     int first = 0;
     for (int i = 0; i <= starts.size(); i++) {
       int end = i < starts.size() ? starts.get(i) : 0;
-      out.add(Segment.run(slot, map, estimate / (starts.size() + 1), copies, cap, first, end));
+      out.add(Segment.run(slot, map, attempt, estimate / (starts.size() + 1), copies, cap, first,
+          end));
       first = end;
     }
   }

@@ -4,6 +4,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import org.crossdock.client.CrossdockException;
+import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.Message;
 
@@ -34,6 +35,12 @@ public final class Segment {
   public final int endBatch;
   /** For one run of a map's several: the sequence number of its first batch. */
   public final int firstBatch;
+  /**
+   * For one run of a map's several: the attempt whose commit listed the run starts, which the
+   * worker must still hold committed (else it refuses rather than send another attempt's
+   * batches between them); {@link AttemptIds#NO_ATTEMPT}: whichever is committed.
+   */
+  public final int expectedAttempt;
   /** Where it can be read, preferred first (primary, replica). */
   List<String> copies;
 
@@ -77,24 +84,26 @@ public final class Segment {
   /** A segment whose requests each bring at most {@code runBytes} of every map (and one batch). */
   public Segment(int partition, int startMap, int endMap, long estimate, List<String> copies,
       long runBytes) {
-    this(partition, startMap, endMap, estimate, copies, runBytes, 0, 0);
+    this(partition, startMap, endMap, estimate, copies, runBytes, 0, 0, AttemptIds.NO_ATTEMPT);
   }
 
   /**
-   * One run of map {@code map}'s several: its batches from {@code firstBatch} to before {@code
-   * endBatch} (0: to the map's end), read {@code runBytes} at a time.
+   * One run of map {@code map}'s several, as attempt {@code attempt} committed them: its batches
+   * from {@code firstBatch} to before {@code endBatch} (0: to the map's end), read {@code
+   * runBytes} at a time.
    */
-  public static Segment run(int partition, int map, long estimate, List<String> copies,
-      long runBytes, int firstBatch, int endBatch) {
+  public static Segment run(int partition, int map, int attempt, long estimate,
+      List<String> copies, long runBytes, int firstBatch, int endBatch) {
     if (runBytes <= 0 || firstBatch < 0 || (endBatch != 0 && endBatch <= firstBatch)) {
       throw new IllegalArgumentException("no run of map " + map + " from batch " + firstBatch
           + " to " + endBatch + " capped at " + runBytes);
     }
-    return new Segment(partition, map, map + 1, estimate, copies, runBytes, firstBatch, endBatch);
+    return new Segment(partition, map, map + 1, estimate, copies, runBytes, firstBatch, endBatch,
+        attempt);
   }
 
   private Segment(int partition, int startMap, int endMap, long estimate, List<String> copies,
-      long runBytes, int firstBatch, int endBatch) {
+      long runBytes, int firstBatch, int endBatch, int expectedAttempt) {
     if (copies.isEmpty()) {
       throw new IllegalArgumentException("no copy of partition " + partition + " to read from");
     }
@@ -110,6 +119,7 @@ public final class Segment {
     this.runBytes = Math.max(0, runBytes);
     this.endBatch = endBatch;
     this.firstBatch = firstBatch;
+    this.expectedAttempt = expectedAttempt;
     // A later run is read as if a read of the map had stopped after the batch before it.
     this.resume = firstBatch > 0 ? new Message.ResumePoint(startMap, firstBatch - 1) : null;
   }
@@ -118,7 +128,9 @@ public final class Segment {
   Message.Fetch request(String appId, int shuffleId) {
     return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume,
         runBytes > 0 ? java.util.OptionalLong.of(runBytes) : java.util.OptionalLong.empty(),
-        endBatch > 0 ? java.util.OptionalInt.of(endBatch) : java.util.OptionalInt.empty());
+        endBatch > 0 ? java.util.OptionalInt.of(endBatch) : java.util.OptionalInt.empty(),
+        expectedAttempt != AttemptIds.NO_ATTEMPT ? java.util.OptionalInt.of(expectedAttempt)
+            : java.util.OptionalInt.empty());
   }
 
   /**

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.*;
 
 import java.nio.ByteBuffer;
 import java.util.List;
+import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.Message;
 import org.junit.jupiter.api.Test;
@@ -17,10 +18,12 @@ class SegmentTest {
 
   @Test
   void aLaterRunStartsAfterTheBatchBeforeItAndEndsBeforeTheNextRun() throws Exception {
-    Segment s = Segment.run(2, 7, 100, List.of("w:1"), 1 << 20, 3, 5);
+    Segment s = Segment.run(2, 7, 0x10002, 100, List.of("w:1"), 1 << 20, 3, 5);
     assertEquals(new Message.ResumePoint(7, 2), s.request("app", 1).resumeAfter(),
         "asked as if resumed after the batch before it");
     assertEquals(java.util.OptionalInt.of(5), s.request("app", 1).endBatchSeq());
+    assertEquals(java.util.OptionalInt.of(0x10002), s.request("app", 1).expectedAttempt(),
+        "read only from the attempt whose run starts these are");
     // A worker that predates end_batch_seq sends the map's next run too: it is dropped, and the
     // run counts as read although the answer reached the cap.
     s.accept("w:1", List.of(batch(7, 3), batch(7, 4), batch(7, 5), batch(7, 6)));
@@ -33,13 +36,14 @@ class SegmentTest {
 
   @Test
   void theFirstRunAsksFromTheMapsStartAndTheLastToItsEnd() {
-    Segment first = Segment.run(0, 1, 10, List.of("w:1"), 64, 0, 2);
+    Segment first = Segment.run(0, 1, AttemptIds.NO_ATTEMPT, 10, List.of("w:1"), 64, 0, 2);
     assertNull(first.request("app", 1).resumeAfter());
-    Segment last = Segment.run(0, 1, 10, List.of("w:1"), 64, 2, 0);
+    Segment last = Segment.run(0, 1, AttemptIds.NO_ATTEMPT, 10, List.of("w:1"), 64, 2, 0);
     assertEquals(java.util.OptionalInt.empty(), last.request("app", 1).endBatchSeq());
+    assertEquals(java.util.OptionalInt.empty(), last.request("app", 1).expectedAttempt());
     assertThrows(IllegalArgumentException.class,
-        () -> Segment.run(0, 1, 10, List.of("w:1"), 0, 2, 4), "a run is always capped");
+        () -> Segment.run(0, 1, AttemptIds.NO_ATTEMPT, 10, List.of("w:1"), 0, 2, 4), "a run is always capped");
     assertThrows(IllegalArgumentException.class,
-        () -> Segment.run(0, 1, 10, List.of("w:1"), 64, 4, 2), "it ends after it begins");
+        () -> Segment.run(0, 1, AttemptIds.NO_ATTEMPT, 10, List.of("w:1"), 64, 4, 2), "it ends after it begins");
   }
 }

@@ -227,17 +227,17 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   /**
    * Where the maps of a merged shuffle began their further sorted runs in partitions {@code
-   * [from, to)} and their splits (by partition, map, batch): nothing to ask when the status the
-   * read placement came from ({@link #readPlacement}) counted none, as when no map spilled.
+   * [from, to)} and their splits (by partition, map, batch), with the committed attempt of every
+   * map in the same answer (the attempt those starts are of): null when there is nothing to ask,
+   * as when the status the read placement came from ({@link #readPlacement}) counted no run
+   * start because no map spilled.
    */
-  List<Message.MapRunStart> runStarts(CrossdockShuffleHandle<?, ?, ?> h, int from, int to)
+  Message.ShuffleStatus runStarts(CrossdockShuffleHandle<?, ?, ?> h, int from, int to)
       throws IOException {
     if (!h.spillRuns || runCounts.getOrDefault(h.shuffleId(), 1L) == 0) {
-      return List.of();
+      return null;
     }
-    List<Message.MapRunStart> runs =
-        coordinator(h).shuffleStatus(h.appId, h.shuffleId(), from, to).runStarts();
-    return runs == null ? List.of() : runs;
+    return coordinator(h).shuffleStatus(h.appId, h.shuffleId(), from, to);
   }
 
   /** What this executor learnt of shuffle {@code shuffleId}'s splits from push answers. */

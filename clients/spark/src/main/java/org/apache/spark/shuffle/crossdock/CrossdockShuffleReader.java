@@ -202,6 +202,17 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
           + " asked for the shuffle's state: " + ce.getMessage(), f);
     }
     int[] attempts = status.mapAttempts();
+    if (s.expectedAttempt != AttemptIds.NO_ATTEMPT && s.startMap < attempts.length
+        && attempts[s.startMap] != s.expectedAttempt
+        && attempts[s.startMap] != AttemptIds.NO_ATTEMPT) {
+      // The run starts this merge was planned with are another attempt's: a rerun of the map
+      // stage replaced the output (this task is a zombie of the older stage attempt, whose
+      // failure Spark ignores, or the outputs changed under it).
+      throw fetchFailed(partition, s.startMap, "map " + s.startMap + "'s output was replaced"
+          + " (attempt " + Integer.toUnsignedString(s.expectedAttempt) + " → "
+          + Integer.toUnsignedString(attempts[s.startMap]) + ") after this read planned its"
+          + " runs. First error: " + f.getMessage(), f);
+    }
     for (int m = startMap; m < endMap; m++) {
       if (attempts[m] == AttemptIds.NO_ATTEMPT) {
         throw fetchFailed(partition, m, "map " + m + " has no committed output any more (its"

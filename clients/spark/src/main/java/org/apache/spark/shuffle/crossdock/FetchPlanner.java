@@ -87,15 +87,17 @@ final class FetchPlanner {
    * sizes may be those of an attempt that lost the commit race, and an empty run costs one small
    * request. The cap shares the fetch limit out, about two segments of every run, but is never
    * below a run batch ({@code runBatch}: every answer brings at least one batch, so a smaller cap
-   * would only hide memory from the count).
+   * would only hide memory from the count). A run of a map that pushed several is read only
+   * from the attempt {@code runStarts} lists as committed with them.
    */
   static List<Segment> runs(int shuffleId, int startMap, int endMap, int startPartition,
       int endPartition, Placement placement, CrossdockConf conf, int runBatch,
-      List<Message.MapRunStart> runStarts) {
+      Message.ShuffleStatus runStarts) {
     int maps = Math.max(0, endMap - startMap);
     int parts = Math.max(0, endPartition - startPartition);
     long[][] sizes = trackedSizes(shuffleId, startMap, endMap, startPartition, endPartition);
-    RunStartIndex later = new RunStartIndex(runStarts, startMap, endMap);
+    RunStartIndex later = runStarts == null ? new RunStartIndex(null, null, startMap, endMap)
+        : new RunStartIndex(runStarts.runStarts(), runStarts.mapAttempts(), startMap, endMap);
     long n = (long) maps * parts + later.count();
     long cap = RunSizes.requestBytes(conf.fetchMaxInFlight, runBatch, n);
     List<Segment> out = new ArrayList<>((int) Math.min(Integer.MAX_VALUE, n));

@@ -126,8 +126,11 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     }
   }
 
-  /** Where the maps' further sorted runs begin (maps that pushed their spills as runs). */
-  private List<Message.MapRunStart> runStarts() {
+  /**
+   * Where the maps' further sorted runs begin (maps that pushed their spills as runs), with the
+   * maps' committed attempts; null: no map did.
+   */
+  private Message.ShuffleStatus runStarts() {
     try {
       return manager.runStarts(handle, startPartition, endPartition);
     } catch (IOException e) {
