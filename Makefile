@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app clean
+.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app bench-congestion clean
 
 all: build
 
@@ -106,6 +106,11 @@ bench-alltoall: build
 ## time alone: vanilla, one Crossdock service in FIFO order, and in fair completion order (MULTI_APP_ARGS="--runs 3")
 bench-multi-app: build
 	.venv/bin/python bench/multi_app.py $(MULTI_APP_ARGS)
+
+## bench-congestion: one worker on a slow disk (FUSE, scripts/slowfs.py; needs root) shared by a heavy and a
+## light application: the light one's push latency in FIFO, fair and fair + throttling order, and with a memory share
+bench-congestion: build
+	.venv/bin/python bench/congestion.py $(CONGESTION_ARGS)
 
 ## bench-durability: what each commit rule costs (memory, disk, object store: directory and S3)
 bench-durability: build
