@@ -215,8 +215,8 @@ async fn adopt_lost(
         return BTreeSet::new();
     }
     let calls = copy_checks(coord, app_id, shuffle_id, s, lost, true);
-    // Each on a connection of its own: an adoption may take minutes, and replies on a
-    // connection come in request order.
+    // Each on a connection of its own: an adoption may take minutes, longer than the
+    // shared connection's call timeout.
     let answers = futures_util::future::join_all(calls.iter().map(|(_, addr, msg)| async move {
         let call = async {
             let conn = RpcConnection::connect(addr, coord.keyring()).await?;

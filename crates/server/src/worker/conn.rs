@@ -1,6 +1,7 @@
 //! One connection to a worker: the reader parses frames and dispatches each request to
 //! its handler ([`push`](super::push), [`fetch`](super::fetch) or
-//! [`control`](super::control)); the writer sends the replies in request order.
+//! [`control`](super::control)); the writer sends the replies in request order (only
+//! the coordinator's calls that wait for storage are answered when done).
 
 use std::io;
 use std::net::IpAddr;

@@ -13,7 +13,7 @@
 //! | [`links`] | calls to others: forwarding to replicas, reports to the coordinator |
 //! | [`node`] | [`Worker`]: what connections and background tasks share |
 //! | [`fetch`] | streaming a fetch (storage opens and loads, this writes the frames) |
-//! | [`reply`] | a connection's reply queue, in request order |
+//! | [`reply`] | a connection's reply queue, in request order (storage waits: when done) |
 //! | [`split`] | a push's answer for a hot partition: go on at its split |
 //! | [`push`], [`control`] | a pushed batch; the coordinator's calls |
 //! | [`conn`] | one connection: framing and dispatch |

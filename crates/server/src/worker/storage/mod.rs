@@ -587,24 +587,33 @@ impl ShuffleStore {
                 missing,
             });
         }
-        if let Some(expected) = cut.attempt {
-            if let Some(map) = (start..end).find(|&m| shuffle.committed(m) != Some(expected)) {
-                let committed = match shuffle.committed(map) {
-                    Some(a) => format!("attempt {a}"),
-                    None => "no attempt".to_string(),
-                };
-                return Err(StorageError::OtherAttempt {
-                    map,
-                    expected,
-                    committed,
-                });
+        // Checked before the view is taken and again after: a commit replaced between
+        // the two would otherwise go unseen.
+        let expected_attempt = || match cut.attempt {
+            Some(expected) => {
+                match (start..end).find(|&m| shuffle.committed(m) != Some(expected)) {
+                    Some(map) => Err(StorageError::OtherAttempt {
+                        map,
+                        expected,
+                        committed: match shuffle.committed(map) {
+                            Some(a) => format!("attempt {a}"),
+                            None => "no attempt".to_string(),
+                        },
+                    }),
+                    None => Ok(()),
+                }
             }
-        }
-        part.read_view(start, end, |m| shuffle.committed(m), resume, cut)
+            None => Ok(()),
+        };
+        expected_attempt()?;
+        let view = part
+            .read_view(start, end, |m| shuffle.committed(m), resume, cut)
             .map_err(StorageError::reading(format!(
                 "opening {}",
                 part.path.display()
-            )))
+            )))?;
+        expected_attempt()?;
+        Ok(view)
     }
 
     /// Loads one chunk of an open read into `buf` (see [`read::ChunkReader::load`]).

@@ -206,12 +206,13 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
         && attempts[s.startMap] != s.expectedAttempt
         && attempts[s.startMap] != AttemptIds.NO_ATTEMPT) {
       // The run starts this merge was planned with are another attempt's: a rerun of the map
-      // stage replaced the output (this task is a zombie of the older stage attempt, whose
-      // failure Spark ignores, or the outputs changed under it).
-      throw fetchFailed(partition, s.startMap, "map " + s.startMap + "'s output was replaced"
-          + " (attempt " + Integer.toUnsignedString(s.expectedAttempt) + " → "
+      // stage replaced the output (this task is usually a zombie of the older stage attempt).
+      // A task failure, not a fetch failure: the new output is good, and a fetch failure would
+      // make Spark drop it and run the map again; a retried task plans with the new starts.
+      throw sneakyThrow(new IOException("Crossdock: map " + s.startMap + "'s output was"
+          + " replaced (attempt " + Integer.toUnsignedString(s.expectedAttempt) + " → "
           + Integer.toUnsignedString(attempts[s.startMap]) + ") after this read planned its"
-          + " runs. First error: " + f.getMessage(), f);
+          + " runs; the task is to be retried. First error: " + f.getMessage(), f));
     }
     for (int m = startMap; m < endMap; m++) {
       if (attempts[m] == AttemptIds.NO_ATTEMPT) {
