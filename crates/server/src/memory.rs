@@ -96,10 +96,11 @@ struct AppCredit {
     granted: u64,
     /// When it first asked.
     first: Instant,
-    /// Time it spent with at least one request waiting, before `blocked_since`.
-    blocked: Duration,
-    /// Since when it has a request waiting, if it has.
-    blocked_since: Option<Instant>,
+    /// Time it spent passed over: with a request waiting while another application's
+    /// request was granted (see [`AppCredit::slackness`]).
+    passed_over: Duration,
+    /// While it has a request waiting: the time up to which its wait was counted.
+    waiting_since: Option<Instant>,
     /// Its requests waiting.
     waiting: usize,
 }
@@ -111,21 +112,26 @@ impl AppCredit {
             peak: 0,
             granted: 0,
             first: now,
-            blocked: Duration::ZERO,
-            blocked_since: None,
+            passed_over: Duration::ZERO,
+            waiting_since: None,
             waiting: 0,
         }
     }
 
     /// `E_slack` of the dissertation: its lifetime here over the lifetime its service alone
     /// would have needed for the progress made (`granted` of `granted + r_left` bytes).
+    /// Its service time is its lifetime less the time it was passed over (waiting while
+    /// others were granted credit), not less all the time it had a request waiting: a
+    /// pusher with many batches in flight always has one waiting while a slow disk frees
+    /// memory, even when every byte freed goes to it, and counted so it would look
+    /// starved, past the cap, and be served before everyone (measured with
+    /// `bench/congestion.py`: a small application waited for all of a large one's pushes).
     /// Before any progress, when the dissertation's formula has nothing to go on: its
     /// lifetime over its service time, once it is no longer "newly launched" (older than
     /// `min_secs`), so that an application never served cannot wait without bound.
     fn slackness(&self, now: Instant, r_left: u64, min_secs: f64) -> f64 {
         let total = now.duration_since(self.first).as_secs_f64();
-        let blocked = self.blocked + self.blocked_since.map_or(Duration::ZERO, |s| now - s);
-        let service = (total - blocked.as_secs_f64()).max(0.0);
+        let service = (total - self.passed_over.as_secs_f64()).max(0.0);
         let done = self.granted as f64;
         if done == 0.0 {
             return if total < min_secs {
@@ -136,6 +142,20 @@ impl AppCredit {
         }
         let progress = done / (done + r_left as f64);
         execution_slackness(total, service, progress)
+    }
+
+    /// Starts counting a wait (its first request waiting).
+    fn start_waiting(&mut self, now: Instant) {
+        self.waiting += 1;
+        self.waiting_since.get_or_insert(now);
+    }
+
+    /// Stops counting a wait when its last waiting request left the queue.
+    fn stop_waiting(&mut self) {
+        self.waiting = self.waiting.saturating_sub(1);
+        if self.waiting == 0 {
+            self.waiting_since = None;
+        }
     }
 }
 
@@ -271,8 +291,7 @@ impl MemoryBudget {
                 w.counted = true;
             }
             let a = st.apps.get_mut(&app).expect("entry made above");
-            a.waiting += 1;
-            a.blocked_since.get_or_insert(now);
+            a.start_waiting(now);
             (arrival, rx)
         };
         self.pressure.notify_one();
@@ -470,13 +489,19 @@ impl MemoryBudget {
             }
             let w = st.waiters.remove(i);
             self.grant(st, &w.app, w.n);
+            // Everyone else waiting was passed over for this grant, since their wait was
+            // last counted; the one served starts a new count.
+            for (app, a) in st.apps.iter_mut() {
+                if let Some(since) = a.waiting_since.as_mut() {
+                    if **app != *w.app {
+                        a.passed_over += now.saturating_duration_since(*since);
+                    }
+                    *since = now;
+                }
+            }
             if let Some(a) = st.apps.get_mut(&w.app) {
                 if w.counted {
-                    a.waiting = a.waiting.saturating_sub(1);
-                    if a.waiting == 0 {
-                        let since = a.blocked_since.take().unwrap_or(now);
-                        a.blocked += now.saturating_duration_since(since);
-                    }
+                    a.stop_waiting();
                 }
             }
             // The receiver lives in the waiter's guard until the guard has taken the
@@ -511,12 +536,7 @@ impl Drop for Waiting<'_> {
             st.waiters.remove(pos);
             // Counted: it was queued before this guard existed.
             if let Some(a) = st.apps.get_mut(self.app) {
-                a.waiting = a.waiting.saturating_sub(1);
-                if a.waiting == 0 {
-                    if let Some(since) = a.blocked_since.take() {
-                        a.blocked += now.saturating_duration_since(since);
-                    }
-                }
+                a.stop_waiting();
             }
         } else {
             b.release(&mut st, self.app, self.n);

@@ -103,21 +103,58 @@ async fn slackness_cap_serves_a_starved_large_app_first() {
         (Arc::from("large"), work(150.0, 100)),
         (Arc::from("small"), work(1.0, 10)),
     ]));
-    // The large app got 100 bytes and then waited 100 ms: its service is near zero and its
-    // lifetime 100 ms at half its work done, a slackness far above the cap of 5.
+    // The large app got 100 bytes and waits for 50 more; after 100 ms the small one, with
+    // less work, is served before it: its whole wait passed over at half its work done, a
+    // slackness far above the cap of 5.
     b.take("large", 100).await;
     let large = queue(&b, "large", 50).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    let small = queue(&b, "small", 10).await;
+    b.give_back("large", 10);
+    small.await.unwrap();
+    b.give_back("small", 10);
+    assert!(
+        !large.is_finished(),
+        "passed over (and 10 is not room for 50)"
+    );
     let small = queue(&b, "small", 50).await;
-    b.give_back("large", 50);
+    b.give_back("large", 40);
     settle().await;
     assert!(
         large.is_finished(),
         "slack past the cap: no longer passed over"
     );
     assert!(!small.is_finished());
-    b.give_back("large", 100);
+    b.give_back("large", 50);
     small.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_app_served_whenever_credit_returns_is_not_counted_as_starved() {
+    let b = Arc::new(MemoryBudget::shared(100, fcs()));
+    b.set_work(HashMap::from([
+        (Arc::from("large"), work(150.0, 1 << 30)),
+        (Arc::from("small"), work(1.0, 10)),
+    ]));
+    // A large pusher always has a request waiting on a full budget, as on a slow disk,
+    // and every byte freed goes to it: waiting, but never passed over.
+    b.take("large", 100).await;
+    let mut pending = queue(&b, "large", 10).await;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let next = queue(&b, "large", 10).await;
+        b.give_back("large", 10);
+        pending.await.unwrap();
+        pending = next;
+    }
+    // The small app arrives: less work, and the large one is not past the slackness cap.
+    let small = queue(&b, "small", 10).await;
+    b.give_back("large", 10);
+    settle().await;
+    assert!(small.is_finished(), "the small app is served first");
+    assert!(!pending.is_finished());
+    b.give_back("small", 10);
+    pending.await.unwrap();
 }
 
 #[tokio::test]
@@ -221,16 +258,24 @@ async fn an_app_never_served_is_not_starved_by_smaller_ones() {
         (Arc::from("small"), work(1.0, 10)),
     ]));
     b.take("hog", 100).await;
-    // "big" has had nothing and waits past the "newly launched" bound: its lifetime is all
-    // waiting, a slackness far past the cap, so the smaller app arriving later goes after it.
+    // "big" has had nothing, and past the "newly launched" bound a smaller app is served
+    // before it: its lifetime is all passed over, a slackness far past the cap, so the
+    // smaller app asking next goes after it.
     let big = queue(&b, "big", 60).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    let small = queue(&b, "small", 10).await;
+    b.give_back("hog", 10);
+    small.await.unwrap();
+    b.give_back("small", 10);
+    assert!(
+        !big.is_finished(),
+        "passed over (and 10 is not room for 60)"
+    );
     let small = queue(&b, "small", 60).await;
-    b.give_back("hog", 60);
+    b.give_back("hog", 50);
     settle().await;
     assert!(big.is_finished(), "served once past the slackness cap");
     assert!(!small.is_finished());
-    b.give_back("hog", 40);
     b.give_back("big", 60);
     small.await.unwrap();
 }

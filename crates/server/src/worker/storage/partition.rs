@@ -366,15 +366,29 @@ impl Partition {
         self.lock().mem_bytes
     }
 
-    /// Takes the unflushed batches into a flush job, sorted by (map, attempt, seq), and
-    /// reserves their place in the file. Returns `None` when there is nothing to flush.
-    pub fn take_flush(&self) -> Option<FlushJob> {
+    /// Takes the unflushed batches, sorted by (map, attempt, seq), into a flush job of
+    /// about `max_bytes` of payload (at least one batch; the rest stays for the next job)
+    /// and reserves their place in the file. Returns `None` when there is nothing to flush.
+    pub fn take_flush(&self, max_bytes: u64) -> Option<FlushJob> {
         let mut st = self.lock();
         if st.deleted || st.unflushed.is_empty() {
             return None;
         }
         let mut keys = std::mem::take(&mut st.unflushed);
         keys.sort_unstable();
+        let mut taken = 0u64;
+        let cut = keys.iter().position(|&(map, attempt, seq)| {
+            let len = st.index.get(&(map, attempt)).map_or(0, |v| {
+                v.binary_search_by_key(&seq, |e| e.seq)
+                    .map_or(0, |i| v[i].len as u64)
+            });
+            let past = taken > 0 && taken + len > max_bytes;
+            taken += len;
+            past
+        });
+        if let Some(cut) = cut {
+            st.unflushed = keys.split_off(cut);
+        }
         let offset = st.file_end;
         let mut job = FlushJob {
             offset,
@@ -780,7 +794,7 @@ mod tests {
         let p = part();
         p.insert(3, AttemptId(0), 0, 7, Bytes::from_static(b"ccc"));
         p.insert(1, AttemptId(0), 0, 9, Bytes::from_static(b"a"));
-        let job = p.take_flush().unwrap();
+        let job = p.take_flush(u64::MAX).unwrap();
         assert_eq!(job.offset, 0);
         assert_eq!(job.records[0].0, 1, "map 1 is written before map 3");
         assert_eq!(job.records[1].3, (RECORD_HEADER + 1) as u64);
@@ -792,7 +806,7 @@ mod tests {
         assert_eq!(written.len(), 2 * RECORD_HEADER + 4);
         assert_eq!(&written[RECORD_HEADER..RECORD_HEADER + 1], b"a");
         assert_eq!(&written[2 * RECORD_HEADER + 1..], b"ccc");
-        assert!(p.take_flush().is_none(), "nothing left to flush");
+        assert!(p.take_flush(u64::MAX).is_none(), "nothing left to flush");
         assert_eq!(p.complete_flush(&job), Some(4));
         assert_eq!(p.lock().file_written, (2 * RECORD_HEADER + 4) as u64);
         assert_eq!(p.mem_bytes(), 0);
@@ -804,7 +818,7 @@ mod tests {
     fn delete_releases_memory_and_stops_inserts() {
         let p = part();
         p.insert(0, AttemptId(0), 0, 0, Bytes::from_static(b"xyz"));
-        let job = p.take_flush().unwrap();
+        let job = p.take_flush(u64::MAX).unwrap();
         assert_eq!(p.delete(), (3, 0));
         assert_eq!(
             p.complete_flush(&job),
