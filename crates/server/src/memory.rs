@@ -496,7 +496,8 @@ impl MemoryBudget {
                     if **app != *w.app {
                         a.passed_over += now.saturating_duration_since(*since);
                     }
-                    *since = now;
+                    // `now` may be older than a grant made meanwhile by another thread.
+                    *since = (*since).max(now);
                 }
             }
             if let Some(a) = st.apps.get_mut(&w.app) {

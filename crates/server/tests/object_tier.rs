@@ -240,12 +240,18 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
     assert!(err.to_string().contains("is not usable"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_disk_commit_into_an_evicted_partition_waits_until_it_is_uploaded() {
-    // A restarted worker drops a partly evicted file, so a disk commit into it is only
-    // durable once uploaded. The upload is held back by a directory standing where the
-    // next segment goes; the commit must wait for it.
-    let scratch = tempfile::tempdir().unwrap();
+/// One worker with durability `disk` over a directory store, app "w"'s partition 0
+/// uploaded and evicted from its disk after map 0 committed, and the upload of whatever is
+/// written to it next held back by a directory standing where its segment goes (remove
+/// `blocker` to let it through).
+struct HeldUpload {
+    c: Cluster,
+    placement: crossdock_client::Placement,
+    part: std::sync::Arc<crossdock_server::worker::storage::partition::Partition>,
+    blocker: std::path::PathBuf,
+}
+
+async fn held_upload(scratch: &tempfile::TempDir) -> HeldUpload {
     let store = scratch.path().join("store");
     let url = format!("file://{}", store.display());
     let c = Cluster::start_tiered(1, 1, Durability::Disk, tiered(&url, Some(1))).await;
@@ -261,6 +267,26 @@ async fn a_disk_commit_into_an_evicted_partition_waits_until_it_is_uploaded() {
     let next = part.lock().file_written;
     let blocker = store.join(format!("w/0/0/{:016x}-{next:016x}.seg", worker.incarnation));
     std::fs::create_dir_all(&blocker).unwrap();
+    HeldUpload {
+        c,
+        placement,
+        part,
+        blocker,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_commit_into_an_evicted_partition_waits_until_it_is_uploaded() {
+    // A restarted worker drops a partly evicted file, so a disk commit into it is only
+    // durable once uploaded. The upload is held back by a directory standing where the
+    // next segment goes; the commit must wait for it.
+    let scratch = tempfile::tempdir().unwrap();
+    let HeldUpload {
+        c,
+        placement,
+        part,
+        blocker,
+    } = held_upload(&scratch).await;
     let rerun = {
         let placement = placement.clone();
         let c = &c;
@@ -290,21 +316,12 @@ async fn a_commit_waiting_for_its_upload_holds_back_no_other_call_to_its_worker(
     // commits (durable on disk) and reads. Answered in request order, all of that would
     // wait behind the held commit until the coordinator's call timeout.
     let scratch = tempfile::tempdir().unwrap();
-    let store = scratch.path().join("store");
-    let url = format!("file://{}", store.display());
-    let c = Cluster::start_tiered(1, 1, Durability::Disk, tiered(&url, Some(1))).await;
-    c.coord.register_app("w", 60_000).await.unwrap();
-    let placement = c.coord.register_shuffle("w", 0, 1, 1).await.unwrap();
-    run_map(&c, &placement, "w", 0, 0, 1).await.unwrap();
-    let worker = c.nodes[0].worker.clone();
-    eventually("the partition file is evicted", || async {
-        worker.store.stored_bytes() == 0
-    })
-    .await;
-    let (_, part) = worker.store.partition("w", 0, 0).unwrap();
-    let next = part.lock().file_written;
-    let blocker = store.join(format!("w/0/0/{:016x}-{next:016x}.seg", worker.incarnation));
-    std::fs::create_dir_all(&blocker).unwrap();
+    let HeldUpload {
+        c,
+        placement,
+        part: _,
+        blocker,
+    } = held_upload(&scratch).await;
     let held = {
         let placement = placement.clone();
         let c = &c;

@@ -103,12 +103,12 @@ async fn slackness_cap_serves_a_starved_large_app_first() {
         (Arc::from("large"), work(150.0, 100)),
         (Arc::from("small"), work(1.0, 10)),
     ]));
-    // The large app got 100 bytes and waits for 50 more; after 100 ms the small one, with
+    // The large app got 100 bytes and waits for 50 more; after 500 ms the small one, with
     // less work, is served before it: its whole wait passed over at half its work done, a
     // slackness far above the cap of 5.
     b.take("large", 100).await;
     let large = queue(&b, "large", 50).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let small = queue(&b, "small", 10).await;
     b.give_back("large", 10);
     small.await.unwrap();
@@ -133,11 +133,13 @@ async fn slackness_cap_serves_a_starved_large_app_first() {
 async fn an_app_served_whenever_credit_returns_is_not_counted_as_starved() {
     let b = Arc::new(MemoryBudget::shared(100, fcs()));
     b.set_work(HashMap::from([
-        (Arc::from("large"), work(150.0, 1 << 30)),
+        (Arc::from("large"), work(150.0, 100)),
         (Arc::from("small"), work(1.0, 10)),
     ]));
     // A large pusher always has a request waiting on a full budget, as on a slow disk,
-    // and every byte freed goes to it: waiting, but never passed over.
+    // and every byte freed goes to it: waiting, but never passed over. (More than half
+    // its work is done, so counting its waits as lack of service would put it past the
+    // cap and before the small app.)
     b.take("large", 100).await;
     let mut pending = queue(&b, "large", 10).await;
     for _ in 0..5 {
@@ -262,7 +264,7 @@ async fn an_app_never_served_is_not_starved_by_smaller_ones() {
     // before it: its lifetime is all passed over, a slackness far past the cap, so the
     // smaller app asking next goes after it.
     let big = queue(&b, "big", 60).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let small = queue(&b, "small", 10).await;
     b.give_back("hog", 10);
     small.await.unwrap();

@@ -212,7 +212,9 @@ impl LocalDisk {
                         break;
                     }
                 }
-                if disk.budget.used() <= disk.low_water {
+                // A round, once begun, is written to its end (a durable commit or
+                // `flush_all` waits for it); after that, only while memory is pressed.
+                if disk.budget.used() <= disk.low_water && !part.in_round() {
                     break;
                 }
             }
@@ -340,6 +342,7 @@ fn write_job(path: &Path, job: FlushJob) -> (FlushJob, std::io::Result<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::worker::storage::partition::FlushJob;
     use crossdock_proto::AttemptId;
 
     #[test]
@@ -372,5 +375,31 @@ mod tests {
             end += job.file_bytes;
         }
         assert_eq!(p.mem_bytes(), 0);
+    }
+
+    #[test]
+    fn a_round_is_written_to_its_end_before_later_pushes() {
+        // A commit waiting for map 7's batches to be written must not be passed over by
+        // batches of lower maps pushed while the round is being written.
+        let p = Partition::new(0, "app".into(), 0, PathBuf::from("/nonexistent"));
+        let mib = |n: usize| bytes::Bytes::from(vec![7u8; n << 20]);
+        p.insert(7, AttemptId(0), 0, 0, mib(3));
+        p.insert(7, AttemptId(0), 1, 0, mib(3));
+        let first = p.take_flush(FLUSH_JOB_BYTES).unwrap();
+        assert!(p.in_round());
+        for m in 0..3 {
+            p.insert(m, AttemptId(0), 0, 0, mib(1));
+        }
+        let second = p.take_flush(FLUSH_JOB_BYTES).unwrap();
+        assert!(!p.in_round());
+        let third = p.take_flush(FLUSH_JOB_BYTES).unwrap();
+        let maps = |j: &FlushJob| j.records.iter().map(|r| (r.0, r.2)).collect::<Vec<_>>();
+        assert_eq!(maps(&first), vec![(7, 0)]);
+        assert_eq!(
+            maps(&second),
+            vec![(7, 1)],
+            "the round goes on before maps 0-2"
+        );
+        assert_eq!(maps(&third), vec![(0, 0), (1, 0), (2, 0)]);
     }
 }

@@ -97,6 +97,10 @@ pub struct PartitionState {
     pub index: BTreeMap<(u32, AttemptId), Vec<Extent>>,
     /// Batches in memory not yet handed to a flush, as (map, attempt, seq).
     pub unflushed: Vec<(u32, AttemptId, u32)>,
+    /// The flush round under way: what was unflushed when it began, sorted, taken piece
+    /// by piece ([`Partition::take_flush`]) before anything that arrived since, so that a
+    /// commit waiting for its batches to be written is not passed over by newer pushes.
+    pub round: Vec<(u32, AttemptId, u32)>,
     /// Payload bytes in memory (the credit this partition holds).
     pub mem_bytes: u64,
     /// Next free offset in the data file.
@@ -201,6 +205,7 @@ impl Partition {
             state: Mutex::new(PartitionState {
                 index: BTreeMap::new(),
                 unflushed: Vec::new(),
+                round: Vec::new(),
                 mem_bytes: 0,
                 file_end: 0,
                 file_written: 0,
@@ -366,18 +371,30 @@ impl Partition {
         self.lock().mem_bytes
     }
 
-    /// Takes the unflushed batches, sorted by (map, attempt, seq), into a flush job of
-    /// about `max_bytes` of payload (at least one batch; the rest stays for the next job)
-    /// and reserves their place in the file. Returns `None` when there is nothing to flush.
+    /// Whether a flush round is under way (pieces of it not yet taken).
+    pub fn in_round(&self) -> bool {
+        !self.lock().round.is_empty()
+    }
+
+    /// Takes the next piece of the flush round into a flush job: about `max_bytes` of
+    /// payload (at least one batch), in (map, attempt, seq) order, and reserves its place
+    /// in the file. A round begins, when none is under way, with every batch then
+    /// unflushed. Returns `None` when there is nothing to flush.
     pub fn take_flush(&self, max_bytes: u64) -> Option<FlushJob> {
         let mut st = self.lock();
-        if st.deleted || st.unflushed.is_empty() {
+        if st.deleted {
             return None;
         }
-        let mut keys = std::mem::take(&mut st.unflushed);
-        keys.sort_unstable();
+        if st.round.is_empty() {
+            let mut keys = std::mem::take(&mut st.unflushed);
+            keys.sort_unstable();
+            st.round = keys;
+        }
+        if st.round.is_empty() {
+            return None;
+        }
         let mut taken = 0u64;
-        let cut = keys.iter().position(|&(map, attempt, seq)| {
+        let cut = st.round.iter().position(|&(map, attempt, seq)| {
             let len = st.index.get(&(map, attempt)).map_or(0, |v| {
                 v.binary_search_by_key(&seq, |e| e.seq)
                     .map_or(0, |i| v[i].len as u64)
@@ -386,9 +403,8 @@ impl Partition {
             taken += len;
             past
         });
-        if let Some(cut) = cut {
-            st.unflushed = keys.split_off(cut);
-        }
+        let rest = cut.map_or_else(Vec::new, |c| st.round.split_off(c));
+        let keys = std::mem::replace(&mut st.round, rest);
         let offset = st.file_end;
         let mut job = FlushJob {
             offset,
@@ -563,6 +579,7 @@ impl Partition {
         st.deleted = true;
         st.index.clear();
         st.unflushed.clear();
+        st.round.clear();
         // Evicted bytes were no longer counted as on disk.
         let on_disk = st.file_written - st.local_from;
         st.file_written = 0;
