@@ -393,35 +393,30 @@ impl Partition {
         if st.round.is_empty() {
             return None;
         }
-        let mut taken = 0u64;
-        let cut = st.round.iter().position(|&(map, attempt, seq)| {
-            let len = st.index.get(&(map, attempt)).map_or(0, |v| {
-                v.binary_search_by_key(&seq, |e| e.seq)
-                    .map_or(0, |i| v[i].len as u64)
-            });
-            let past = taken > 0 && taken + len > max_bytes;
-            taken += len;
-            past
-        });
-        let rest = cut.map_or_else(Vec::new, |c| st.round.split_off(c));
-        let keys = std::mem::replace(&mut st.round, rest);
         let offset = st.file_end;
         let mut job = FlushJob {
             offset,
-            headers: Vec::with_capacity(keys.len()),
-            payloads: Vec::with_capacity(keys.len()),
-            records: Vec::with_capacity(keys.len()),
+            headers: Vec::new(),
+            payloads: Vec::new(),
+            records: Vec::new(),
             payload_bytes: 0,
             file_bytes: 0,
         };
-        for (map, attempt, seq) in keys {
+        // The round's keys this piece takes (those gone from the index are dropped).
+        let mut taken = 0;
+        for &(map, attempt, seq) in &st.round {
             let Some(e) = st
                 .index
                 .get(&(map, attempt))
                 .and_then(|v| v.binary_search_by_key(&seq, |e| e.seq).ok().map(|i| &v[i]))
             else {
+                taken += 1;
                 continue;
             };
+            if job.payload_bytes > 0 && job.payload_bytes + e.len as u64 > max_bytes {
+                break;
+            }
+            taken += 1;
             let data = e.data.as_ref().expect("unflushed batch is in memory");
             let header = RecordHeader {
                 map,
@@ -438,6 +433,7 @@ impl Partition {
             job.payload_bytes += e.len as u64;
             job.file_bytes += (RECORD_HEADER + data.len()) as u64;
         }
+        st.round.drain(..taken);
         st.file_end = offset + job.file_bytes;
         Some(job)
     }
