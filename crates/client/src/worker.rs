@@ -185,8 +185,7 @@ impl PartitionReader {
         let (run_bytes, end_batch_seq, expected_attempt) =
             match (self.end_batch_seq, self.expected_attempt) {
                 (0, None) => (Appended(None), Appended(None), Appended(None)),
-                (end, None) => (Appended::of(0), Appended::of(end), Appended(None)),
-                (end, Some(a)) => (Appended::of(0), Appended::of(end), Appended(Some(a))),
+                (end, attempt) => (Appended::of(0), Appended::of(end), Appended(attempt)),
             };
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),

@@ -8,13 +8,14 @@
 //! [`FLUSH_JOB_BYTES`] straight from the batch buffers, until the buffered bytes are under
 //! 70%. Each write's memory goes back to the budget as soon as it is written, so on a
 //! slow disk waiting pushes get credit at the disk's pace, in the scheduler's order,
-//! rather than all at once after a whole partition (tens of MiB, seconds on a slow disk). The same rule holds per
-//! application against its share (`MemoryBudget::holdings`): an application holding more
-//! than 90% of its share, or with a push waiting on it, has its largest partitions written
-//! until it holds under 70% of it (less if the waiting push needs more room), so its
-//! pushes go on even while the worker as a whole has room. A
-//! partition idle for [`IDLE_FLUSH`] is written too, so memory held by finished or
-//! abandoned shuffles returns to the budget.
+//! rather than all at once after a whole partition (tens of MiB, seconds on a slow
+//! disk). A round (what a partition held unflushed when it began) is written to its end
+//! before anything pushed since. The same rule holds per application against its share
+//! (`MemoryBudget::holdings`): an application holding more than 90% of its share, or
+//! with a push waiting on it, has its largest partitions written until it holds under 70%
+//! of it (less if the waiting push needs more room), so its pushes go on even while the
+//! worker as a whole has room. A partition idle for [`IDLE_FLUSH`] is written too, so
+//! memory held by finished or abandoned shuffles returns to the budget.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -368,10 +369,12 @@ mod tests {
             .flat_map(|j| j.records.iter().map(|r| (r.0, r.2)))
             .collect();
         assert_eq!(order, vec![(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]);
-        let offsets: Vec<u64> = jobs.iter().map(|j| j.offset).collect();
         let mut end = 0;
-        for (job, offset) in jobs.iter().zip(offsets) {
-            assert_eq!(offset, end, "each job follows the one before in the file");
+        for job in &jobs {
+            assert_eq!(
+                job.offset, end,
+                "each job follows the one before in the file"
+            );
             end += job.file_bytes;
         }
         assert_eq!(p.mem_bytes(), 0);

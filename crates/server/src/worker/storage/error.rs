@@ -76,12 +76,12 @@ pub enum StorageError {
         want: u64,
         have: u64,
     },
-    #[error("map {map}'s committed output is {committed}, not attempt {expected} whose run starts the reader holds: the map's output was replaced; read the shuffle's state again")]
+    #[error("map {map}'s committed output is attempt {committed}, not attempt {expected} whose run starts the reader holds: the map's output was replaced; read the shuffle's state again")]
     OtherAttempt {
         map: u32,
         expected: AttemptId,
-        /// The committed attempt, or "no attempt".
-        committed: String,
+        /// The committed attempt (`NONE`, shown as "none", if there is none).
+        committed: AttemptId,
     },
     #[error("{missing} map(s) of [{start}, {end}) have not committed yet (first: map {first}); fetch after the map stage completes")]
     NotCommitted {

@@ -589,21 +589,18 @@ impl ShuffleStore {
         }
         // Checked before the view is taken and again after: a commit replaced between
         // the two would otherwise go unseen.
-        let expected_attempt = || match cut.attempt {
-            Some(expected) => {
-                match (start..end).find(|&m| shuffle.committed(m) != Some(expected)) {
-                    Some(map) => Err(StorageError::OtherAttempt {
-                        map,
-                        expected,
-                        committed: match shuffle.committed(map) {
-                            Some(a) => format!("attempt {a}"),
-                            None => "no attempt".to_string(),
-                        },
-                    }),
-                    None => Ok(()),
-                }
+        let expected_attempt = || {
+            let Some(expected) = cut.attempt else {
+                return Ok(());
+            };
+            match (start..end).find(|&m| shuffle.committed(m) != Some(expected)) {
+                None => Ok(()),
+                Some(map) => Err(StorageError::OtherAttempt {
+                    map,
+                    expected,
+                    committed: shuffle.committed(map).unwrap_or(AttemptId::NONE),
+                }),
             }
-            None => Ok(()),
         };
         expected_attempt()?;
         let view = part
