@@ -192,11 +192,10 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
               + "only copy was on a lost worker); first error: " + f.getMessage(), f);
         }
       }
-      if (s.expectedAttempt != AttemptIds.NO_ATTEMPT && attempts[s.startMap] != s.expectedAttempt) {
-        throw new IOException("Crossdock: map " + s.startMap + "'s output was replaced (attempt "
-            + Integer.toUnsignedString(s.expectedAttempt) + " → "
-            + Integer.toUnsignedString(attempts[s.startMap]) + ") after this reduce planned its"
-            + " runs; first error: " + f.getMessage(), f);
+      String replaced = s.replacedIn(attempts);
+      if (replaced != null) {
+        throw new IOException("Crossdock: " + replaced + " after this reduce planned its runs;"
+            + " first error: " + f.getMessage(), f);
       }
       Placement placement = Placement.of(status);
       for (int slot : placement.slotsOf(reduce)) {

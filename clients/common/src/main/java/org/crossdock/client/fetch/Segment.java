@@ -124,6 +124,24 @@ public final class Segment {
     this.resume = firstBatch > 0 ? new Message.ResumePoint(startMap, firstBatch - 1) : null;
   }
 
+  /**
+   * For a run read as one attempt's ({@link #expectedAttempt}): how its map's output was
+   * replaced in {@code attempts} (each map's committed attempt, from a fresh status), as
+   * "map M's output was replaced (attempt A → B)"; null if it was not, or if the map has no
+   * committed output now (a lost output, which readers report as such).
+   */
+  public String replacedIn(int[] attempts) {
+    if (expectedAttempt == AttemptIds.NO_ATTEMPT || startMap >= attempts.length) {
+      return null;
+    }
+    int now = attempts[startMap];
+    if (now == expectedAttempt || now == AttemptIds.NO_ATTEMPT) {
+      return null;
+    }
+    return "map " + startMap + "'s output was replaced (attempt "
+        + Integer.toUnsignedString(expectedAttempt) + " → " + Integer.toUnsignedString(now) + ")";
+  }
+
   /** The request that reads what is left of it. */
   Message.Fetch request(String appId, int shuffleId) {
     return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume,

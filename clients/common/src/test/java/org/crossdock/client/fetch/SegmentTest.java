@@ -35,6 +35,17 @@ class SegmentTest {
   }
 
   @Test
+  void aRunKnowsWhenItsMapsOutputWasReplaced() {
+    Segment run = Segment.run(0, 2, 0x10000, 10, List.of("w:1"), 64, 1, 0);
+    assertNull(run.replacedIn(new int[] {0, 0, 0x10000}), "still the attempt it was planned with");
+    assertNull(run.replacedIn(new int[] {0, 0, AttemptIds.NO_ATTEMPT}), "lost, not replaced");
+    assertEquals("map 2's output was replaced (attempt 65536 → 131072)",
+        run.replacedIn(new int[] {0, 0, 0x20000}));
+    Segment any = Segment.run(0, 2, AttemptIds.NO_ATTEMPT, 10, List.of("w:1"), 64, 1, 0);
+    assertNull(any.replacedIn(new int[] {0, 0, 0x20000}), "read as whichever is committed");
+  }
+
+  @Test
   void theFirstRunAsksFromTheMapsStartAndTheLastToItsEnd() {
     Segment first = Segment.run(0, 1, AttemptIds.NO_ATTEMPT, 10, List.of("w:1"), 64, 0, 2);
     assertNull(first.request("app", 1).resumeAfter());

@@ -202,17 +202,14 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
           + " asked for the shuffle's state: " + ce.getMessage(), f);
     }
     int[] attempts = status.mapAttempts();
-    if (s.expectedAttempt != AttemptIds.NO_ATTEMPT && s.startMap < attempts.length
-        && attempts[s.startMap] != s.expectedAttempt
-        && attempts[s.startMap] != AttemptIds.NO_ATTEMPT) {
+    String replaced = s.replacedIn(attempts);
+    if (replaced != null) {
       // The run starts this merge was planned with are another attempt's: a rerun of the map
       // stage replaced the output (this task is usually a zombie of the older stage attempt).
       // A task failure, not a fetch failure: the new output is good, and a fetch failure would
       // make Spark drop it and run the map again; a retried task plans with the new starts.
-      throw sneakyThrow(new IOException("Crossdock: map " + s.startMap + "'s output was"
-          + " replaced (attempt " + Integer.toUnsignedString(s.expectedAttempt) + " → "
-          + Integer.toUnsignedString(attempts[s.startMap]) + ") after this read planned its"
-          + " runs; the task is to be retried. First error: " + f.getMessage(), f));
+      throw sneakyThrow(new IOException("Crossdock: " + replaced + " after this read planned"
+          + " its runs; the task is to be retried. First error: " + f.getMessage(), f));
     }
     for (int m = startMap; m < endMap; m++) {
       if (attempts[m] == AttemptIds.NO_ATTEMPT) {
