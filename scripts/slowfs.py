@@ -53,7 +53,6 @@ class Passthrough(Operations):
     def __init__(self, root: str, throttle: Throttle):
         self.root = os.path.realpath(root)
         self.throttle = throttle
-        self.written = 0
 
     def _full(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -129,7 +128,6 @@ class Passthrough(Operations):
 
     def write(self, path, data, offset, fh):
         self.throttle.wait(len(data))
-        self.written += len(data)
         return os.pwrite(fh, data, offset)
 
     def truncate(self, path, length, fh=None):
