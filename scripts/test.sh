@@ -6,12 +6,17 @@ cd "$(dirname "$0")/.."
 LOG=$(mktemp -t crossdock-test-XXXXXX.log)
 status=0
 
+# Each step prints its wall time, so a slow CI run shows which step grew.
 run() {
   echo "== $*"
+  local start=$SECONDS
   "$@" 2>&1 | tee -a "$LOG"
   local rc=${PIPESTATUS[0]}
   [[ $rc -eq 0 ]] || status=$rc
+  echo "== took $((SECONDS - start)) s (exit $rc): $1 ${2:-}"
+  STEP_TIMES+=("$((SECONDS - start)) s  $*")
 }
+STEP_TIMES=()
 
 SPARK_VERSION=${SPARK_VERSION:-4.2.0}
 
@@ -45,7 +50,7 @@ rm -rf clients/mapreduce/target/surefire-reports
 run mvn -B -q -T 1 -f clients/mapreduce/pom.xml package
 # Real Spark (local-cluster mode) through a real `crossdock standalone`, against vanilla Spark.
 rm -f target/pytest-spark.xml
-run .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=target/pytest-spark.xml tests/spark
+run .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 --junitxml=target/pytest-spark.xml tests/spark
 # Spark 3.5: the client built from the same sources (Maven profile spark-3.5) with its
 # Spark-level Java tests (the protocol and policy ones do not depend on Spark), and the core
 # of the Spark tests on pyspark 3.5 (`make test-spark-3.5` runs them all).
@@ -82,6 +87,8 @@ print(t, f)
 PY
 )
 echo
+echo "time per step:"
+printf '  %s\n' "${STEP_TIMES[@]}" | cut -c1-160
 echo "tests: $passed passed, $failed failed"
 if [[ $status -ne 0 && $failed -eq 0 ]]; then
   echo "a step failed before or outside the tests (see above)" >&2
