@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app bench-congestion clean
+.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-sql test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app bench-congestion clean
 
 all: build
 
@@ -36,6 +36,10 @@ build-mapreduce: setup
 ## (the Spark tests run on Spark 4.2 and, a representative part, on Spark 3.5)
 test: setup
 	@scripts/test.sh
+
+## test-sql: the TPC-H test with all 22 queries (make test runs one query of each shape)
+test-sql: build
+	CROSSDOCK_TEST_TPCH_QUERIES=1-22 .venv/bin/python -m pytest -q -p no:cacheprovider tests/spark/test_tpch.py
 
 ## test-spark-3.5: every Spark test on Spark 3.5 (make test runs a part of them)
 test-spark-3.5: build build-spark-3.5
