@@ -96,8 +96,9 @@ struct AppCredit {
     granted: u64,
     /// When it first asked.
     first: Instant,
-    /// Time it spent passed over: with a request waiting while another application's
-    /// request was granted (see [`AppCredit::slackness`]).
+    /// Time it spent passed over: with a request the order could have chosen (not one
+    /// waiting on its own quota) while another application's request was granted (see
+    /// [`AppCredit::slackness`]).
     passed_over: Duration,
     /// While it has a request waiting: the time up to which its wait was counted.
     waiting_since: Option<Instant>,
@@ -487,13 +488,23 @@ impl MemoryBudget {
             if st.waiters[i].n > self.total - self.used() {
                 return;
             }
+            // Passed over by this grant: the other applications with a request the order
+            // could have chosen. One whose requests all wait on its own quota was held back
+            // by its own holdings, not by the order, and is not charged for that time.
+            let mut could_have_been: Vec<Arc<str>> = Vec::new();
+            for &k in &eligible {
+                let app = &st.waiters[k].app;
+                if *app != st.waiters[i].app && !could_have_been.contains(app) {
+                    could_have_been.push(app.clone());
+                }
+            }
             let w = st.waiters.remove(i);
             self.grant(st, &w.app, w.n);
-            // Everyone else waiting was passed over for this grant, since their wait was
-            // last counted; the one served starts a new count.
+            // Each of them was passed over since its wait was last counted; for everyone
+            // waiting, the count restarts now.
             for (app, a) in st.apps.iter_mut() {
                 if let Some(since) = a.waiting_since.as_mut() {
-                    if **app != *w.app {
+                    if could_have_been.contains(app) {
                         a.passed_over += now.saturating_duration_since(*since);
                     }
                     // `now` may be older than a grant made meanwhile by another thread.

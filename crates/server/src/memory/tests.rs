@@ -160,6 +160,49 @@ async fn an_app_served_whenever_credit_returns_is_not_counted_as_starved() {
 }
 
 #[tokio::test]
+async fn an_app_waiting_on_its_own_quota_is_not_counted_as_passed_over() {
+    let b = Arc::new(MemoryBudget::shared(
+        100,
+        Sharing {
+            order: Order::FairCompletion(FcsConfig::default()),
+            app_share: 0.5,
+        },
+    ));
+    b.set_work(HashMap::from([
+        (Arc::from("capped"), work(150.0, 20)),
+        (Arc::from("other"), work(1.0, 10)),
+        (Arc::from("small"), work(1.0, 10)),
+    ]));
+    // The capped app holds its share and asks for more: its own holdings hold it back.
+    // (50 bytes granted, 20 left: counted as passed over, its wait would give it a slackness
+    // of about 7, past the cap of 5.)
+    b.take("capped", 50).await;
+    b.take("other", 50).await;
+    let capped = queue(&b, "capped", 20).await;
+    // Meanwhile another app is granted credit again and again for a second.
+    for _ in 0..20 {
+        let next = queue(&b, "other", 10).await;
+        b.give_back("other", 10);
+        next.await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!capped.is_finished(), "still over its share");
+    // A small app waits on the full budget; then the capped app's own credit returns, and
+    // both requests fit the 20 bytes freed: the one with less work left goes first.
+    let small = queue(&b, "small", 20).await;
+    b.give_back("capped", 20);
+    settle().await;
+    assert!(
+        small.is_finished(),
+        "served by least work, not as if the capped app starved"
+    );
+    assert!(!capped.is_finished());
+    b.give_back("small", 20);
+    capped.await.unwrap();
+    assert_eq!(b.held("capped"), 50);
+}
+
+#[tokio::test]
 async fn an_app_at_its_quota_waits_for_its_own_credit_and_blocks_nobody() {
     let b = Arc::new(MemoryBudget::shared(
         100,
