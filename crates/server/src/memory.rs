@@ -104,6 +104,8 @@ struct AppCredit {
     waiting_since: Option<Instant>,
     /// Its requests waiting.
     waiting: usize,
+    /// Whether, at the last dispatch, all its waiting requests waited on its own quota.
+    quota_blocked: bool,
 }
 
 impl AppCredit {
@@ -116,6 +118,7 @@ impl AppCredit {
             passed_over: Duration::ZERO,
             waiting_since: None,
             waiting: 0,
+            quota_blocked: false,
         }
     }
 
@@ -459,6 +462,22 @@ impl MemoryBudget {
                 } else {
                     held_back.push(&w.app);
                 }
+            }
+            // An application whose requests all waited on its own quota until now was held
+            // back by its holdings, not passed over: its wait starts counting now.
+            let blocked: Vec<Arc<str>> = held_back
+                .iter()
+                .filter(|app| !eligible.iter().any(|&k| st.waiters[k].app == ***app))
+                .map(|app| Arc::clone(app))
+                .collect();
+            for (app, a) in st.apps.iter_mut() {
+                let now_blocked = blocked.contains(app);
+                if a.quota_blocked && !now_blocked {
+                    if let Some(since) = a.waiting_since.as_mut() {
+                        *since = (*since).max(now);
+                    }
+                }
+                a.quota_blocked = now_blocked;
             }
             let pick = match self.order {
                 Order::Fifo => eligible.first().copied(),

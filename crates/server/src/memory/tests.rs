@@ -174,17 +174,17 @@ async fn an_app_waiting_on_its_own_quota_is_not_counted_as_passed_over() {
         (Arc::from("small"), work(1.0, 10)),
     ]));
     // The capped app holds its share and asks for more: its own holdings hold it back.
-    // (50 bytes granted, 20 left: counted as passed over, its wait would give it a slackness
-    // of about 7, past the cap of 5.)
+    // (50 bytes granted, 20 left: counted as passed over, its second of waiting would put
+    // its slackness well past the cap of 5.)
     b.take("capped", 50).await;
     b.take("other", 50).await;
     let capped = queue(&b, "capped", 20).await;
     // Meanwhile another app is granted credit again and again for a second.
     for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
         let next = queue(&b, "other", 10).await;
         b.give_back("other", 10);
         next.await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!capped.is_finished(), "still over its share");
     // A small app waits on the full budget; then the capped app's own credit returns, and
@@ -200,6 +200,41 @@ async fn an_app_waiting_on_its_own_quota_is_not_counted_as_passed_over() {
     b.give_back("small", 20);
     capped.await.unwrap();
     assert_eq!(b.held("capped"), 50);
+}
+
+#[tokio::test]
+async fn a_wait_on_its_own_quota_is_not_charged_when_the_quota_lifts() {
+    let b = Arc::new(MemoryBudget::shared(
+        100,
+        Sharing {
+            order: Order::FairCompletion(FcsConfig::default()),
+            app_share: 0.5,
+        },
+    ));
+    b.set_work(HashMap::from([
+        (Arc::from("capped"), work(150.0, 20)),
+        (Arc::from("small"), work(1.0, 10)),
+        (Arc::from("tiny"), work(1.0, 10)),
+    ]));
+    // The capped app waits on its own share for a second in which nobody is granted.
+    b.take("capped", 50).await;
+    b.take("other", 50).await;
+    let capped = queue(&b, "capped", 20).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Its credit returns while a small app waits: the small one has less work and goes
+    // first. The capped app was passed over from that moment only, not for its second at
+    // the quota (which would put it far past the slackness cap)...
+    let small = queue(&b, "small", 20).await;
+    b.give_back("capped", 20);
+    small.await.unwrap();
+    // ...so at the next choice another app with less work still goes first.
+    let tiny = queue(&b, "tiny", 20).await;
+    b.give_back("small", 20);
+    settle().await;
+    assert!(tiny.is_finished(), "served by least work");
+    assert!(!capped.is_finished());
+    b.give_back("tiny", 20);
+    capped.await.unwrap();
 }
 
 #[tokio::test]
