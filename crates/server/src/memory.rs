@@ -449,6 +449,10 @@ impl MemoryBudget {
     /// Grants waiting requests while the order's choice fits in the free credit.
     fn dispatch(&self, st: &mut State, now: Instant) {
         loop {
+            // Nothing waits (the common case on a give-back): nothing to grant or count.
+            if st.waiters.is_empty() {
+                return;
+            }
             // In arrival order; a request waiting on its app's quota also holds back that
             // app's later requests, so that its own small pushes cannot starve it.
             let mut eligible: Vec<usize> = Vec::new();
@@ -463,15 +467,19 @@ impl MemoryBudget {
                     held_back.push(&w.app);
                 }
             }
-            // An application whose requests all waited on its own quota until now was held
-            // back by its holdings, not passed over: its wait starts counting now.
-            let blocked: Vec<Arc<str>> = held_back
-                .iter()
-                .filter(|app| !eligible.iter().any(|&k| st.waiters[k].app == ***app))
-                .map(|app| Arc::clone(app))
-                .collect();
+            // The applications the order can choose from now: a grant passes over the others
+            // of them. One not among them has all its requests waiting on its own quota,
+            // held back by its own holdings, not by the order, and is never charged for that
+            // time: when it becomes choosable again, its wait starts counting then.
+            let mut choosable: Vec<Arc<str>> = Vec::new();
+            for &k in &eligible {
+                let app = &st.waiters[k].app;
+                if !choosable.contains(app) {
+                    choosable.push(app.clone());
+                }
+            }
             for (app, a) in st.apps.iter_mut() {
-                let now_blocked = blocked.contains(app);
+                let now_blocked = held_back.contains(&app) && !choosable.contains(app);
                 if a.quota_blocked && !now_blocked {
                     if let Some(since) = a.waiting_since.as_mut() {
                         *since = (*since).max(now);
@@ -507,23 +515,13 @@ impl MemoryBudget {
             if st.waiters[i].n > self.total - self.used() {
                 return;
             }
-            // Passed over by this grant: the other applications with a request the order
-            // could have chosen. One whose requests all wait on its own quota was held back
-            // by its own holdings, not by the order, and is not charged for that time.
-            let mut could_have_been: Vec<Arc<str>> = Vec::new();
-            for &k in &eligible {
-                let app = &st.waiters[k].app;
-                if *app != st.waiters[i].app && !could_have_been.contains(app) {
-                    could_have_been.push(app.clone());
-                }
-            }
             let w = st.waiters.remove(i);
             self.grant(st, &w.app, w.n);
-            // Each of them was passed over since its wait was last counted; for everyone
-            // waiting, the count restarts now.
+            // The other choosable applications were passed over since their wait was last
+            // counted; for everyone waiting, the count restarts now.
             for (app, a) in st.apps.iter_mut() {
                 if let Some(since) = a.waiting_since.as_mut() {
-                    if could_have_been.contains(app) {
+                    if *app != w.app && choosable.contains(app) {
                         a.passed_over += now.saturating_duration_since(*since);
                     }
                     // `now` may be older than a grant made meanwhile by another thread.
