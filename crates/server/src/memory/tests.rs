@@ -159,26 +159,34 @@ async fn an_app_served_whenever_credit_returns_is_not_counted_as_starved() {
     pending.await.unwrap();
 }
 
-#[tokio::test]
-async fn an_app_waiting_on_its_own_quota_is_not_counted_as_passed_over() {
+/// A full budget of 100 in fair order with a share of 50 per application: "capped" (the
+/// most work left; 50 of its 70 units granted) holds its share and waits for 20 more, held
+/// back by its own share; "other" holds the other 50; "small" and "tiny" have little work.
+async fn capped_at_its_share() -> (Arc<MemoryBudget>, JoinHandle<()>) {
     let b = Arc::new(MemoryBudget::shared(
         100,
         Sharing {
-            order: Order::FairCompletion(FcsConfig::default()),
             app_share: 0.5,
+            ..fcs()
         },
     ));
     b.set_work(HashMap::from([
         (Arc::from("capped"), work(150.0, 20)),
         (Arc::from("other"), work(1.0, 10)),
         (Arc::from("small"), work(1.0, 10)),
+        (Arc::from("tiny"), work(1.0, 10)),
     ]));
-    // The capped app holds its share and asks for more: its own holdings hold it back.
-    // (50 bytes granted, 20 left: counted as passed over, its second of waiting would put
-    // its slackness well past the cap of 5.)
     b.take("capped", 50).await;
     b.take("other", 50).await;
     let capped = queue(&b, "capped", 20).await;
+    (b, capped)
+}
+
+#[tokio::test]
+async fn an_app_waiting_on_its_own_quota_is_not_counted_as_passed_over() {
+    // (Counted as passed over, the capped app's second of waiting would put its slackness
+    // well past the cap of 5.)
+    let (b, capped) = capped_at_its_share().await;
     // Meanwhile another app is granted credit again and again for a second.
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -204,22 +212,8 @@ async fn an_app_waiting_on_its_own_quota_is_not_counted_as_passed_over() {
 
 #[tokio::test]
 async fn a_wait_on_its_own_quota_is_not_charged_when_the_quota_lifts() {
-    let b = Arc::new(MemoryBudget::shared(
-        100,
-        Sharing {
-            order: Order::FairCompletion(FcsConfig::default()),
-            app_share: 0.5,
-        },
-    ));
-    b.set_work(HashMap::from([
-        (Arc::from("capped"), work(150.0, 20)),
-        (Arc::from("small"), work(1.0, 10)),
-        (Arc::from("tiny"), work(1.0, 10)),
-    ]));
     // The capped app waits on its own share for a second in which nobody is granted.
-    b.take("capped", 50).await;
-    b.take("other", 50).await;
-    let capped = queue(&b, "capped", 20).await;
+    let (b, capped) = capped_at_its_share().await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     // Its credit returns while a small app waits: the small one has less work and goes
     // first. The capped app was passed over from that moment only, not for its second at
