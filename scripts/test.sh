@@ -13,8 +13,9 @@ run() {
   "$@" 2>&1 | tee -a "$LOG"
   local rc=${PIPESTATUS[0]}
   [[ $rc -eq 0 ]] || status=$rc
-  echo "== took $((SECONDS - start)) s (exit $rc): $1 ${2:-}"
-  STEP_TIMES+=("$((SECONDS - start)) s  $*")
+  local step="$((SECONDS - start)) s  $*"
+  echo "== took ${step:0:160} (exit $rc)"
+  STEP_TIMES+=("$step")
 }
 STEP_TIMES=()
 
