@@ -139,7 +139,6 @@ QUICK_JIT = os.environ.get("CROSSDOCK_TEST_QUICK_JIT") == "1"
 
 
 def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, str]:
-    quick = " -XX:TieredStopAtLevel=1" if QUICK_JIT else ""
     conf = {
         "spark.master": f"local-cluster[{executors},1,{executor_memory_mb}]",
         "spark.ui.enabled": "false",
@@ -149,10 +148,11 @@ def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, s
         "spark.default.parallelism": "4",
         "spark.task.maxFailures": "4",
         "spark.network.timeout": "120s",
-        "spark.executor.extraJavaOptions": "-XX:+UseParallelGC" + quick,
+        "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     }
-    if quick:
-        conf["spark.driver.extraJavaOptions"] = quick.strip()
+    if QUICK_JIT:
+        conf["spark.executor.extraJavaOptions"] += " -XX:TieredStopAtLevel=1"
+        conf["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
     return conf
 
 
