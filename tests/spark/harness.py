@@ -136,6 +136,7 @@ def crossdock_conf(coordinator: str, tls_ca: str | None = None) -> dict[str, str
 # start and run a short test job sooner (two failure tests: 42 s -> 34 s of wall time and
 # 77 s -> 52 s of CPU on this 2-core machine). Benchmarks keep the JIT Spark users run.
 QUICK_JIT = os.environ.get("CROSSDOCK_TEST_QUICK_JIT") == "1"
+QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 
 
 def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, str]:
@@ -151,8 +152,8 @@ def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, s
         "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     }
     if QUICK_JIT:
-        conf["spark.executor.extraJavaOptions"] += " -XX:TieredStopAtLevel=1"
-        conf["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+        conf["spark.executor.extraJavaOptions"] += " " + QUICK_JIT_OPTION
+        conf["spark.driver.extraJavaOptions"] = QUICK_JIT_OPTION
     return conf
 
 

@@ -18,7 +18,14 @@ import pathlib
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from harness import ProcessCluster, SparkStandalone, crossdock_conf, spark_session  # noqa: E402
+from harness import (  # noqa: E402
+    QUICK_JIT,
+    QUICK_JIT_OPTION,
+    ProcessCluster,
+    SparkStandalone,
+    crossdock_conf,
+    spark_session,
+)
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
 
@@ -43,6 +50,9 @@ def _conf(crossdock, spark, **extra) -> dict[str, str]:
         # Long enough that a task waits for its host's core on a loaded machine, so the
         # test sees the preference and never a timing accident.
         "spark.locality.wait": "30s",
+        # The suite's JVMs compile with C1 only, as harness.base_conf sets it (conftest.py).
+        **({"spark.driver.extraJavaOptions": QUICK_JIT_OPTION,
+            "spark.executor.extraJavaOptions": QUICK_JIT_OPTION} if QUICK_JIT else {}),
         **extra,
     }
 
