@@ -98,15 +98,23 @@ class RunReaderTest {
   }
 
   static long readInterleaved(List<Segment> runs, List<String> extraFirstCopy) throws Exception {
+    // The extra copy counts as local, so it is tried first and must be given up on.
+    return read(runs, extraFirstCopy::contains, new FetchMonitor(), 200).requests();
+  }
+
+  /** What a read did: requests sent, and times it left a slow copy. */
+  record Read(long requests, long moves) {}
+
+  /** Reads {@code runs} as {@link #readInterleaved} does, with the given reader settings. */
+  static Read read(List<Segment> runs, java.util.function.Predicate<String> local,
+      FetchMonitor monitor, long moveAwayMs) throws Exception {
     FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
     List<ByteArrayOutputStream> got = new ArrayList<>();
     int[] nextSeq = new int[runs.size()];
-    long requests;
+    Read read;
     RunReader.Settings settings = new RunReader.Settings(APP, CrossdockServer.token(APP), 1, 3000,
-        RealServerTest.TIMEOUT, 3);
-    // The extra copy counts as local, so it is tried first and must be given up on.
-    try (RunReader reader = new RunReader(settings, runs, new FetchMonitor(), memory,
-        extraFirstCopy::contains)) {
+        RealServerTest.TIMEOUT, 3, moveAwayMs);
+    try (RunReader reader = new RunReader(settings, runs, monitor, memory, local)) {
       for (int i = 0; i < runs.size(); i++) {
         got.add(new ByteArrayOutputStream());
       }
@@ -129,7 +137,7 @@ class RunReaderTest {
           got.get(i).write(RealServerTest.bytes(b.payload()));
         }
       }
-      requests = reader.requests();
+      read = new Read(reader.requests(), reader.moves());
       assertTrue(reader.peakBufferedBytes() > 0);
     }
     assertEquals(0, memory.held, "every byte of memory given back");
@@ -139,7 +147,7 @@ class RunReaderTest {
           batches(s.startMap, s.partition), m -> size(m)), got.get(i).toByteArray(),
           "run " + s);
     }
-    return requests;
+    return read;
   }
 
   @Test
@@ -185,6 +193,58 @@ class RunReaderTest {
   }
 
   /**
+   * Every run has two copies, the first behind a crawling link (300 ms per 4 KiB), and the
+   * monitor spreads the heads over both. The merge, blocked on a head that the slow copy holds,
+   * leaves it after 200 ms: the connection is dropped and what was asked of it, also what waited
+   * its turn there (400 runs: more than a connection takes at once), is asked of the other copy
+   * from where it stopped; each batch still arrives once and in order. With the move turned off
+   * the same read never moves.
+   */
+  @Test
+  void aMergeBlockedOnASlowCopyLeavesItAndReadsEveryBatchOnce() throws Exception {
+    java.util.Map<String, SlowProxy> slow = new java.util.HashMap<>();
+    try {
+      for (int p = 0; p < PARTS; p++) {
+        if (!slow.containsKey(pl.addrOf(p))) {
+          slow.put(pl.addrOf(p), new SlowProxy(pl.addrOf(p), 300, 4096));
+        }
+      }
+      for (int copies : new int[] {1, 50}) {
+        List<Segment> runs = new ArrayList<>();
+        for (int i = 0; i < copies; i++) {
+          for (int p = 0; p < PARTS; p++) {
+            for (int m = 0; m < MAPS; m++) {
+              runs.add(new Segment(p, m, m + 1, 2500,
+                  List.of(slow.get(pl.addrOf(p)).addr(), pl.addrOf(p)), 2500));
+            }
+          }
+        }
+        FetchMonitor monitor = new FetchMonitor();
+        Read r = read(runs, a -> false, monitor, 200);
+        assertTrue(r.moves() >= 1, copies + " × the runs: the merge left the slow copy");
+        for (SlowProxy proxy : slow.values()) {
+          if (proxy.connections() > 0) {
+            assertTrue(monitor.avgWaitMs(proxy.addr()) > 0, "the slow copy was charged its wait");
+          }
+        }
+      }
+      List<Segment> runs = new ArrayList<>();
+      for (int p = 0; p < PARTS; p++) {
+        for (int m = 0; m < MAPS; m++) {
+          runs.add(new Segment(p, m, m + 1, 2500,
+              List.of(slow.get(pl.addrOf(p)).addr(), pl.addrOf(p)), 2500));
+        }
+      }
+      assertEquals(0, read(runs, a -> false, new FetchMonitor(), Long.MAX_VALUE).moves(),
+          "with the move off, the read waits for the slow copy");
+    } finally {
+      for (SlowProxy s : slow.values()) {
+        s.close();
+      }
+    }
+  }
+
+  /**
    * One map's batches read as several runs (as when the map pushed its spills as runs): each
    * run from its first batch to before the next one's, under any cap, each batch once.
    */
@@ -204,7 +264,7 @@ class RunReaderTest {
       }
       FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
       RunReader.Settings settings = new RunReader.Settings(APP, CrossdockServer.token(APP), 1,
-          3000, RealServerTest.TIMEOUT, 3);
+          3000, RealServerTest.TIMEOUT, 3, 200);
       try (RunReader reader = new RunReader(settings, runs, new FetchMonitor(), memory, a -> false)) {
         for (int i = runs.size() - 1; i >= 0; i--) { // the later runs first: no order needed
           List<Integer> seqs = new ArrayList<>();
@@ -239,7 +299,7 @@ class RunReaderTest {
         1, 3);
     FetchSchedulerTest.Counting memory = new FetchSchedulerTest.Counting();
     RunReader.Settings settings = new RunReader.Settings(APP, CrossdockServer.token(APP), 1,
-        3000, RealServerTest.TIMEOUT, 3);
+        3000, RealServerTest.TIMEOUT, 3, 200);
     try (RunReader reader = new RunReader(settings, List.of(run), new FetchMonitor(), memory,
         a -> false)) {
       FetchScheduler.SegmentFailed e =

@@ -121,7 +121,8 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
       }
       RunReader.Settings settings = new RunReader.Settings(session.appId, session.token,
           JobSession.SHUFFLE_ID, CrossdockMRConf.CONNECT_TIMEOUT_MS,
-          (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockMRConf.FETCH_MAX_RESUMES);
+          (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockMRConf.FETCH_MAX_RESUMES,
+          CrossdockMRConf.FETCH_MOVE_AWAY_MS);
       // MapReduce has no memory manager to account the buffers to: the cap bounds them, and
       // their peak is logged at the end.
       reader = new RunReader(settings, runs, FetchMonitor.shared(), FetchMemory.UNLIMITED,

@@ -39,6 +39,8 @@ abstract class CopyReads implements SourceStream.Events {
   long requests;
   /** How long the task was blocked waiting for batches. */
   long waitNanos;
+  /** Times the read dropped a slow copy's connection ({@link #maybeMoveAway}). */
+  long moves;
   boolean closed;
   /**
    * The most requests written and unanswered on one connection; 0 for no limit. The worker
@@ -79,6 +81,13 @@ abstract class CopyReads implements SourceStream.Events {
   public final long requests() {
     synchronized (lock) {
       return requests;
+    }
+  }
+
+  /** Times the read left a slow copy, dropping its connection and asking the other copies. */
+  public final long moves() {
+    synchronized (lock) {
+      return moves;
     }
   }
 
@@ -245,6 +254,60 @@ abstract class CopyReads implements SourceStream.Events {
     }
     s.source = null;
     s.failure = e;
+  }
+
+  /**
+   * The escape from a slow copy. The monitor's score steers new requests away from a source
+   * that answers slowly, but a request already written stays where it went, and a worker answers
+   * a connection's requests in order. So a reader blocked on {@code s} for {@code waitedNanos}
+   * since it last moved (on {@code s}'s current copy), more than {@code moveAwayMs} and four
+   * times what its best other copy has lately been taking,
+   * drops its connection to the slow copy (the worker stops sending), and everything unanswered
+   * or kept back there is asked again, from where it stopped, of the best of its other copies
+   * (of the slow one only if it has no other). That wait is charged to the slow copy, so it
+   * scores worse, and not to the copy that serves {@code s} next. Returns whether it moved.
+   */
+  final boolean maybeMoveAway(Segment s, long waitedNanos, long moveAwayMs) {
+    String slow = s.source;
+    if (slow == null) {
+      return false;
+    }
+    List<String> others = new ArrayList<>(s.copies);
+    others.remove(slow);
+    others.removeAll(s.unreachable);
+    if (others.isEmpty()) {
+      return false;
+    }
+    double waitedMs = waitedNanos / 1e6;
+    String better = monitor.choose(others, local);
+    if (waitedMs < moveAwayMs || waitedMs < 4 * monitor.avgWaitMs(better)) {
+      return false;
+    }
+    SourceStream st = streams.remove(slow);
+    java.util.ArrayDeque<Segment> waiting = held.remove(slow);
+    if (st == null && waiting == null) {
+      return false;
+    }
+    monitor.waited(slow, (long) waitedMs);
+    s.waitChargedNanos += waitedNanos; // not charged again to the copy it is read from next
+    List<Segment> moved = new ArrayList<>();
+    if (st != null) {
+      st.close();
+      moved.addAll(st.drainPending()); // in request order, then what waited its turn
+    }
+    if (waiting != null) {
+      moved.addAll(waiting);
+    }
+    for (Segment m : moved) {
+      arrivedAll(slow, m);
+      List<String> alt = new ArrayList<>(usable(m));
+      if (alt.size() > 1) {
+        alt.remove(slow);
+      }
+      send(m, monitor.choose(alt, local));
+    }
+    moves++;
+    return true;
   }
 
   /** Closes every connection, settling what the monitor counted for their unanswered requests. */

@@ -130,6 +130,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   public Delivery next() throws IOException {
     synchronized (lock) {
       long waitStart = 0;
+      long onCopySince = 0;
       while (true) {
         if (closed) {
           throw new IOException("the read was closed");
@@ -157,10 +158,15 @@ public final class FetchScheduler extends CopyReads implements Closeable {
           release(s);
           throw new SegmentFailed(s, s.failure);
         }
+        long now = System.nanoTime();
         if (waitStart == 0) {
-          waitStart = System.nanoTime();
+          waitStart = now;
+          onCopySince = now;
         }
-        maybeMoveAway(s, System.nanoTime() - waitStart);
+        if (settings.policy() == Policy.ADAPTIVE
+            && maybeMoveAway(s, now - onCopySince, settings.moveAwayMs())) {
+          onCopySince = now; // the next copy is judged by its own part of the wait
+        }
         pause(s);
       }
     }
@@ -214,7 +220,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     issued.remove(s);
     release(s);
     if (s.source != null) {
-      monitor.waited(s.source, s.waitedNanos / 1_000_000);
+      monitor.waited(s.source, Math.max(0, s.waitedNanos - s.waitChargedNanos) / 1_000_000);
     }
     if (settings.policy() == Policy.ADAPTIVE) {
       limit.consumed(s.waitedNanos);
@@ -328,44 +334,6 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
         || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN
         || c == ErrorCode.LIMIT_EXCEEDED;
-  }
-
-  /**
-   * The adaptive reader's escape from a slow copy: blocked on {@code s} for {@code waitedNanos},
-   * more than {@code moveAwayMs} and four times what its other copy has lately been taking, it
-   * drops the connection to the slow copy; everything unanswered there is asked again, from
-   * where it stopped, of the best copies (the slow one now scores worse).
-   */
-  private void maybeMoveAway(Segment s, long waitedNanos) {
-    if (settings.policy() != Policy.ADAPTIVE || s.source == null) {
-      return;
-    }
-    String slow = s.source;
-    List<String> others = new ArrayList<>(s.copies);
-    others.remove(slow);
-    others.removeAll(s.unreachable);
-    if (others.isEmpty()) {
-      return;
-    }
-    double waitedMs = waitedNanos / 1e6;
-    String better = monitor.choose(others, local);
-    if (waitedMs < settings.moveAwayMs() || waitedMs < 4 * monitor.avgWaitMs(better)) {
-      return;
-    }
-    SourceStream st = streams.remove(slow);
-    if (st == null) {
-      return;
-    }
-    monitor.waited(slow, (long) waitedMs);
-    st.close();
-    for (Segment moved : st.drainPending()) {
-      arrivedAll(slow, moved);
-      List<String> alt = new ArrayList<>(usable(moved));
-      if (alt.size() > 1) {
-        alt.remove(slow);
-      }
-      send(moved, monitor.choose(alt, local));
-    }
   }
 
   /** Stops every connection and gives back all memory held. */

@@ -23,23 +23,32 @@ import org.crossdock.protocol.Message;
  *
  * <p>Failures of a copy are handled as for every read ({@link CopyReads}); a run no copy can
  * serve comes out of {@link #next} as {@link FetchScheduler.SegmentFailed}, to be given back
- * with fresh copies by {@link #retry}.
+ * with fresh copies by {@link #retry}. A slow copy is left as the adaptive reader leaves it
+ * ({@link CopyReads#maybeMoveAway}): the merge cannot go on without the run it waits for, and
+ * the heads of many runs sit on one connection behind each other, so one slow copy would
+ * otherwise hold the whole merge for as long as its link takes to send them.
  */
 public final class RunReader extends CopyReads implements Closeable {
-  /** Fixed settings of a read ({@code appToken}: empty without authentication). */
+  /**
+   * Fixed settings of a read ({@code appToken}: empty without authentication; {@code
+   * moveAwayMs}: how long the merge is blocked on a run, and at least four times what another
+   * copy of it has lately been taking, before the read leaves the run's copy).
+   */
   public record Settings(
       String appId,
       byte[] appToken,
       int shuffleId,
       int connectTimeoutMs,
       int readTimeoutMs,
-      int maxRetries) {}
+      int maxRetries,
+      long moveAwayMs) {}
 
   /** Requests written and unanswered on one connection at most (the rest wait their turn). */
   public static final int MAX_OUTSTANDING = 128;
 
   private final List<Segment> runs;
   private final FetchMemory memory;
+  private final long moveAwayMs;
   private boolean started;
 
   public RunReader(Settings settings, List<Segment> runs, FetchMonitor monitor, FetchMemory memory,
@@ -53,6 +62,7 @@ public final class RunReader extends CopyReads implements Closeable {
     }
     this.runs = List.copyOf(runs);
     this.memory = memory;
+    this.moveAwayMs = settings.moveAwayMs();
     this.maxOutstanding = MAX_OUTSTANDING;
   }
 
@@ -77,6 +87,7 @@ public final class RunReader extends CopyReads implements Closeable {
     synchronized (lock) {
       start();
       long waitStart = 0;
+      long onCopySince = 0;
       while (true) {
         if (closed) {
           throw new IOException("the read was closed");
@@ -87,8 +98,9 @@ public final class RunReader extends CopyReads implements Closeable {
             long waited = System.nanoTime() - waitStart;
             waitNanos += waited;
             if (run.source != null) {
-              monitor.waited(run.source, waited / 1_000_000);
+              monitor.waited(run.source, Math.max(0, waited - run.waitChargedNanos) / 1_000_000);
             }
+            run.waitChargedNanos = 0;
           }
           consume(run, b);
           String source = run.source; // the copy this batch came from, before a prefetch moves
@@ -109,8 +121,13 @@ public final class RunReader extends CopyReads implements Closeable {
           release(run);
           throw new FetchScheduler.SegmentFailed(run, e);
         }
+        long now = System.nanoTime();
         if (waitStart == 0) {
-          waitStart = System.nanoTime();
+          waitStart = now;
+          onCopySince = now;
+        }
+        if (maybeMoveAway(run, now - onCopySince, moveAwayMs)) {
+          onCopySince = now; // the next copy is judged by its own part of the wait
         }
         pause(run);
       }

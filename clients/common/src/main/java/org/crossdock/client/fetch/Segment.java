@@ -74,6 +74,11 @@ public final class Segment {
   final List<String> unreachable = new ArrayList<>();
   /** How long the task was blocked on its batches so far (its wait, as the paper counts a block's). */
   long waitedNanos;
+  /**
+   * Of {@link #waitedNanos} (or of the wait in progress), the part already charged to a copy the
+   * read moved away from ({@link CopyReads#maybeMoveAway}).
+   */
+  long waitChargedNanos;
   /** {@link #received} when the current request was sent. */
   long receivedAtRequest;
 

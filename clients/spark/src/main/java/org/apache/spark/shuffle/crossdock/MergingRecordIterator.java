@@ -113,7 +113,8 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     memory = new FetchMemoryConsumer(context.taskMemoryManager());
     RunReader.Settings settings = new RunReader.Settings(handle.appId, handle.appToken,
         handle.shuffleId(), CrossdockConf.CONNECT_TIMEOUT_MS,
-        (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockConf.FETCH_MAX_RESUMES);
+        (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockConf.FETCH_MAX_RESUMES,
+        CrossdockConf.FETCH_MOVE_AWAY_MS);
     runs = new RunReader(settings, plan, FetchMonitor.shared(), memory, this::isLocal);
     runs.start();
     for (Segment s : plan) {
