@@ -100,6 +100,7 @@ abstract class CopyReads implements SourceStream.Events {
   /** Asks {@code source} for what is left of {@code s}, on its connection. */
   final void send(Segment s, String source) {
     s.source = source;
+    s.sentNanos = System.nanoTime();
     s.done = false;
     s.batchesInStream = 0;
     s.receivedAtRequest = s.received;
@@ -202,6 +203,8 @@ abstract class CopyReads implements SourceStream.Events {
   @Override
   public final void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
     streams.remove(src.addr, src);
+    // Taken out first: a request retried on this copy below joins the queue anew.
+    java.util.ArrayDeque<Segment> waiting = held.remove(src.addr);
     for (int i = 0; i < unanswered.size(); i++) {
       Segment s = unanswered.get(i);
       arrivedAll(src.addr, s);
@@ -211,17 +214,23 @@ abstract class CopyReads implements SourceStream.Events {
           : CrossdockException.transport(src.addr, "connection closed after another fetch failed", e);
       failed(s, src.addr, why, !src.everConnected());
     }
-    java.util.ArrayDeque<Segment> waiting = held.remove(src.addr);
     if (waiting != null && !src.everConnected()) {
       // The worker could not be reached: what waited for it fails over now, not one
       // connection attempt (and its timeout) per batch of requests.
       for (Segment s : waiting) {
+        arrivedAll(src.addr, s);
         failed(s, src.addr, e, true);
       }
     } else if (waiting != null) {
+      // Behind what was retried above and did not fit: that was asked first.
+      java.util.ArrayDeque<Segment> retried = held.remove(src.addr);
+      if (retried != null) {
+        retried.addAll(waiting);
+        waiting = retried;
+      }
       held.put(src.addr, waiting);
-      sendHeld(src.addr); // on a new connection
     }
+    sendHeld(src.addr); // on a new connection
     lock.notifyAll();
   }
 
@@ -259,19 +268,20 @@ abstract class CopyReads implements SourceStream.Events {
   /**
    * The escape from a slow copy. The monitor's score steers new requests away from a source
    * that answers slowly, but a request already written stays where it went, and a worker answers
-   * a connection's requests in order. So a reader blocked on {@code s} for {@code waitedNanos}
-   * since it last moved (on {@code s}'s current copy), more than {@code moveAwayMs} and four
-   * times what its best other copy has lately been taking,
+   * a connection's requests in order. So a reader blocked on {@code s} since {@code waitStart}
+   * ({@link System#nanoTime}), and on its current copy since its request went there, more than
+   * {@code moveAwayMs} and four times what its best other copy has lately been taking,
    * drops its connection to the slow copy (the worker stops sending), and everything unanswered
    * or kept back there is asked again, from where it stopped, of the best of its other copies
    * (of the slow one only if it has no other). That wait is charged to the slow copy, so it
    * scores worse, and not to the copy that serves {@code s} next. Returns whether it moved.
    */
-  final boolean maybeMoveAway(Segment s, long waitedNanos, long moveAwayMs) {
+  final boolean maybeMoveAway(Segment s, long waitStart, long moveAwayMs) {
     String slow = s.source;
     if (slow == null) {
       return false;
     }
+    long waitedNanos = System.nanoTime() - Math.max(waitStart, s.sentNanos);
     List<String> others = new ArrayList<>(s.copies);
     others.remove(slow);
     others.removeAll(s.unreachable);
@@ -297,6 +307,9 @@ abstract class CopyReads implements SourceStream.Events {
     }
     if (waiting != null) {
       moved.addAll(waiting);
+    }
+    if (moved.remove(s)) {
+      moved.add(0, s); // what the reader is blocked on goes first on the other connection
     }
     for (Segment m : moved) {
       arrivedAll(slow, m);

@@ -130,7 +130,6 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   public Delivery next() throws IOException {
     synchronized (lock) {
       long waitStart = 0;
-      long onCopySince = 0;
       while (true) {
         if (closed) {
           throw new IOException("the read was closed");
@@ -158,14 +157,11 @@ public final class FetchScheduler extends CopyReads implements Closeable {
           release(s);
           throw new SegmentFailed(s, s.failure);
         }
-        long now = System.nanoTime();
         if (waitStart == 0) {
-          waitStart = now;
-          onCopySince = now;
+          waitStart = System.nanoTime();
         }
-        if (settings.policy() == Policy.ADAPTIVE
-            && maybeMoveAway(s, now - onCopySince, settings.moveAwayMs())) {
-          onCopySince = now; // the next copy is judged by its own part of the wait
+        if (settings.policy() == Policy.ADAPTIVE) {
+          maybeMoveAway(s, waitStart, settings.moveAwayMs());
         }
         pause(s);
       }
@@ -221,6 +217,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     release(s);
     if (s.source != null) {
       monitor.waited(s.source, Math.max(0, s.waitedNanos - s.waitChargedNanos) / 1_000_000);
+      s.waitChargedNanos = 0;
     }
     if (settings.policy() == Policy.ADAPTIVE) {
       limit.consumed(s.waitedNanos);

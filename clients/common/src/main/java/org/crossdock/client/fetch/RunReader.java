@@ -87,7 +87,7 @@ public final class RunReader extends CopyReads implements Closeable {
     synchronized (lock) {
       start();
       long waitStart = 0;
-      long onCopySince = 0;
+      run.waitChargedNanos = 0; // a run's waits are counted per call
       while (true) {
         if (closed) {
           throw new IOException("the read was closed");
@@ -100,7 +100,6 @@ public final class RunReader extends CopyReads implements Closeable {
             if (run.source != null) {
               monitor.waited(run.source, Math.max(0, waited - run.waitChargedNanos) / 1_000_000);
             }
-            run.waitChargedNanos = 0;
           }
           consume(run, b);
           String source = run.source; // the copy this batch came from, before a prefetch moves
@@ -121,14 +120,10 @@ public final class RunReader extends CopyReads implements Closeable {
           release(run);
           throw new FetchScheduler.SegmentFailed(run, e);
         }
-        long now = System.nanoTime();
         if (waitStart == 0) {
-          waitStart = now;
-          onCopySince = now;
+          waitStart = System.nanoTime();
         }
-        if (maybeMoveAway(run, now - onCopySince, moveAwayMs)) {
-          onCopySince = now; // the next copy is judged by its own part of the wait
-        }
+        maybeMoveAway(run, waitStart, moveAwayMs);
         pause(run);
       }
     }

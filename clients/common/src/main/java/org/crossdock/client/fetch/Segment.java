@@ -75,10 +75,12 @@ public final class Segment {
   /** How long the task was blocked on its batches so far (its wait, as the paper counts a block's). */
   long waitedNanos;
   /**
-   * Of {@link #waitedNanos} (or of the wait in progress), the part already charged to a copy the
-   * read moved away from ({@link CopyReads#maybeMoveAway}).
+   * Of {@link #waitedNanos} (for a run: of the wait in progress), the part already charged to a
+   * copy the read moved away from ({@link CopyReads#maybeMoveAway}).
    */
   long waitChargedNanos;
+  /** When the current request was sent ({@link System#nanoTime}). */
+  long sentNanos;
   /** {@link #received} when the current request was sent. */
   long receivedAtRequest;
 
@@ -169,6 +171,7 @@ public final class Segment {
     this.copies = List.copyOf(copies);
     failure = null;
     retries = 0;
+    waitChargedNanos = 0;
     unreachable.clear();
   }
 
