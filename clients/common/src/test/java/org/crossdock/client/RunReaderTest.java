@@ -193,6 +193,27 @@ class RunReaderTest {
   }
 
   /**
+   * The same 400 runs, each first asked of a worker that cannot be reached: 128 are written to
+   * its connection and the rest kept back; when the connection fails, every one of them fails
+   * over to the run's other copy, and the executor's monitor counts nothing in flight from the
+   * unreachable worker afterwards (the kept-back ones were once left counted there for good).
+   */
+  @Test
+  void requestsKeptBackForAnUnreachableWorkerFailOverAndAreSettled() throws Exception {
+    String nobody = CrossdockServer.unusedAddr();
+    List<Segment> many = new ArrayList<>();
+    for (int i = 0; i < 50; i++) {
+      many.addAll(runs(2500, List.of(nobody)));
+    }
+    FetchMonitor monitor = new FetchMonitor();
+    read(many, nobody::equals, monitor, 200);
+    assertEquals(0, monitor.inFlight(nobody), "nothing left counted in flight from " + nobody);
+    for (int p = 0; p < PARTS; p++) {
+      assertEquals(0, monitor.inFlight(pl.addrOf(p)), "settled: " + pl.addrOf(p));
+    }
+  }
+
+  /**
    * Every run has two copies, the first behind a crawling link (300 ms per 4 KiB), and the
    * monitor spreads the heads over both. The merge, blocked on a head that the slow copy holds,
    * leaves it after 200 ms: the connection is dropped and what was asked of it is asked of the
@@ -210,15 +231,7 @@ class RunReaderTest {
         }
       }
       for (int copies : new int[] {1, 100}) {
-        List<Segment> runs = new ArrayList<>();
-        for (int i = 0; i < copies; i++) {
-          for (int p = 0; p < PARTS; p++) {
-            for (int m = 0; m < MAPS; m++) {
-              runs.add(new Segment(p, m, m + 1, 2500,
-                  List.of(slow.get(pl.addrOf(p)).addr(), pl.addrOf(p)), 2500));
-            }
-          }
-        }
+        List<Segment> runs = slowFirst(copies, slow);
         assertTrue(copies == 1 || runs.size() / 2 / slow.size() > RunReader.MAX_OUTSTANDING);
         FetchMonitor monitor = new FetchMonitor();
         Read r = read(runs, a -> false, monitor, 200);
@@ -232,12 +245,31 @@ class RunReaderTest {
           assertEquals(0, monitor.inFlight(pl.addrOf(p)), "settled: " + pl.addrOf(p));
         }
         assertTrue(slowest >= 200.0 / FetchMonitor.WINDOW, "a slow copy was charged its wait");
+        if (copies == 1) {
+          assertEquals(0,
+              read(slowFirst(1, slow), a -> false, new FetchMonitor(), Long.MAX_VALUE).moves(),
+              "with the move off, the read waits for the slow copy");
+        }
       }
     } finally {
       for (SlowProxy s : slow.values()) {
         s.close();
       }
     }
+  }
+
+  /** {@code copies} × every run, each with its copy behind {@code slow}'s proxy listed first. */
+  static List<Segment> slowFirst(int copies, java.util.Map<String, SlowProxy> slow) {
+    List<Segment> runs = new ArrayList<>();
+    for (int i = 0; i < copies; i++) {
+      for (int p = 0; p < PARTS; p++) {
+        for (int m = 0; m < MAPS; m++) {
+          runs.add(new Segment(p, m, m + 1, 2500,
+              List.of(slow.get(pl.addrOf(p)).addr(), pl.addrOf(p)), 2500));
+        }
+      }
+    }
+    return runs;
   }
 
   /**

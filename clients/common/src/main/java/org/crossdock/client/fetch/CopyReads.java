@@ -309,7 +309,7 @@ abstract class CopyReads implements SourceStream.Events {
       moved.addAll(waiting);
     }
     if (moved.remove(s)) {
-      moved.add(0, s); // what the reader is blocked on goes first on the other connection
+      moved.add(0, s); // what the reader is blocked on is sent first of the moved requests
     }
     for (Segment m : moved) {
       arrivedAll(slow, m);

@@ -148,10 +148,14 @@ public final class FetchScheduler extends CopyReads implements Closeable {
           return consume(s, b, waited);
         }
         if (s.done) {
+          // A wait that ended with the segment's end is that segment's: the next one is
+          // judged and charged from its own.
+          waitStart = endWait(s, waitStart);
           finish(s);
           continue;
         }
         if (s.failure != null) {
+          endWait(s, waitStart);
           issued.remove(s);
           current = null;
           release(s);
@@ -166,6 +170,16 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         pause(s);
       }
     }
+  }
+
+  /** Counts a wait on {@code s} that ended without a batch (0 if none began); returns 0. */
+  private long endWait(Segment s, long waitStart) {
+    if (waitStart != 0) {
+      long waited = System.nanoTime() - waitStart;
+      waitNanos += waited;
+      s.waitedNanos += waited;
+    }
+    return 0;
   }
 
   /**

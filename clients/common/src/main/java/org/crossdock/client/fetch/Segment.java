@@ -76,7 +76,8 @@ public final class Segment {
   long waitedNanos;
   /**
    * Of {@link #waitedNanos} (for a run: of the wait in progress), the part already charged to a
-   * copy the read moved away from ({@link CopyReads#maybeMoveAway}).
+   * copy the read moved away from ({@link CopyReads#maybeMoveAway}); never more than it, as
+   * every wait, however it ends, is counted in it.
    */
   long waitChargedNanos;
   /** When the current request was sent ({@link System#nanoTime}). */
@@ -171,7 +172,6 @@ public final class Segment {
     this.copies = List.copyOf(copies);
     failure = null;
     retries = 0;
-    waitChargedNanos = 0;
     unreachable.clear();
   }
 
