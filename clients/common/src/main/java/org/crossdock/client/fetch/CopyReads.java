@@ -222,12 +222,8 @@ abstract class CopyReads implements SourceStream.Events {
         failed(s, src.addr, e, true);
       }
     } else if (waiting != null) {
-      // Behind what was retried above and did not fit: that was asked first.
-      java.util.ArrayDeque<Segment> retried = held.remove(src.addr);
-      if (retried != null) {
-        retried.addAll(waiting);
-        waiting = retried;
-      }
+      // What was retried above went out on the new connection: a connection never has more
+      // than maxOutstanding unanswered, so it all fit, and these follow it.
       held.put(src.addr, waiting);
     }
     sendHeld(src.addr); // on a new connection
