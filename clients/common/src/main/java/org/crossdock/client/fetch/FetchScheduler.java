@@ -150,7 +150,8 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         if (s.done) {
           // A wait that ended with the segment's end is that segment's: the next one is
           // judged and charged from its own.
-          waitStart = endWait(s, waitStart);
+          endWait(s, waitStart);
+          waitStart = 0;
           finish(s);
           continue;
         }
@@ -172,14 +173,13 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     }
   }
 
-  /** Counts a wait on {@code s} that ended without a batch (0 if none began); returns 0. */
-  private long endWait(Segment s, long waitStart) {
+  /** Counts a wait on {@code s} that ended without a batch ({@code waitStart} 0: none began). */
+  private void endWait(Segment s, long waitStart) {
     if (waitStart != 0) {
       long waited = System.nanoTime() - waitStart;
       waitNanos += waited;
       s.waitedNanos += waited;
     }
-    return 0;
   }
 
   /**
