@@ -180,6 +180,29 @@ class RunReaderTest {
     readInterleaved(1500, List.of(CrossdockServer.unusedAddr()));
   }
 
+  /**
+   * Partition 0's runs are first asked of the other worker, which does not hold the partition and
+   * refuses; it counts as local, so by the monitor alone every request would go to it first. Each
+   * run is asked of it once: after the refusal, the run's later requests go to its own copy.
+   * (Partition 1's runs are read from that worker alone.)
+   */
+  @Test
+  void aCopyThatRefusedARunIsNotAskedForItAgain() throws Exception {
+    String other = pl.addrOf(1);
+    assertTrue(!other.equals(pl.addrOf(0)), "the two partitions on different workers");
+    List<Segment> runs = new ArrayList<>();
+    int want = 0;
+    for (int p = 0; p < PARTS; p++) {
+      List<String> copies = p == 0 ? List.of(other, pl.addrOf(0)) : List.of(other);
+      for (int m = 0; m < MAPS; m++) {
+        runs.add(new Segment(p, m, m + 1, 2500, copies, 2500));
+        want += batches(m, p) >= 3 ? 2 : 1; // as in aCapOfSeveralBatchesEndsARunOnItsShortAnswer
+      }
+    }
+    long requests = read(runs, other::equals, new FetchMonitor(), 200).requests();
+    assertEquals(want + MAPS, requests, "one refused request per run of partition 0");
+  }
+
   @Test
   void moreRunsThanOneConnectionTakesAtOnceAreAllRead() throws Exception {
     // 50 readers' worth of the same 8 runs, 400 requests at the start against one worker:
@@ -214,6 +237,65 @@ class RunReaderTest {
   }
 
   /**
+   * 400 runs, 200 on each worker, each worker behind a slowed link (100 ms per 64 KiB): 128
+   * requests are written to each connection and 72 kept back. Once the first answers arrive (the
+   * connection is up, and about 45 requests are still kept back), both connections are cut: what
+   * was unanswered is asked again on a new connection, and what was kept back follows it there.
+   * Every batch arrives once, in order, and the monitor settles every byte it counted.
+   */
+  @Test
+  void aConnectionCutWhileRequestsAreKeptBackForItLosesNone() throws Exception {
+    try (SlowProxy a = new SlowProxy(pl.addrOf(0), 100, 64 << 10);
+        SlowProxy b = new SlowProxy(pl.addrOf(1), 100, 64 << 10)) {
+      List<Segment> many = new ArrayList<>();
+      for (int i = 0; i < 50; i++) {
+        for (int p = 0; p < PARTS; p++) {
+          String via = p == 0 ? a.addr() : b.addr();
+          for (int m = 0; m < MAPS; m++) {
+            many.add(new Segment(p, m, m + 1, 2500, List.of(via), 2500));
+          }
+        }
+      }
+      FetchMonitor monitor = new FetchMonitor();
+      long askedOfEach = 200L * 2500;
+      java.util.concurrent.atomic.AtomicBoolean cut = new java.util.concurrent.atomic.AtomicBoolean();
+      Thread cutter = new Thread(() -> {
+        try {
+          long deadline = System.nanoTime() + 30_000_000_000L;
+          // Every first request asked (counted in flight, written or kept back), then the first
+          // answers arrived: cut then, not during the connections' handshakes.
+          while (monitor.inFlight(a.addr()) < askedOfEach
+              || monitor.inFlight(b.addr()) < askedOfEach) {
+            if (System.nanoTime() > deadline) {
+              return;
+            }
+            Thread.sleep(1);
+          }
+          while (monitor.inFlight(a.addr()) >= askedOfEach
+              || monitor.inFlight(b.addr()) >= askedOfEach) {
+            if (System.nanoTime() > deadline) {
+              return;
+            }
+            Thread.sleep(1);
+          }
+          a.cut();
+          b.cut();
+          cut.set(true);
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      });
+      cutter.start();
+      read(many, x -> false, monitor, Long.MAX_VALUE);
+      cutter.join();
+      assertTrue(cut.get(), "cut during the read");
+      assertTrue(a.connections() >= 2 && b.connections() >= 2, "each read on after a reconnect");
+      assertEquals(0, monitor.inFlight(a.addr()), "settled: " + a.addr());
+      assertEquals(0, monitor.inFlight(b.addr()), "settled: " + b.addr());
+    }
+  }
+
+  /**
    * Every run has two copies, the first behind a crawling link (300 ms per 4 KiB), and the
    * monitor spreads the heads over both. The merge, blocked on a head that the slow copy holds,
    * leaves it after 200 ms: the connection is dropped and what was asked of it is asked of the
@@ -234,8 +316,16 @@ class RunReaderTest {
         List<Segment> runs = slowFirst(copies, slow);
         assertTrue(copies == 1 || runs.size() / 2 / slow.size() > RunReader.MAX_OUTSTANDING);
         FetchMonitor monitor = new FetchMonitor();
+        java.util.Map<String, Integer> before = new java.util.HashMap<>();
+        slow.values().forEach(proxy -> before.put(proxy.addr(), proxy.connections()));
         Read r = read(runs, a -> false, monitor, 200);
         assertTrue(r.moves() >= 1, runs.size() + " runs: the merge left the slow copy");
+        for (SlowProxy proxy : slow.values()) {
+          // Idle after the move, the slow copy scores best at the monitor; the read does not
+          // go back to it (which would take a new connection) while the other copy serves.
+          assertTrue(proxy.connections() - before.get(proxy.addr()) <= 1,
+              (proxy.connections() - before.get(proxy.addr())) + " connections to " + proxy.addr());
+        }
         double slowest = 0;
         for (SlowProxy proxy : slow.values()) {
           slowest = Math.max(slowest, monitor.avgWaitMs(proxy.addr()));

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Predicate;
 import org.crossdock.client.CrossdockException;
+import org.crossdock.protocol.ErrorCode;
 
 /**
  * What a reduce task's two readers share ({@link FetchScheduler}, which reads segments one after
@@ -14,8 +15,9 @@ import org.crossdock.client.CrossdockException;
  * pipelined connection per worker, the bookkeeping of received bytes, and the rule for a copy
  * that fails a request. A broken connection is asked again on the same copy (up to {@code
  * maxRetries} times without progress); a copy that cannot serve is left for another copy, the
- * request resuming after its last batch (every copy holds the same batches under the same ids);
- * with no copy left, the segment carries the failure for the reader to report.
+ * request resuming after its last batch (every copy holds the same batches under the same ids),
+ * and is not asked for that segment again; with no copy left, the segment carries the failure
+ * for the reader to report.
  *
  * <p>Every field and package-private method is used with {@link #lock} held; the public getters
  * take it.
@@ -50,6 +52,13 @@ abstract class CopyReads implements SourceStream.Events {
   int maxOutstanding;
   /** Requests kept back per worker while its connection has {@link #maxOutstanding}. */
   private final Map<String, java.util.ArrayDeque<Segment>> held = new HashMap<>();
+  /**
+   * Copies this read moved away from ({@link #maybeMoveAway}). Later requests of the read go to
+   * another copy while one is usable: once idle, a slow copy scores best at the monitor (nothing
+   * in flight), so by the score alone the next request would go straight back to it and wait
+   * there again. Other reads (the executor's next tasks) still try it, as the paper's rule does.
+   */
+  private final java.util.Set<String> left = new java.util.HashSet<>();
 
   CopyReads(String appId, byte[] appToken, int shuffleId, int connectTimeoutMs,
       int readTimeoutMs, int maxRetries, FetchMonitor monitor, Predicate<String> local) {
@@ -156,11 +165,26 @@ abstract class CopyReads implements SourceStream.Events {
   static List<String> usable(Segment s) {
     List<String> ok = new ArrayList<>();
     for (String c : s.copies) {
-      if (!s.unreachable.contains(c)) {
+      if (!s.unreachable.contains(c) && !s.refusedBy.contains(c)) {
         ok.add(c);
       }
     }
     return ok.isEmpty() ? s.copies : ok;
+  }
+
+  /** Where a request of {@code s} may go: its usable copies, less those the read left. */
+  final List<String> candidatesOf(Segment s) {
+    return notLeft(usable(s));
+  }
+
+  /** {@code copies} less those the read moved away from, unless that leaves none. */
+  private List<String> notLeft(List<String> copies) {
+    if (left.isEmpty()) {
+      return copies;
+    }
+    List<String> rest = new ArrayList<>(copies);
+    rest.removeAll(left);
+    return rest.isEmpty() ? copies : rest;
   }
 
   /** Whatever of {@code s}'s request the monitor still counts in flight arrived (or never will). */
@@ -175,6 +199,7 @@ abstract class CopyReads implements SourceStream.Events {
     monitor.arrived(src.addr, a);
     s.monitorInFlight -= a;
     s.retries = 0;
+    s.refusals = 0;
     s.bufferedBytes += bytes;
     buffered += bytes;
     peakBuffered = Math.max(peakBuffered, buffered);
@@ -243,22 +268,41 @@ abstract class CopyReads implements SourceStream.Events {
     List<String> others = new ArrayList<>(s.copies);
     others.remove(addr);
     others.removeAll(s.unreachable);
+    others.removeAll(s.refusedBy);
     boolean giveUpCopy = neverConnected && !others.isEmpty();
     if (e.isTransport() && s.retries < maxRetries && !giveUpCopy) {
       s.retries++;
       send(s, addr);
       return;
     }
-    if (e.isTransport() && !s.unreachable.contains(addr)) {
-      s.unreachable.add(addr);
+    if (e.isTransport()) {
+      if (!s.unreachable.contains(addr)) {
+        s.unreachable.add(addr);
+      }
+    } else if ((lasting(e) || ++s.refusals > maxRetries) && !s.refusedBy.contains(addr)) {
+      s.refusedBy.add(addr);
     }
     if (!others.isEmpty() && FetchScheduler.anotherCopyMayServe(e)) {
       s.retries = 0;
-      send(s, monitor.choose(others, local));
+      send(s, monitor.choose(notLeft(others), local));
       return;
     }
     s.source = null;
     s.failure = e;
+  }
+
+  /**
+   * Whether a copy's failure of a segment will not clear up by itself: its data is lost or
+   * corrupt, it does not hold the segment, or it sent what failed the client's checks. A
+   * refusal that may clear (limits, I/O, shutting down) is not.
+   */
+  static boolean lasting(CrossdockException e) {
+    if (e.kind() != CrossdockException.Kind.REMOTE) {
+      return true;
+    }
+    ErrorCode c = e.code();
+    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.DATA_LOST || c == ErrorCode.UNKNOWN_APP
+        || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION;
   }
 
   /**
@@ -270,7 +314,9 @@ abstract class CopyReads implements SourceStream.Events {
    * drops its connection to the slow copy (the worker stops sending), and everything unanswered
    * or kept back there is asked again, from where it stopped, of the best of its other copies
    * (of the slow one only if it has no other). That wait is charged to the slow copy, so it
-   * scores worse, and not to the copy that serves {@code s} next. Returns whether it moved.
+   * scores worse, and not to the copy that serves {@code s} next; for the rest of the read,
+   * requests go to the slow copy only when no other can serve ({@link #left}). Returns whether
+   * it moved.
    */
   final boolean maybeMoveAway(Segment s, long waitStart, long moveAwayMs) {
     String slow = s.source;
@@ -281,11 +327,12 @@ abstract class CopyReads implements SourceStream.Events {
     List<String> others = new ArrayList<>(s.copies);
     others.remove(slow);
     others.removeAll(s.unreachable);
+    others.removeAll(s.refusedBy);
     if (others.isEmpty()) {
       return false;
     }
     double waitedMs = waitedNanos / 1e6;
-    String better = monitor.choose(others, local);
+    String better = monitor.choose(notLeft(others), local);
     if (waitedMs < moveAwayMs || waitedMs < 4 * monitor.avgWaitMs(better)) {
       return false;
     }
@@ -307,13 +354,10 @@ abstract class CopyReads implements SourceStream.Events {
     if (moved.remove(s)) {
       moved.add(0, s); // what the reader is blocked on is sent first of the moved requests
     }
+    left.add(slow);
     for (Segment m : moved) {
       arrivedAll(slow, m);
-      List<String> alt = new ArrayList<>(usable(m));
-      if (alt.size() > 1) {
-        alt.remove(slow);
-      }
-      send(m, monitor.choose(alt, local));
+      send(m, monitor.choose(candidatesOf(m), local));
     }
     moves++;
     return true;

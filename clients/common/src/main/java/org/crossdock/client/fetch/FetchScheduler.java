@@ -24,7 +24,8 @@ import org.crossdock.protocol.Message;
  * learned per request, and carries over to the executor's next read.
  * A task blocked on a copy much longer than the other copy of the same partition has been taking
  * lately moves away from it: the connection is dropped and its unanswered segments are asked
- * again, from where they stopped, of the better copies.
+ * again, from where they stopped, of the better copies, and the read's later requests go to the
+ * slow copy only when no other can serve them.
  *
  * <p>With {@link Policy#STATIC}, Spark's own shape: segments of at most a fifth of the limit, in
  * random order, asked of their primary whenever the next fits under the fixed limit (the
@@ -274,7 +275,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
       long packed = 0;
       boolean any = false;
       for (Segment s : List.copyOf(queue)) {
-        if (!usable(s).contains(src)) {
+        if (!candidatesOf(s).contains(src)) {
           continue;
         }
         if (any && (packed >= inc || inFlight + remaining(s) > limit.soft())) {
@@ -297,7 +298,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   private List<String> candidates() {
     Set<String> out = new LinkedHashSet<>();
     for (Segment s : queue) {
-      out.addAll(usable(s));
+      out.addAll(candidatesOf(s));
     }
     return List.copyOf(out);
   }

@@ -188,7 +188,7 @@ public final class RunReader extends CopyReads implements Closeable {
       // batch that passes the cap).
       s.reserved = memory.acquire(Math.min(2 * s.runBytes, s.estimate + s.runBytes));
     }
-    send(s, monitor.choose(usable(s), local));
+    send(s, monitor.choose(candidatesOf(s), local));
   }
 
   @Override

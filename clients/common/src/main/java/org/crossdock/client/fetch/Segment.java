@@ -72,6 +72,15 @@ public final class Segment {
   int retries;
   /** Copies given up on because they could not be reached. */
   final List<String> unreachable = new ArrayList<>();
+  /**
+   * Copies given up on because they refused a request of it in a way that lasts (lost or
+   * corrupt data, a partition they do not hold, a batch that failed the client's checks:
+   * {@link CopyReads#lasting}), or refused it more than the retry limit allows in a row: the
+   * segment is not asked of them again until it is taken back with fresh copies.
+   */
+  final List<String> refusedBy = new ArrayList<>();
+  /** Refusals that may clear up (limits, I/O), in a row without a batch received. */
+  int refusals;
   /** How long the task was blocked on its batches so far (its wait, as the paper counts a block's). */
   long waitedNanos;
   /**
@@ -173,6 +182,8 @@ public final class Segment {
     failure = null;
     retries = 0;
     unreachable.clear();
+    refusedBy.clear();
+    refusals = 0;
   }
 
   /** The last batch received; null before any (for a later run: the batch before it). */
