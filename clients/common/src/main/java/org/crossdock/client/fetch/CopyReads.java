@@ -163,13 +163,22 @@ abstract class CopyReads implements SourceStream.Events {
 
   /** A segment's copies that did not fail it (all of them if every one did). */
   static List<String> usable(Segment s) {
+    List<String> ok = othersThan(s, null);
+    return ok.isEmpty() ? s.copies : ok;
+  }
+
+  /**
+   * A segment's copies other than {@code addr} that have not failed it (neither unreachable nor
+   * refusing it for good); {@code addr} null: all of them that have not.
+   */
+  static List<String> othersThan(Segment s, String addr) {
     List<String> ok = new ArrayList<>();
     for (String c : s.copies) {
-      if (!s.unreachable.contains(c) && !s.refusedBy.contains(c)) {
+      if (!c.equals(addr) && !s.unreachable.contains(c) && !s.refusedBy.contains(c)) {
         ok.add(c);
       }
     }
-    return ok.isEmpty() ? s.copies : ok;
+    return ok;
   }
 
   /** Where a request of {@code s} may go: its usable copies, less those the read left. */
@@ -265,10 +274,7 @@ abstract class CopyReads implements SourceStream.Events {
     if (closed || !reading(s)) {
       return;
     }
-    List<String> others = new ArrayList<>(s.copies);
-    others.remove(addr);
-    others.removeAll(s.unreachable);
-    others.removeAll(s.refusedBy);
+    List<String> others = othersThan(s, addr);
     boolean giveUpCopy = neverConnected && !others.isEmpty();
     if (e.isTransport() && s.retries < maxRetries && !giveUpCopy) {
       s.retries++;
@@ -282,13 +288,25 @@ abstract class CopyReads implements SourceStream.Events {
     } else if ((lasting(e) || ++s.refusals > maxRetries) && !s.refusedBy.contains(addr)) {
       s.refusedBy.add(addr);
     }
-    if (!others.isEmpty() && FetchScheduler.anotherCopyMayServe(e)) {
+    if (!others.isEmpty() && anotherCopyMayServe(e)) {
       s.retries = 0;
       send(s, monitor.choose(notLeft(others), local));
       return;
     }
     s.source = null;
     s.failure = e;
+  }
+
+  /** Whether a failure of one copy may be cured by reading another. */
+  static boolean anotherCopyMayServe(CrossdockException e) {
+    if (e.kind() != CrossdockException.Kind.REMOTE) {
+      return true; // unreachable, broken stream, corrupt batch
+    }
+    ErrorCode c = e.code();
+    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.DATA_LOST || c == ErrorCode.UNKNOWN_APP
+        || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
+        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN
+        || c == ErrorCode.LIMIT_EXCEEDED;
   }
 
   /**
@@ -324,10 +342,7 @@ abstract class CopyReads implements SourceStream.Events {
       return false;
     }
     long waitedNanos = System.nanoTime() - Math.max(waitStart, s.sentNanos);
-    List<String> others = new ArrayList<>(s.copies);
-    others.remove(slow);
-    others.removeAll(s.unreachable);
-    others.removeAll(s.refusedBy);
+    List<String> others = othersThan(s, slow);
     if (others.isEmpty()) {
       return false;
     }

@@ -9,7 +9,6 @@ import java.util.List;
 import java.util.Set;
 import java.util.function.Predicate;
 import org.crossdock.client.CrossdockException;
-import org.crossdock.protocol.ErrorCode;
 import org.crossdock.protocol.Message;
 
 /**
@@ -334,18 +333,6 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   @Override
   boolean reading(Segment s) {
     return issued.contains(s);
-  }
-
-  /** Whether a failure of one copy may be cured by reading another. */
-  public static boolean anotherCopyMayServe(CrossdockException e) {
-    if (e.kind() != CrossdockException.Kind.REMOTE) {
-      return true; // unreachable, broken stream, corrupt batch
-    }
-    ErrorCode c = e.code();
-    return c == ErrorCode.CORRUPT_DATA || c == ErrorCode.DATA_LOST || c == ErrorCode.UNKNOWN_APP
-        || c == ErrorCode.UNKNOWN_SHUFFLE || c == ErrorCode.UNKNOWN_PARTITION
-        || c == ErrorCode.IO || c == ErrorCode.INTERNAL || c == ErrorCode.SHUTTING_DOWN
-        || c == ErrorCode.LIMIT_EXCEEDED;
   }
 
   /** Stops every connection and gives back all memory held. */
