@@ -263,24 +263,15 @@ class RunReaderTest {
         try {
           long deadline = System.nanoTime() + 30_000_000_000L;
           // Every first request asked (counted in flight, written or kept back), then the first
-          // answers arrived: cut then, not during the connections' handshakes.
-          while (monitor.inFlight(a.addr()) < askedOfEach
-              || monitor.inFlight(b.addr()) < askedOfEach) {
-            if (System.nanoTime() > deadline) {
-              return;
-            }
-            Thread.sleep(1);
+          // answers arrived on both: cut then, not during the connections' handshakes.
+          if (awaitUntil(() -> monitor.inFlight(a.addr()) >= askedOfEach
+                  && monitor.inFlight(b.addr()) >= askedOfEach, deadline)
+              && awaitUntil(() -> monitor.inFlight(a.addr()) < askedOfEach
+                  && monitor.inFlight(b.addr()) < askedOfEach, deadline)) {
+            a.cut();
+            b.cut();
+            cut.set(true);
           }
-          while (monitor.inFlight(a.addr()) >= askedOfEach
-              || monitor.inFlight(b.addr()) >= askedOfEach) {
-            if (System.nanoTime() > deadline) {
-              return;
-            }
-            Thread.sleep(1);
-          }
-          a.cut();
-          b.cut();
-          cut.set(true);
         } catch (Exception e) {
           throw new IllegalStateException(e);
         }
@@ -293,6 +284,18 @@ class RunReaderTest {
       assertEquals(0, monitor.inFlight(a.addr()), "settled: " + a.addr());
       assertEquals(0, monitor.inFlight(b.addr()), "settled: " + b.addr());
     }
+  }
+
+  /** Polls {@code condition} every millisecond until it holds (true) or {@code deadline} passes. */
+  static boolean awaitUntil(java.util.function.BooleanSupplier condition, long deadline)
+      throws InterruptedException {
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        return false;
+      }
+      Thread.sleep(1);
+    }
+    return true;
   }
 
   /**
