@@ -15,6 +15,8 @@ pub mod apps;
 pub mod error;
 pub mod membership;
 pub mod placement;
+#[cfg(test)]
+mod placement_tests;
 pub mod prediction;
 pub mod progress;
 pub mod replay;

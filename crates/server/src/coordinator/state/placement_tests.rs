@@ -1,0 +1,325 @@
+//! Tests of placement in the coordinator's state: size prediction and its prior, blocks and
+//! shared layouts, replicas across zones and hosts, labels and rates for the clients.
+
+use super::tests::{stat, state_with_workers};
+use super::*;
+use crossdock_proto::{AttemptId, PartitionStat, NO_WORKER};
+
+/// Commits `maps` of shuffle `id` of app "a", map `m` writing `sizes(m)` bytes per
+/// partition, and does with a completion what the service does: remembers its sizes.
+fn commit_all(
+    st: &mut State,
+    id: u32,
+    maps: std::ops::Range<u32>,
+    sizes: impl Fn(u32) -> Vec<u64>,
+) {
+    let e = st.shuffle("a", id).unwrap();
+    for m in maps {
+        let stats: Vec<PartitionStat> = sizes(m)
+            .into_iter()
+            .enumerate()
+            .map(|(p, b)| stat(p as u32, b))
+            .collect();
+        let done = e
+            .record_commit(m, AttemptId(0), &stats, &[])
+            .forecast
+            .completed;
+        if let Some(done) = done {
+            st.remember_final_sizes("a", done.final_sizes);
+        }
+    }
+}
+
+fn new_shuffle(st: &mut State, id: u32, maps: u32, partitions: u32) -> Arc<ShuffleEntry> {
+    let e = st
+        .plan_shuffle("a", id, maps, partitions)
+        .unwrap()
+        .unwrap_err();
+    st.record_shuffle("a", id, e).unwrap()
+}
+
+#[test]
+fn a_shuffle_predicts_at_the_configured_threshold() {
+    let mut st = state_with_workers(2);
+    st.set_prediction_threshold(0.5);
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    let e = new_shuffle(&mut st, 0, 4, 2);
+    let first = e.record_commit(0, AttemptId(0), &[stat(0, 10), stat(1, 30)], &[]);
+    assert!(first.forecast.predicted.is_none());
+    assert!(
+        st.predicted_sizes("a", 0).is_none(),
+        "1 map of 4 is under 50%"
+    );
+    let second = e.record_commit(1, AttemptId(0), &[stat(0, 20), stat(1, 10)], &[]);
+    assert_eq!(second.forecast.predicted, Some(2));
+    // (10 + 20) * 4 / 2 and (30 + 10) * 4 / 2.
+    assert_eq!(&*st.predicted_sizes("a", 0).unwrap(), &[60, 80]);
+    let third = e.record_commit(2, AttemptId(0), &[stat(0, 1)], &[]);
+    assert!(third.forecast.predicted.is_none(), "predicted once");
+    assert_eq!(&*st.predicted_sizes("a", 0).unwrap(), &[60, 80]);
+    assert!(st.predicted_sizes("a", 9).is_none(), "unknown shuffle");
+}
+
+#[test]
+fn the_size_prior_is_the_apps_latest_completed_shuffle_of_that_partition_count() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    assert!(st.size_prior("a", 3).is_none(), "nothing completed yet");
+    new_shuffle(&mut st, 0, 2, 3);
+    commit_all(&mut st, 0, 0..1, |_| vec![1, 2, 3]);
+    assert!(st.size_prior("a", 3).is_none(), "shuffle 0 is not complete");
+    commit_all(&mut st, 0, 1..2, |_| vec![1, 2, 3]);
+    assert_eq!(&*st.size_prior("a", 3).unwrap(), &[2, 4, 6]);
+    // A later shuffle of the same partition count replaces it; another count does not.
+    new_shuffle(&mut st, 1, 1, 3);
+    commit_all(&mut st, 1, 0..1, |_| vec![0, 9, 0]);
+    new_shuffle(&mut st, 2, 1, 2);
+    commit_all(&mut st, 2, 0..1, |_| vec![5, 5]);
+    assert_eq!(&*st.size_prior("a", 3).unwrap(), &[0, 9, 0]);
+    assert_eq!(&*st.size_prior("a", 2).unwrap(), &[5, 5]);
+    assert!(
+        st.size_prior("a", 4).is_none(),
+        "no shuffle of 4 partitions"
+    );
+    // The history outlives the shuffles, not the app.
+    st.remove_shuffle("a", 1);
+    assert_eq!(&*st.size_prior("a", 3).unwrap(), &[0, 9, 0]);
+    assert!(st.size_prior("b", 3).is_none(), "unknown app");
+    st.remove_app("a");
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    assert!(st.size_prior("a", 3).is_none(), "gone with the app");
+}
+
+#[test]
+fn replay_rebuilds_predictions_and_history_from_the_commits() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 60_000, Instant::now()).unwrap();
+    // Shuffle 0 completed; shuffle 1 past its threshold (1 map of 10), not complete.
+    new_shuffle(&mut st, 0, 2, 2);
+    commit_all(&mut st, 0, 0..2, |m| vec![u64::from(m) + 1, 4]);
+    new_shuffle(&mut st, 1, 10, 2);
+    commit_all(&mut st, 1, 0..3, |m| vec![10 * u64::from(m + 1), 1]);
+    assert_eq!(&*st.predicted_sizes("a", 1).unwrap(), &[100, 10]);
+    let mut restored = State::new(1);
+    for r in st.snapshot() {
+        restored.apply(r, Instant::now());
+    }
+    // The snapshot lists commits in map order, the order they were made in here.
+    assert_eq!(restored.predicted_sizes("a", 1), st.predicted_sizes("a", 1));
+    assert_eq!(restored.predicted_sizes("a", 0), st.predicted_sizes("a", 0));
+    assert_eq!(&*restored.size_prior("a", 2).unwrap(), &[3, 8]);
+}
+
+#[test]
+fn a_new_shuffle_is_placed_in_one_block_per_worker() {
+    let mut st = state_with_workers(3);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 4, 9).unwrap().unwrap_err();
+    let (primary, _) = e.lock().layout();
+    assert_eq!(primary, vec![0, 0, 0, 1, 1, 1, 2, 2, 2]);
+}
+
+#[test]
+fn shuffles_written_at_once_share_their_layout_and_later_ones_do_not() {
+    let mut st = state_with_workers(3);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let first = st.plan_shuffle("a", 0, 2, 6).unwrap().unwrap_err();
+    let first = st.record_shuffle("a", 0, first).unwrap();
+    let layout = first.lock().layout().0;
+    assert_eq!(layout, vec![0, 0, 1, 1, 2, 2]);
+    // Worker 0 now holds far more than the others.
+    st.heartbeat(0, Load::stored(10 << 30), false, Instant::now())
+        .unwrap();
+    // The app's second shuffle of as many partitions, while the first is being written
+    // (a join's other side), still gets the same primaries, partition by partition.
+    let second = st.plan_shuffle("a", 1, 2, 6).unwrap().unwrap_err();
+    assert_eq!(second.lock().layout().0, layout);
+    // Not one of another partition count: that one avoids worker 0.
+    let third = st.plan_shuffle("a", 2, 2, 5).unwrap().unwrap_err();
+    assert!(!third.lock().layout().0.contains(&0));
+    // Once the first has every map committed, it is no one's partner.
+    first.record_commit(0, AttemptId(0), &[stat(0, 1)], &[]);
+    first.record_commit(1, AttemptId(0), &[stat(1, 1)], &[]);
+    let later = st.plan_shuffle("a", 3, 2, 6).unwrap().unwrap_err();
+    assert!(
+        !later.lock().layout().0.contains(&0),
+        "{:?}",
+        later.lock().layout().0
+    );
+}
+
+#[test]
+fn a_partner_on_a_lost_worker_is_not_copied() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let first = st.plan_shuffle("a", 0, 2, 4).unwrap().unwrap_err();
+    let first = st.record_shuffle("a", 0, first).unwrap();
+    st.mark_lost(1);
+    let second = st.plan_shuffle("a", 1, 2, 4).unwrap().unwrap_err();
+    assert!(first.lock().layout().0.contains(&1));
+    assert_eq!(second.lock().layout().0, vec![0; 4]);
+}
+
+#[test]
+fn the_prior_moves_block_boundaries_toward_heavy_partitions() {
+    let mut st = state_with_workers(2);
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    // An earlier shuffle of 6 partitions whose first partition held most of the bytes.
+    st.remember_final_sizes(
+        "a",
+        vec![
+            600u64 << 20,
+            20 << 20,
+            20 << 20,
+            20 << 20,
+            20 << 20,
+            20 << 20,
+        ]
+        .into(),
+    );
+    let e = st.plan_shuffle("a", 0, 2, 6).unwrap().unwrap_err();
+    let primary = e.lock().layout().0;
+    // Blended with its mean (the heavy partition still weighs most): the heavy one alone
+    // or nearly alone on one worker, the light ones on the other.
+    let first = primary[0];
+    let with_first = primary.iter().filter(|&&w| w == first).count();
+    assert!(with_first <= 2, "{primary:?}");
+    // Without a prior the same shuffle splits 3 and 3.
+    let mut st2 = state_with_workers(2);
+    st2.register_app("b", 1000, Instant::now()).unwrap();
+    let e = st2.plan_shuffle("b", 0, 2, 6).unwrap().unwrap_err();
+    assert_eq!(e.lock().layout().0, vec![0, 0, 0, 1, 1, 1]);
+}
+
+fn labelled(st: &mut State, addr: &str, host: &str, zone: &str) -> u32 {
+    let labels = Labels::new(addr, host, zone);
+    st.register_labelled_worker(addr, labels, 1 << 30, 1, Instant::now())
+        .0
+}
+
+#[test]
+fn replicas_go_to_another_zone_and_spread_over_it() {
+    let mut st = State::new(2);
+    let zone_of: Vec<&str> = vec!["a", "a", "b", "b"];
+    for (i, z) in zone_of.iter().enumerate() {
+        labelled(&mut st, &format!("10.0.0.{i}:7001"), "", z);
+    }
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 16).unwrap().unwrap_err();
+    let p = e.lock();
+    let mut replicas_of: std::collections::BTreeMap<u32, BTreeSet<u32>> = Default::default();
+    for i in 0..16 {
+        let (w, r) = (p.primary[i], p.replica[i]);
+        assert_ne!(r, NO_WORKER);
+        assert_ne!(
+            zone_of[w as usize], zone_of[r as usize],
+            "partition {i}: primary {w} and replica {r} share a zone"
+        );
+        replicas_of.entry(w).or_default().insert(r);
+    }
+    for (w, rs) in replicas_of {
+        assert_eq!(
+            rs.len(),
+            2,
+            "worker {w}'s partitions fall to both workers of the other zone"
+        );
+    }
+}
+
+#[test]
+fn without_zones_replicas_leave_the_primarys_host() {
+    let mut st = State::new(2);
+    labelled(&mut st, "10.0.0.1:7001", "big-box", "");
+    labelled(&mut st, "10.0.0.1:7002", "big-box", "");
+    labelled(&mut st, "10.0.0.2:7001", "", "");
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 12).unwrap().unwrap_err();
+    let p = e.lock();
+    for i in 0..12 {
+        if p.primary[i] < 2 {
+            assert_eq!(p.replica[i], 2, "partition {i} would die with big-box");
+        } else {
+            assert!(p.replica[i] < 2);
+        }
+    }
+}
+
+#[test]
+fn a_partition_placed_anew_gets_its_replica_in_another_zone() {
+    let mut st = State::new(2);
+    let zone_of = ["a", "b", "a", "b"];
+    for (i, z) in zone_of.iter().enumerate() {
+        labelled(&mut st, &format!("10.0.0.{i}:7001"), "", z);
+    }
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let e = st.plan_shuffle("a", 0, 1, 16).unwrap().unwrap_err();
+    let e = st.record_shuffle("a", 0, e).unwrap();
+    // Workers 0 and 1 die together: partitions with both copies on them are placed anew.
+    st.mark_lost(0);
+    st.mark_lost(1);
+    let mut lost = st.relocate("a", 0, &e, 0, &BTreeSet::new()).lost;
+    lost.extend(st.relocate("a", 0, &e, 1, &BTreeSet::new()).lost);
+    assert!(
+        !lost.is_empty(),
+        "some partition had both copies on workers 0 and 1"
+    );
+    let p = e.lock();
+    for &part in &lost {
+        let (w, r) = (p.primary[part as usize], p.replica[part as usize]);
+        assert!(
+            w >= 2 && r >= 2,
+            "partition {part} placed on {w}, replica {r}"
+        );
+        assert_ne!(zone_of[w as usize], zone_of[r as usize], "partition {part}");
+    }
+}
+
+#[test]
+fn labels_reach_the_clients_and_default_to_the_address() {
+    let mut st = State::new(1);
+    labelled(&mut st, "10.0.0.1:7001", "node-1", "eu-1a");
+    labelled(&mut st, "[fd00::2]:7001", "", "");
+    let infos = st.members.infos([0, 1]);
+    assert_eq!(
+        (infos[0].host.as_str(), infos[0].zone.as_str()),
+        ("node-1", "eu-1a")
+    );
+    assert_eq!(
+        (infos[1].host.as_str(), infos[1].zone.as_str()),
+        ("fd00::2", "")
+    );
+    // A worker that registers again with new labels is described with them.
+    labelled(&mut st, "10.0.0.1:7001", "node-1b", "eu-1b");
+    let infos = st.members.infos([0]);
+    assert_eq!(
+        (infos[0].host.as_str(), infos[0].zone.as_str()),
+        ("node-1b", "eu-1b")
+    );
+}
+
+#[test]
+fn heartbeats_give_push_and_fetch_rates() {
+    let mut st = State::default();
+    let t0 = Instant::now();
+    st.register_worker("w0:1", 1 << 30, 1, t0);
+    let load = |pushed, fetched| Load {
+        pushed,
+        fetched,
+        ..Load::default()
+    };
+    st.heartbeat(0, load(1000, 0), false, t0).unwrap();
+    assert_eq!(
+        st.worker(0).unwrap().rates,
+        Rates::default(),
+        "one report is no rate"
+    );
+    st.heartbeat(0, load(201_000, 50_000), false, t0 + Duration::from_secs(2))
+        .unwrap();
+    let r = st.worker(0).unwrap().rates;
+    assert_eq!((r.push, r.fetch), (100_000.0, 25_000.0));
+    // The worker restarted: its counters began again from zero.
+    st.heartbeat(0, load(4000, 0), false, t0 + Duration::from_secs(4))
+        .unwrap();
+    let r = st.worker(0).unwrap().rates;
+    assert_eq!((r.push, r.fetch), (2000.0, 0.0));
+}
