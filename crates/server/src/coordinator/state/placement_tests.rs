@@ -1,5 +1,7 @@
-//! Tests of placement in the coordinator's state: size prediction and its prior, blocks and
-//! shared layouts, replicas across zones and hosts, labels and rates for the clients.
+//! Tests of where the coordinator's state puts partitions once it knows sizes and labels: size
+//! prediction and its prior, block layouts and layouts shared between shuffles, replicas across
+//! zones and hosts, labels and rates given to the clients. (Placement by load alone, and the
+//! first replica rules, are tested in `tests.rs`.)
 
 use super::tests::{stat, state_with_workers};
 use super::*;

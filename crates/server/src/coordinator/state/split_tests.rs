@@ -1,17 +1,10 @@
 //! Tests of partition splits in the coordinator's state: where a split goes, how its
 //! figures count, and that the journal brings it back.
 
+use super::tests::stat;
 use super::*;
 use crate::coordinator::journal::Record;
-use crossdock_proto::{AttemptId, Message, PartitionStat, NO_WORKER};
-
-fn stat(partition: u32, bytes: u64) -> PartitionStat {
-    PartitionStat {
-        partition,
-        bytes,
-        records: 1,
-    }
-}
+use crossdock_proto::{AttemptId, Message, NO_WORKER};
 
 /// Three workers of 1 GiB, worker `i` holding `i × 100 MiB` in memory, and app `a`'s
 /// shuffle 0 of 2 maps and 2 partitions.
