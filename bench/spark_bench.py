@@ -11,7 +11,8 @@ per-stage times, and (on the emulated cluster, bench/cluster.py) the bytes sent 
 shaped links.
 
     .venv/bin/python bench/spark_bench.py [--workloads a,b] [--runs 3] [--scale 1.0]
-        [--peer name=NAME,jars=A.jar,conf=k=v;k=v | --peer peer.toml] [--plot-only FILE]
+        [--peer name=NAME,jars=A.jar,conf=k=v;k=v | --peer peer.toml] [--build NAME=DIR]
+        [--plot-only FILE]
 
 Single host: Spark in local-cluster mode (a standalone master and 2 workers with one
 1-core executor each, separate JVMs), a fresh `crossdock standalone` (2 workers of 1 GiB)
@@ -69,8 +70,9 @@ TLS_MODES = ("crossdock-tls",)
 
 
 def is_crossdock(mode) -> bool:
-    """Whether a mode runs through a Crossdock service started for each run."""
-    return mode.name == "crossdock" or mode.name in CROSSDOCK_VARIANTS
+    """Whether a mode runs through a Crossdock service started for each run (this build's,
+    or, for a --build mode, another build's)."""
+    return mode.name == "crossdock" or mode.name in CROSSDOCK_VARIANTS or getattr(mode, "build", None) is not None
 _PEER_KEYS = ("name", "jars", "conf", "start", "stop")
 
 
@@ -78,15 +80,22 @@ _PEER_KEYS = ("name", "jars", "conf", "start", "stop")
 class Mode:
     """One way of running the shuffle. Peers bring their jars and Spark properties, and
     optionally shell commands run before (`start`) and after (`stop`) each of their runs,
-    e.g. to start and stop their own shuffle servers."""
+    e.g. to start and stop their own shuffle servers. A mode with a `build` is Crossdock
+    from another build (--build): its service and client jar, started and configured
+    exactly as the suite's own crossdock mode is."""
     name: str
     conf: dict = dataclasses.field(default_factory=dict)
     jars: list = dataclasses.field(default_factory=list)
     start: str | None = None
     stop: str | None = None
+    build: "Build | None" = dataclasses.field(default=None, repr=False, compare=False)
 
     def describe(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "build"}
+        if self.build is not None:
+            d["build"] = {"from": str(self.build.source),
+                          "sha256": {k: v for k, v in self.build.sha256.items() if k in ("crossdock", "crossdock-spark.jar")}}
+        return {k: v for k, v in d.items() if v}
 
 
 def _peer_from_dict(d: dict, origin: str) -> Mode:
@@ -136,6 +145,23 @@ def parse_peer(spec: str) -> list[Mode]:
     return [_peer_from_dict(d, "--peer")]
 
 
+def parse_build(spec: str, workdir: pathlib.Path) -> Mode:
+    """`NAME=DIR`: Crossdock from another build as one more mode. DIR holds that build's
+    `crossdock` binary and `crossdock-spark.jar` (what bench/peers/crossdock-at.sh REV
+    makes); the applications, the backend and the service's settings are the suite's own."""
+    name, sep, d = spec.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not d:
+        raise SystemExit(f"--build {spec!r}: expected NAME=DIR (NAME of letters, digits, '.', '_' or '-')")
+    if name in BUILTIN_MODES:
+        raise SystemExit(f"--build {spec!r}: '{name}' is a built-in mode; give the build another name")
+    src = pathlib.Path(d).resolve()
+    try:
+        build = Build(workdir / f"build-{name}", binary=src / "crossdock", jar=src / "crossdock-spark.jar")
+    except RuntimeError as e:
+        raise SystemExit(f"--build {spec!r}: {e}")
+    return Mode(name, build=build)
+
+
 # ---- the Crossdock build every run of one suite uses ----
 
 class Build:
@@ -149,6 +175,7 @@ class Build:
             if not p.is_file():
                 raise RuntimeError(f"{p} is missing: run `make build` first")
         workdir.mkdir(parents=True, exist_ok=True)
+        self.source = binary.resolve().parent
         self.binary = workdir / "crossdock"
         self.jar = workdir / "crossdock-spark.jar"
         # The applications run `script` (this file unless another suite's driver, which imports this one).
@@ -324,7 +351,7 @@ def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build:
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s"}
     conf.update(WORKLOAD_CONF.get(workload, {}))
     if is_crossdock(mode):
-        conf.update(build.spark_conf(coordinator))
+        conf.update((mode.build or build).spark_conf(coordinator))
         conf.update(CROSSDOCK_VARIANTS.get(mode.name, {}))
     conf.update(mode.conf)
     jars = list(mode.jars)
@@ -345,7 +372,7 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
         if mode.start:
             _shell(mode.start, env, f"peer {mode.name} start")
         if is_crossdock(mode):
-            service = backend.start_crossdock(build, run_dir, tls=mode.name in TLS_MODES)
+            service = backend.start_crossdock(mode.build or build, run_dir, tls=mode.name in TLS_MODES)
         conf = app_conf(backend, workload, mode, service.address if service else None, build)
         if service is not None and service.tls_ca is not None:
             conf["spark.crossdock.tls.ca"] = str(service.tls_ca)
@@ -523,7 +550,8 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
     bad = [m for m in names if m not in BUILTIN_MODES]
     if bad:
         raise SystemExit(f"unknown modes {bad}: --modes takes {', '.join(BUILTIN_MODES)}; add others with --peer")
-    modes = [Mode(m) for m in names] + [p for spec in (args.peer or []) for p in parse_peer(spec)]
+    modes = ([Mode(m) for m in names] + [p for spec in (args.peer or []) for p in parse_peer(spec)]
+             + [parse_build(spec, workdir) for spec in (args.build or [])])
     if len({m.name for m in modes}) != len(modes):
         raise SystemExit("two modes have the same name")
     build = Build(workdir / "build")
@@ -631,6 +659,9 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
     ap.add_argument("--peer", action="append", metavar="SPEC",
                     help="another shuffle manager as one more mode: name=N,jars=a.jar,b.jar,conf=k=v;k=v[,start=CMD][,stop=CMD] "
                          "or a .toml/.json file (see bench/peers/); repeatable")
+    ap.add_argument("--build", action="append", metavar="NAME=DIR",
+                    help="Crossdock from another build as one more mode, run exactly as the crossdock mode: DIR holds its "
+                         "`crossdock` binary and `crossdock-spark.jar` (bench/peers/crossdock-at.sh REV makes them); repeatable")
     ap.add_argument("--out", default=None, help="JSON file [bench-results/<kind>-<timestamp>.json]; plots go next to it")
     ap.add_argument("--plot-only", metavar="FILE", help="draw the plots of an existing result JSON and exit")
     ap.add_argument("--app-timeout", type=float, default=1200, help="seconds before one application is killed and counted failed [1200]")

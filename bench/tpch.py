@@ -237,7 +237,10 @@ def run_suite(args, workdir: pathlib.Path) -> int:
     bad = [m for m in names if m not in sb.BUILTIN_MODES]
     if bad:
         raise SystemExit(f"unknown modes {bad}: --modes takes {', '.join(sb.BUILTIN_MODES)}; add others with --peer")
-    modes = [sb.Mode(m) for m in names] + [p for spec in (args.peer or []) for p in sb.parse_peer(spec)]
+    modes = ([sb.Mode(m) for m in names] + [p for spec in (args.peer or []) for p in sb.parse_peer(spec)]
+             + [sb.parse_build(spec, workdir) for spec in (args.build or [])])
+    if len({m.name for m in modes}) != len(modes):
+        raise SystemExit("two modes have the same name")
     if "vanilla" not in names:
         raise SystemExit("--modes needs vanilla: every ratio is against it")
     data = generate(args.scale_factor, pathlib.Path(args.data_dir))
@@ -295,6 +298,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="applications per mode [3]")
     ap.add_argument("--modes", default=DEFAULT_MODES, help=f"from {', '.join(sb.BUILTIN_MODES)} [{DEFAULT_MODES}]")
     ap.add_argument("--peer", action="append", metavar="SPEC", help="another shuffle manager as one more mode (see bench/spark_bench.py)")
+    ap.add_argument("--build", action="append", metavar="NAME=DIR",
+                    help="Crossdock from another build as one more mode (see bench/spark_bench.py)")
     ap.add_argument("--data-dir", default=str(sb.ROOT / "target" / "tpch"), help="where the generated tables are kept [target/tpch]")
     ap.add_argument("--out", default=None, help="JSON file [bench-results/tpch-<timestamp>.json]")
     ap.add_argument("--app-timeout", type=float, default=3600, help="seconds before one application is killed [3600]")
