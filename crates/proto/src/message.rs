@@ -14,6 +14,9 @@ use crate::frame::{FrameHeader, HEADER_LEN, PROTOCOL_VERSION};
 /// A worker id meaning "no worker" (a partition without a replica).
 pub const NO_WORKER: u32 = u32::MAX;
 
+/// A slot number meaning "no slot" (`PrepareShuffle.continued_in`: a partition not split).
+pub const NO_SLOT: u32 = u32::MAX;
+
 /// Most splits one shuffle may have. A partition that outgrows its worker continues in a
 /// split: a slot numbered from `num_partitions` up, held and replicated like a partition
 /// (see `docs/protocol.md`, "Partition splits").
@@ -404,6 +407,13 @@ crate::wire_enum! {
             /// worker applies where they are stricter than its own (0: none asked).
             app_stored_quota: Appended<u64>,
             app_memory_share_ppm: Appended<u64>,
+            /// Per entry of `partitions`, for a worker holding it as primary: the slot the
+            /// partition continues in (a split), or [`NO_SLOT`] for none; and that slot's
+            /// primary's address (empty for none). The worker answers later pushes of the
+            /// slot `PushRedirect` to it. Absent: nothing changes (the worker learns splits
+            /// only from `SplitPartition`'s answers).
+            continued_in: Appended<Vec<u32>>,
+            continued_at: Appended<Vec<String>>,
         },
         MapCommitted = 0x31 {
             app_id: String,

@@ -386,6 +386,24 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 forward_to: vec!["127.0.0.1:7002".into(), String::new()],
                 app_stored_quota: Appended::of(200 << 30),
                 app_memory_share_ppm: Appended::of(250_000),
+                continued_in: Appended(None),
+                continued_at: Appended(None),
+            },
+        ),
+        (
+            "prepare_shuffle_split",
+            17,
+            Message::PrepareShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                num_maps: 3,
+                num_partitions: 4,
+                partitions: vec![1, 3],
+                forward_to: vec![String::new(), String::new()],
+                app_stored_quota: Appended::of(0),
+                app_memory_share_ppm: Appended::of(0),
+                continued_in: Appended(Some(vec![5, NO_SLOT])),
+                continued_at: Appended(Some(vec!["127.0.0.1:7003".into(), String::new()])),
             },
         ),
         (
@@ -632,6 +650,8 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         forward_to: vec![],
         app_stored_quota: Appended::default(),
         app_memory_share_ppm: Appended::default(),
+        continued_in: Appended::default(),
+        continued_at: Appended::default(),
     }
     .encode_frame(1);
     let n = huge_list.len();

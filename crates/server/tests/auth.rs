@@ -92,6 +92,8 @@ fn attacks(app: &str, attacker_addr: &str) -> Vec<(&'static str, Message)> {
                 forward_to: vec![attacker_addr.into(), attacker_addr.into()],
                 app_stored_quota: Default::default(),
                 app_memory_share_ppm: Default::default(),
+                continued_in: Default::default(),
+                continued_at: Default::default(),
             },
         ),
         (

@@ -312,3 +312,51 @@ async fn a_split_on_disk_is_served_again_by_its_restarted_worker() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_splits_worker_is_lost_the_split_slot_redirects_to_its_new_worker() {
+    let c = Cluster::start_splitting(3, 2, 4 * BATCH as u64).await;
+    c.coord.register_app("m", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("m", 0, 2, 1).await.unwrap();
+    let first = placement.worker_of(0).unwrap().addr.clone();
+    let m0 = push_following(&first, "m", 0, 0, 8).await;
+    assert!(m0.per_slot.len() >= 2, "{:?}", m0.per_slot);
+    let status = c.status("m").await;
+    let split = status.slots_of(0)[1];
+    let split_at = status.placement.worker_of(split).unwrap().addr.clone();
+    let replica = status.placement.replica_of(split).unwrap().addr.clone();
+
+    // The split's worker goes and its replica takes over. The coordinator tells the old
+    // slot's worker, which redirects the next map there, not to the dead worker.
+    c.kill(&split_at).await;
+    let data = payload(1, 0, 0, BATCH);
+    let redirect = push_routed(&first, "m", 0, (1, 0, 0), &data)
+        .await
+        .unwrap()
+        .expect("the old slot redirects");
+    assert_eq!(
+        (redirect.slot, redirect.addr.as_str()),
+        (split, replica.as_str())
+    );
+
+    // Map 1 goes on in the split (a redirect answer still means stored), and both maps
+    // are read exactly once.
+    let mut m1 = Pushed::default();
+    m1.per_slot.insert(0, data.len() as u64);
+    m1.batches.push((0, 0, data));
+    for seq in 1..4 {
+        let d = payload(1, 0, seq, BATCH);
+        push_routed(&replica, "m", split, (1, 0, seq), &d)
+            .await
+            .unwrap();
+        *m1.per_slot.entry(split).or_default() += d.len() as u64;
+        m1.batches.push((split, seq, d));
+    }
+    assert_eq!(commit(&c, "m", 0, &m0).await, CommitStatus::Committed);
+    assert_eq!(commit(&c, "m", 1, &m1).await, CommitStatus::Committed);
+    let after = c.status("m").await;
+    assert_eq!(
+        read_all(&after, "m", 0, 0, 2).await,
+        expected(&[&m0, &m1], &[0, 1])
+    );
+}

@@ -34,6 +34,8 @@ pub async fn handle(
             forward_to,
             app_stored_quota,
             app_memory_share_ppm,
+            continued_in,
+            continued_at,
         } => {
             let limits = AppLimits {
                 stored_quota: app_stored_quota.value(),
@@ -53,7 +55,21 @@ pub async fn handle(
                 num_maps,
                 num_partitions,
             };
-            let res = store.prepare(&meta, &partitions, &forward_to);
+            // Both lists or neither; one without the other is malformed.
+            let continued: Vec<(u32, String)> = match (continued_in.0, continued_at.0) {
+                (None, None) => Vec::new(),
+                (Some(slots), Some(addrs)) if slots.len() == addrs.len() => {
+                    slots.into_iter().zip(addrs).collect()
+                }
+                (slots, addrs) => {
+                    let err = StorageError::ContinuedCount {
+                        continued: slots.map_or(0, |s| s.len()),
+                        partitions: addrs.map_or(0, |a| a.len()),
+                    };
+                    return now(Err(err.into())).await;
+                }
+            };
+            let res = store.prepare(&meta, &partitions, &forward_to, &continued);
             now(res.map(|()| Message::Ok).map_err(Into::into)).await
         }
         Message::MapCommitted {

@@ -28,15 +28,16 @@ pub fn answer(
     taken: u64,
     primary: bool,
 ) -> Message {
-    // With splits off nothing here was split: the push path takes no lock for them.
-    if worker.split_bytes == 0 {
-        return Message::Ok;
-    }
+    // A slot split by this worker's ask or by the coordinator (who also splits when this
+    // worker's own splits are off); an atomic flag, no lock, for one never split.
     if let Some((slot, addr)) = part.split.continues() {
         return Message::PushRedirect {
             slot,
             addr: addr.to_string(),
         };
+    }
+    if worker.split_bytes == 0 {
+        return Message::Ok;
     }
     if primary {
         let budget = &worker.store.budget;

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crossdock_policy::load_aware::{place_in_blocks, place_partitions, WorkerLoad};
 use crossdock_policy::replica::{self, Site};
 use crossdock_policy::split::{split_target, Peer};
-use crossdock_proto::{Message, NO_WORKER};
+use crossdock_proto::{Message, NO_SLOT, NO_WORKER};
 
 use super::apps::Apps;
 use super::error::StateError;
@@ -176,6 +176,13 @@ impl Placer<'_> {
         }
         self.apps
             .moved(app_id, shuffle_id, s, &before, &p.copies_per_worker());
+        // The slot a moved split continues: its primary redirects to the split's new worker.
+        let parents: Vec<u32> = changed
+            .iter()
+            .filter(|&&q| p.primary[q as usize] != NO_WORKER)
+            .filter_map(|&q| p.split_parent(q))
+            .collect();
+        changed.extend(parents);
         let holders: Vec<u32> = p
             .holders()
             .into_iter()
@@ -227,6 +234,28 @@ impl Placer<'_> {
                 }
             })
             .collect();
+        // Where each slot this worker is primary of continues, if it was split: sent only
+        // when one was, so a new shuffle's message stays as small as before.
+        let continued: Vec<Option<u32>> = parts
+            .iter()
+            .map(|&q| {
+                p.split_of(q).filter(|&n| {
+                    p.primary[q as usize] == worker && p.primary[n as usize] != NO_WORKER
+                })
+            })
+            .collect();
+        let (continued_in, continued_at) = if continued.iter().any(Option::is_some) {
+            let slots = continued.iter().map(|c| c.unwrap_or(NO_SLOT)).collect();
+            let addrs = continued
+                .iter()
+                .map(|c| {
+                    c.map_or_else(String::new, |n| self.members.addr_of(p.primary[n as usize]))
+                })
+                .collect();
+            (Appended(Some(slots)), Appended(Some(addrs)))
+        } else {
+            (Appended(None), Appended(None))
+        };
         let limits = self.apps.limits(app_id);
         Message::PrepareShuffle {
             app_id: app_id.to_string(),
@@ -237,6 +266,8 @@ impl Placer<'_> {
             forward_to,
             app_stored_quota: Appended::of(limits.stored_quota),
             app_memory_share_ppm: Appended::of(limits.memory_share_ppm),
+            continued_in,
+            continued_at,
         }
     }
 

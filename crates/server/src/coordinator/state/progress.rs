@@ -118,6 +118,14 @@ impl Progress {
             .map(|i| (first + i) as u32)
     }
 
+    /// The slot that split `slot` continues, if `slot` is a split.
+    pub fn split_parent(&self, slot: u32) -> Option<u32> {
+        let first = (self.primary.len() - self.split_from.len()) as u32;
+        (slot >= first)
+            .then(|| self.split_from.get((slot - first) as usize).copied())
+            .flatten()
+    }
+
     /// The partition `slot` belongs to: itself, or the partition its chain of splits
     /// continues.
     pub fn partition_of(&self, slot: u32) -> u32 {

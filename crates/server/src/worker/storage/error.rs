@@ -43,6 +43,8 @@ pub enum StorageError {
     },
     #[error("{forwards} forward addresses for {partitions} partitions")]
     ForwardCount { forwards: usize, partitions: usize },
+    #[error("{continued} continuing slots for {partitions} partitions")]
+    ContinuedCount { continued: usize, partitions: usize },
     #[error("partition {partition} is out of range: partitions and splits end at {partitions}")]
     PreparedOutOfRange { partition: u32, partitions: u32 },
     #[error(transparent)]
@@ -220,6 +222,7 @@ impl Coded for StorageError {
             E::MapOutOfRange { .. } => ErrorCode::UnknownMap,
             E::BadMapRange { .. }
             | E::ForwardCount { .. }
+            | E::ContinuedCount { .. }
             | E::PreparedOutOfRange { .. }
             | E::AttemptCount { .. }
             | E::BadAppId(_)

@@ -302,11 +302,18 @@ impl ShuffleStore {
         meta: &layout::ShuffleMeta,
         partitions: &[u32],
         forward_to: &[String],
+        continued: &[(u32, String)],
     ) -> Result<(), StorageError> {
         crate::names::check_app_id(&meta.app_id)?;
         if !forward_to.is_empty() && forward_to.len() != partitions.len() {
             return Err(StorageError::ForwardCount {
                 forwards: forward_to.len(),
+                partitions: partitions.len(),
+            });
+        }
+        if !continued.is_empty() && continued.len() != partitions.len() {
+            return Err(StorageError::ContinuedCount {
+                continued: continued.len(),
                 partitions: partitions.len(),
             });
         }
@@ -317,8 +324,17 @@ impl ShuffleStore {
                 partitions: slots,
             });
         }
+        if let Some(&(slot, _)) = continued
+            .iter()
+            .find(|(s, _)| *s != crossdock_proto::NO_SLOT && *s >= slots)
+        {
+            return Err(StorageError::PreparedOutOfRange {
+                partition: slot,
+                partitions: slots,
+            });
+        }
         let shuffle = self.registry.get_or_create(meta)?;
-        shuffle.place(partitions, forward_to);
+        shuffle.place(partitions, forward_to, continued);
         Ok(())
     }
 

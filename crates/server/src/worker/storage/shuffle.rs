@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use crossdock_proto::{AttemptId, PartitionBytes};
+use crossdock_proto::{AttemptId, PartitionBytes, NO_SLOT};
 
 use super::error::StorageError;
 use super::layout::{partition_file, ShuffleMeta};
@@ -146,12 +146,14 @@ impl Shuffle {
     }
 
     /// Places `partitions` here (those not here yet are created empty) and sets the
-    /// replica each forwards to (`forward_to[i]`, empty for none).
+    /// replica each forwards to (`forward_to[i]`, empty for none), and the slot each
+    /// continues in (`continued[i]`: a slot and its primary's address; none when absent or
+    /// [`NO_SLOT`]).
     ///
     /// A partition created after maps committed here was moved from a lost worker: it
     /// holds nothing of theirs until it is restored or they are revoked, so it is not
     /// served before the coordinator checked it ([`Partition::restoring`]).
-    pub fn place(&self, partitions: &[u32], forward_to: &[String]) {
+    pub fn place(&self, partitions: &[u32], forward_to: &[String], continued: &[(u32, String)]) {
         let has_commits = self.has_commits();
         let mut parts = self.partitions.write().expect("lock");
         for (i, &p) in partitions.iter().enumerate() {
@@ -161,6 +163,11 @@ impl Shuffle {
                 Arc::new(part)
             });
             part.set_forward(forward_to.get(i).map(String::as_str));
+            if let Some((slot, addr)) = continued.get(i) {
+                if *slot != NO_SLOT && !addr.is_empty() {
+                    part.split.continue_in(*slot, addr);
+                }
+            }
         }
     }
 
@@ -325,9 +332,25 @@ mod tests {
     }
 
     #[test]
+    fn placing_again_sets_where_a_split_slot_continues() {
+        let s = shuffle(1, 2);
+        s.place(&[0, 1], &[], &[]);
+        assert_eq!(s.partition(0).unwrap().split.continues(), None);
+        s.place(&[0, 1], &[], &[(4, "w:2".into()), (NO_SLOT, String::new())]);
+        assert_eq!(
+            s.partition(0).unwrap().split.continues(),
+            Some((4, "w:2".into()))
+        );
+        assert_eq!(s.partition(1).unwrap().split.continues(), None);
+        // Placed again without the lists (an older coordinator): the split stays.
+        s.place(&[0], &[], &[]);
+        assert!(s.partition(0).unwrap().split.continues().is_some());
+    }
+
+    #[test]
     fn a_commit_counts_only_with_the_reported_bytes_and_a_rerun_may_replace_it() {
         let s = shuffle(2, 2);
-        s.place(&[0, 1], &[]);
+        s.place(&[0, 1], &[], &[]);
         let a0 = AttemptId(0);
         s.partition(0)
             .unwrap()

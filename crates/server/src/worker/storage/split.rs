@@ -1,9 +1,10 @@
 //! Whether a partition held here continues on another worker (a split), as this worker
 //! knows it: the bytes it took of the partition, and whether it asked the coordinator for
-//! a split and what the answer was. Soft state: a restarted worker asks again and gets
-//! the same split back (see `coordinator::split`).
+//! a split and what the answer was, or what the coordinator said with `PrepareShuffle`
+//! (a split it made, or one whose worker moved). Soft state: a restarted worker asks again
+//! and gets the same split back (see `coordinator::split`), or is told it again.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,9 @@ enum State {
 #[derive(Debug)]
 pub struct SplitMark {
     accepted: AtomicU64,
+    /// Set once the state is `Continues`, never cleared: pushes of a slot that was never
+    /// split look at this flag only, not the lock.
+    split: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -31,6 +35,7 @@ impl Default for SplitMark {
     fn default() -> Self {
         SplitMark {
             accepted: AtomicU64::new(0),
+            split: AtomicBool::new(false),
             state: Mutex::new(State::Whole),
         }
     }
@@ -44,6 +49,9 @@ impl SplitMark {
 
     /// Where the partition continues, once split: (slot, primary's address).
     pub fn continues(&self) -> Option<(u32, Arc<str>)> {
+        if !self.split.load(Ordering::Acquire) {
+            return None;
+        }
         match &*self.state.lock().expect("split lock") {
             State::Continues { slot, addr } => Some((*slot, addr.clone())),
             _ => None,
@@ -65,17 +73,30 @@ impl SplitMark {
         free
     }
 
-    /// Records the coordinator's answer: the split, or `None` when it was refused.
+    /// Records the coordinator's answer: the split, or `None` when it was refused. A
+    /// refusal does not undo a split the coordinator told of meanwhile ([`Self::continue_in`]).
     pub fn settle(&self, split: Option<(u32, String)>, now: Instant) {
-        *self.state.lock().expect("split lock") = match split {
-            Some((slot, addr)) => State::Continues {
-                slot,
-                addr: addr.into(),
-            },
-            None => State::Refused {
-                until: now + RETRY_AFTER,
-            },
+        match split {
+            Some((slot, addr)) => self.continue_in(slot, &addr),
+            None => {
+                let mut s = self.state.lock().expect("split lock");
+                if !matches!(*s, State::Continues { .. }) {
+                    *s = State::Refused {
+                        until: now + RETRY_AFTER,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The partition continues in `slot` on the worker at `addr`, as the coordinator says
+    /// (a split it made, or the split's worker after a relocation): replaces what was known.
+    pub fn continue_in(&self, slot: u32, addr: &str) {
+        *self.state.lock().expect("split lock") = State::Continues {
+            slot,
+            addr: addr.into(),
         };
+        self.split.store(true, Ordering::Release);
     }
 }
 
@@ -99,5 +120,21 @@ mod tests {
         m.settle(Some((7, "w:1".into())), t0);
         assert_eq!(m.continues(), Some((7, Arc::from("w:1"))));
         assert!(!m.begin(t0 + RETRY_AFTER * 2), "split: nothing more to ask");
+    }
+
+    #[test]
+    fn the_coordinators_word_wins_over_a_late_refusal_and_replaces_the_address() {
+        let m = SplitMark::default();
+        let t0 = Instant::now();
+        assert_eq!(m.continues(), None);
+        assert!(m.begin(t0));
+        // The coordinator splits the slot itself while this worker's ask is under way.
+        m.continue_in(9, "w:2");
+        m.settle(None, t0);
+        assert_eq!(m.continues(), Some((9, Arc::from("w:2"))));
+        // The split's worker was lost and the split moved.
+        m.continue_in(9, "w:3");
+        assert_eq!(m.continues(), Some((9, Arc::from("w:3"))));
+        assert!(!m.begin(t0 + RETRY_AFTER));
     }
 }

@@ -507,9 +507,15 @@ public sealed interface Message extends Encodable, Structures, Kinds {
     }
   }
 
+  /**
+   * Coordinator to worker: place {@code partitions}. {@code continuedIn} and {@code continuedAt}
+   * (appended, both or neither; null when absent) give, per entry, the slot the partition
+   * continues in (4294967295: none) and that slot's primary's address.
+   */
   record PrepareShuffle(String appId, int shuffleId, int numMaps, int numPartitions,
       int[] partitions, List<String> forwardTo, java.util.OptionalLong appStoredQuota,
-      java.util.OptionalLong appMemorySharePpm) implements Message {
+      java.util.OptionalLong appMemorySharePpm, int[] continuedIn, List<String> continuedAt)
+      implements Message {
     public int kind() {
       return KIND_PREPARE_SHUFFLE;
     }
@@ -521,14 +527,24 @@ public sealed interface Message extends Encodable, Structures, Kinds {
       w.u32(numPartitions);
       w.u32List(partitions);
       w.strList(forwardTo);
-      w.appendedU64(appStoredQuota);
-      w.appendedU64(appMemorySharePpm);
+      if (continuedIn != null || continuedAt != null) {
+        // Appended fields go in order: the limits come first, present.
+        w.u64(appStoredQuota.orElse(0));
+        w.u64(appMemorySharePpm.orElse(0));
+        w.u32List(continuedIn != null ? continuedIn : new int[0]);
+        w.strList(continuedAt != null ? continuedAt : List.of());
+      } else {
+        w.appendedU64(appStoredQuota);
+        w.appendedU64(appMemorySharePpm);
+      }
     }
 
     public static PrepareShuffle decode(Reader r) throws ProtocolException {
       return new PrepareShuffle(r.str("app_id"), r.u32("shuffle_id"), r.u32("num_maps"),
           r.u32("num_partitions"), r.u32List("partitions"), r.strList("forward_to"),
-          r.appendedU64("app_stored_quota"), r.appendedU64("app_memory_share_ppm"));
+          r.appendedU64("app_stored_quota"), r.appendedU64("app_memory_share_ppm"),
+          r.remaining() == 0 ? null : r.u32List("continued_in"),
+          r.remaining() == 0 ? null : r.strList("continued_at"));
     }
   }
 

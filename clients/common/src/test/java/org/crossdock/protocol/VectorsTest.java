@@ -318,6 +318,17 @@ class VectorsTest {
       p.forwardTo().forEach(f::add);
       o.put("app_stored_quota", p.appStoredQuota().getAsLong())
           .put("app_memory_share_ppm", p.appMemorySharePpm().getAsLong());
+      if (p.continuedIn() == null) {
+        o.putNull("continued_in");
+      } else {
+        o.set("continued_in", u32s(p.continuedIn()));
+      }
+      if (p.continuedAt() == null) {
+        o.putNull("continued_at");
+      } else {
+        ArrayNode c = o.putArray("continued_at");
+        p.continuedAt().forEach(c::add);
+      }
     } else if (m instanceof MapCommitted c) {
       o.put("app_id", c.appId()).put("shuffle_id", u(c.shuffleId())).put("map_id", u(c.mapId()))
           .put("attempt_id", u(c.attemptId()));
@@ -512,7 +523,11 @@ class VectorsTest {
         return new PrepareShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
             i(n, "num_partitions"), ints(n.get("partitions")), strings(n.get("forward_to")),
             java.util.OptionalLong.of(l(n, "app_stored_quota")),
-            java.util.OptionalLong.of(l(n, "app_memory_share_ppm")));
+            java.util.OptionalLong.of(l(n, "app_memory_share_ppm")),
+            n.get("continued_in") == null || n.get("continued_in").isNull() ? null
+                : ints(n.get("continued_in")),
+            n.get("continued_at") == null || n.get("continued_at").isNull() ? null
+                : strings(n.get("continued_at")));
       case "MapCommitted": {
         List<PartitionBytes> ps = new ArrayList<>();
         for (JsonNode p : n.get("partitions")) {
