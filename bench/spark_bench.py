@@ -72,7 +72,8 @@ TLS_MODES = ("crossdock-tls",)
 def is_crossdock(mode) -> bool:
     """Whether a mode runs through a Crossdock service started for each run (this build's,
     or, for a --build mode, another build's)."""
-    return mode.name == "crossdock" or mode.name in CROSSDOCK_VARIANTS or getattr(mode, "build", None) is not None
+    return (mode.name == "crossdock" or mode.name in CROSSDOCK_VARIANTS
+            or getattr(mode, "build", None) is not None)
 _PEER_KEYS = ("name", "jars", "conf", "start", "stop")
 
 
@@ -93,8 +94,9 @@ class Mode:
     def describe(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "build"}
         if self.build is not None:
+            sha = self.build.sha256
             d["build"] = {"from": str(self.build.source),
-                          "sha256": {k: v for k, v in self.build.sha256.items() if k in ("crossdock", "crossdock-spark.jar")}}
+                          "sha256": {k: sha[k] for k in ("crossdock", "crossdock-spark.jar")}}
         return {k: v for k, v in d.items() if v}
 
 
@@ -155,10 +157,11 @@ def parse_build(spec: str, workdir: pathlib.Path) -> Mode:
     if name in BUILTIN_MODES:
         raise SystemExit(f"--build {spec!r}: '{name}' is a built-in mode; give the build another name")
     src = pathlib.Path(d).resolve()
-    try:
-        build = Build(workdir / f"build-{name}", binary=src / "crossdock", jar=src / "crossdock-spark.jar")
-    except RuntimeError as e:
-        raise SystemExit(f"--build {spec!r}: {e}")
+    missing = [p for p in (src / "crossdock", src / "crossdock-spark.jar") if not p.is_file()]
+    if missing:
+        raise SystemExit(f"--build {spec!r}: {', '.join(map(str, missing))} missing "
+                         "(bench/peers/crossdock-at.sh REV DIR builds both)")
+    build = Build(workdir / f"build-{name}", binary=src / "crossdock", jar=src / "crossdock-spark.jar")
     return Mode(name, build=build)
 
 

@@ -2,7 +2,7 @@
 # Builds Crossdock as it was at another commit (its `crossdock` binary and Spark 4 client jar,
 # in a git worktree of its own, removed afterwards) into OUT_DIR, and prints the option that
 # adds it to a suite as one more mode:
-#   bench/peers/crossdock-at.sh REV [OUT_DIR]     (default OUT_DIR: /tmp/crossdock-at-REV)
+#   bench/peers/crossdock-at.sh REV [OUT_DIR]     (default OUT_DIR: /tmp/crossdock-at-<short sha>)
 #   .venv/bin/python bench/spark_bench.py --workloads df-groupby --runs 6 --build crossdock-REV=OUT_DIR
 # Why: on a shared 2-core machine the same application's time drifts by 1.5x within an hour,
 # so a build measured today cannot be held against a table from yesterday; side by side, the

@@ -42,6 +42,17 @@ pub struct ReduceInfo {
     pub host: Option<usize>,
 }
 
+impl ReduceInfo {
+    /// A reduce of `size` bytes whose producing hosts are unknown (no locality to keep).
+    pub fn sized(size: u64) -> Self {
+        ReduceInfo {
+            size,
+            prob: 0.0,
+            host: None,
+        }
+    }
+}
+
 /// Result of a schedule: `host_of[rid]` is an index into the `hosts` given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {

@@ -213,11 +213,7 @@ pub fn replaced(a: &PreschedArgs, tol: f64, rng: &mut Rng) -> [(f64, f64, f64); 
     let blocks: Vec<usize> = (0..n).map(|p| p * nodes / n).collect();
     let infos: Vec<ReduceInfo> = predicted
         .iter()
-        .map(|&size| ReduceInfo {
-            size,
-            prob: 0.0,
-            host: None,
-        })
+        .map(|&size| ReduceInfo::sized(size))
         .collect();
     let scratch = min_heap_schedule(1, nodes, &infos, false).host_of;
     let rebalanced = rebalance_from(&blocks, &predicted, nodes, tol).host_of;
@@ -347,6 +343,20 @@ pub fn run(a: &PreschedArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// A stage of 10 nodes x 4 slots, one round.
+    fn ten_nodes() -> PreschedArgs {
+        PreschedArgs {
+            nodes: 10,
+            slots: 4,
+            max_rounds: 1,
+            trials: 1,
+            size_sigma: 1.0,
+            shuffle_share: 0.023,
+            prediction_error: 0.1,
+            seed: 8,
+        }
+    }
+
     #[test]
     fn list_schedule_basics() {
         assert_eq!(list_schedule([3.0, 3.0, 3.0], 3), 3.0);
@@ -357,32 +367,14 @@ mod tests {
 
     #[test]
     fn accumulate_moves_less_earlier_data_than_independent_scheduling() {
-        let a = PreschedArgs {
-            nodes: 10,
-            slots: 4,
-            max_rounds: 1,
-            trials: 1,
-            size_sigma: 1.0,
-            shuffle_share: 0.023,
-            prediction_error: 0.1,
-            seed: 8,
-        };
+        let a = ten_nodes();
         let (acc, ind, _, _) = chained(&a, &mut Rng::new(3));
         assert!(acc < ind, "{acc} vs {ind}");
     }
 
     #[test]
     fn rebalancing_moves_fewer_partitions_than_minheap_from_scratch() {
-        let a = PreschedArgs {
-            nodes: 10,
-            slots: 4,
-            max_rounds: 1,
-            trials: 1,
-            size_sigma: 1.0,
-            shuffle_share: 0.023,
-            prediction_error: 0.1,
-            seed: 8,
-        };
+        let a = ten_nodes();
         let [count, bytes, imbalance] = replaced(&a, 0.1, &mut Rng::new(4));
         assert!(count.2 < count.1 / 2.0, "{count:?}");
         assert!(bytes.2 < bytes.1, "{bytes:?}");

@@ -37,6 +37,24 @@ pub async fn handle(
             continued_in,
             continued_at,
         } => {
+            // Both lists or neither, each one entry per partition; checked before anything
+            // of the message is applied.
+            let continued: Vec<(u32, String)> = match (continued_in.0, continued_at.0) {
+                (None, None) => Vec::new(),
+                (Some(slots), Some(addrs))
+                    if slots.len() == partitions.len() && addrs.len() == partitions.len() =>
+                {
+                    slots.into_iter().zip(addrs).collect()
+                }
+                (slots, addrs) => {
+                    let err = StorageError::ContinuedCount {
+                        slots: slots.map_or(0, |s| s.len()),
+                        addrs: addrs.map_or(0, |a| a.len()),
+                        partitions: partitions.len(),
+                    };
+                    return now(Err(err.into())).await;
+                }
+            };
             let limits = AppLimits {
                 stored_quota: app_stored_quota.value(),
                 memory_share_ppm: app_memory_share_ppm.value(),
@@ -54,20 +72,6 @@ pub async fn handle(
                 shuffle_id,
                 num_maps,
                 num_partitions,
-            };
-            // Both lists or neither; one without the other is malformed.
-            let continued: Vec<(u32, String)> = match (continued_in.0, continued_at.0) {
-                (None, None) => Vec::new(),
-                (Some(slots), Some(addrs)) if slots.len() == addrs.len() => {
-                    slots.into_iter().zip(addrs).collect()
-                }
-                (slots, addrs) => {
-                    let err = StorageError::ContinuedCount {
-                        continued: slots.map_or(0, |s| s.len()),
-                        partitions: addrs.map_or(0, |a| a.len()),
-                    };
-                    return now(Err(err.into())).await;
-                }
             };
             let res = store.prepare(&meta, &partitions, &forward_to, &continued);
             now(res.map(|()| Message::Ok).map_err(Into::into)).await

@@ -28,8 +28,9 @@ pub fn answer(
     taken: u64,
     primary: bool,
 ) -> Message {
-    // A slot split by this worker's ask or by the coordinator (who also splits when this
-    // worker's own splits are off); an atomic flag, no lock, for one never split.
+    // A slot split at this worker's ask, or one the coordinator said is split (its own
+    // re-placement, a relocated split, a promoted replica), even with this worker's own
+    // splits off; an atomic flag, no lock, for a slot never split.
     if let Some((slot, addr)) = part.split.continues() {
         return Message::PushRedirect {
             slot,

@@ -43,8 +43,12 @@ pub enum StorageError {
     },
     #[error("{forwards} forward addresses for {partitions} partitions")]
     ForwardCount { forwards: usize, partitions: usize },
-    #[error("{continued} continuing slots for {partitions} partitions")]
-    ContinuedCount { continued: usize, partitions: usize },
+    #[error("{slots} continuing slots and {addrs} addresses for {partitions} partitions")]
+    ContinuedCount {
+        slots: usize,
+        addrs: usize,
+        partitions: usize,
+    },
     #[error("partition {partition} is out of range: partitions and splits end at {partitions}")]
     PreparedOutOfRange { partition: u32, partitions: u32 },
     #[error(transparent)]

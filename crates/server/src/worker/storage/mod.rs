@@ -313,7 +313,8 @@ impl ShuffleStore {
         }
         if !continued.is_empty() && continued.len() != partitions.len() {
             return Err(StorageError::ContinuedCount {
-                continued: continued.len(),
+                slots: continued.len(),
+                addrs: continued.len(),
                 partitions: partitions.len(),
             });
         }
@@ -324,10 +325,10 @@ impl ShuffleStore {
                 partitions: slots,
             });
         }
-        if let Some(&(slot, _)) = continued
-            .iter()
-            .find(|(s, _)| *s != crossdock_proto::NO_SLOT && *s >= slots)
-        {
+        // A partition continues only in a split: a slot from `num_partitions` up.
+        if let Some(&(slot, _)) = continued.iter().find(|(s, _)| {
+            *s != crossdock_proto::NO_SLOT && !(meta.num_partitions..slots).contains(s)
+        }) {
             return Err(StorageError::PreparedOutOfRange {
                 partition: slot,
                 partitions: slots,

@@ -73,19 +73,26 @@ impl SplitMark {
         free
     }
 
-    /// Records the coordinator's answer: the split, or `None` when it was refused. A
-    /// refusal does not undo a split the coordinator told of meanwhile ([`Self::continue_in`]).
+    /// Records the coordinator's answer to this worker's ask: the split, or `None` when it
+    /// was refused. Neither replaces a split the coordinator told of meanwhile
+    /// ([`Self::continue_in`]): its `PrepareShuffle` and the answer travel on different
+    /// connections, and the prepare (a relocation's) may be the newer.
     pub fn settle(&self, split: Option<(u32, String)>, now: Instant) {
-        match split {
-            Some((slot, addr)) => self.continue_in(slot, &addr),
-            None => {
-                let mut s = self.state.lock().expect("split lock");
-                if !matches!(*s, State::Continues { .. }) {
-                    *s = State::Refused {
-                        until: now + RETRY_AFTER,
-                    };
-                }
-            }
+        let mut s = self.state.lock().expect("split lock");
+        if matches!(*s, State::Continues { .. }) {
+            return;
+        }
+        *s = match split {
+            Some((slot, addr)) => State::Continues {
+                slot,
+                addr: addr.into(),
+            },
+            None => State::Refused {
+                until: now + RETRY_AFTER,
+            },
+        };
+        if matches!(*s, State::Continues { .. }) {
+            self.split.store(true, Ordering::Release);
         }
     }
 
@@ -132,8 +139,10 @@ mod tests {
         m.continue_in(9, "w:2");
         m.settle(None, t0);
         assert_eq!(m.continues(), Some((9, Arc::from("w:2"))));
-        // The split's worker was lost and the split moved.
+        // The split's worker was lost and the split moved; an answer to an older ask,
+        // arriving late, does not bring the lost worker back.
         m.continue_in(9, "w:3");
+        m.settle(Some((9, "w:2".into())), t0);
         assert_eq!(m.continues(), Some((9, Arc::from("w:3"))));
         assert!(!m.begin(t0 + RETRY_AFTER));
     }

@@ -510,7 +510,8 @@ public sealed interface Message extends Encodable, Structures, Kinds {
   /**
    * Coordinator to worker: place {@code partitions}. {@code continuedIn} and {@code continuedAt}
    * (appended, both or neither; null when absent) give, per entry, the slot the partition
-   * continues in (4294967295: none) and that slot's primary's address.
+   * continues in (4294967295: none) and that slot's primary's address. Only the coordinator sends
+   * it; this encoder serves the shared test vectors.
    */
   record PrepareShuffle(String appId, int shuffleId, int numMaps, int numPartitions,
       int[] partitions, List<String> forwardTo, java.util.OptionalLong appStoredQuota,
