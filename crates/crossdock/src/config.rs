@@ -48,6 +48,7 @@ pub struct FileConfig {
     pub max_maps: Option<u32>,
     pub max_lease: Option<String>,
     pub prediction_threshold: Option<f64>,
+    pub rebalance: Option<bool>,
     pub scheduling: Option<String>,
     pub app_memory_share: Option<f64>,
     pub app_stored_quota: Option<String>,

@@ -160,6 +160,11 @@ struct StandaloneArgs {
     /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
     prediction_threshold: Option<f64>,
+    /// Once a shuffle's partition sizes are predicted, continue partitions on other hosts
+    /// until every host's predicted load is within 10% of SCache's MinHeap placement;
+    /// true or false [default: true]. Needs workers on two hosts or more.
+    #[arg(long, env = "CROSSDOCK_REBALANCE")]
+    rebalance: Option<bool>,
     #[command(flatten)]
     quotas: QuotaArgs,
     #[command(flatten)]
@@ -197,6 +202,11 @@ struct CoordinatorArgs {
     /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
     prediction_threshold: Option<f64>,
+    /// Once a shuffle's partition sizes are predicted, continue partitions on other hosts
+    /// until every host's predicted load is within 10% of SCache's MinHeap placement;
+    /// true or false [default: true]. Needs workers on two hosts or more.
+    #[arg(long, env = "CROSSDOCK_REBALANCE")]
+    rebalance: Option<bool>,
     #[command(flatten)]
     quotas: QuotaArgs,
     #[command(flatten)]
@@ -394,6 +404,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
             a.prediction_threshold,
             file.prediction_threshold,
         )?,
+        rebalance: pick(a.rebalance, file.rebalance, || true),
         limits,
         quotas,
         secret,
@@ -478,6 +489,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.durability = parse_durability(&pick(a.durability, file.durability, || "memory".into()))?;
     cfg.prediction_threshold =
         prediction_threshold(a.prediction_threshold, file.prediction_threshold)?;
+    cfg.rebalance = pick(a.rebalance, file.rebalance, || true);
     cfg.limits = limits;
     cfg.quotas = quotas;
     cfg.secret = secret;

@@ -11,15 +11,17 @@
 //! bound to reach: while a host carries more than `(1 + tol)` times MinHeap's largest host
 //! load, it moves one partition off the most loaded host to the least loaded one. The
 //! partition is the smallest that removes the whole excess, else the largest that fits
-//! under the bound on the receiving host (best fit, so that few partitions move).
+//! under the bound on the receiving host (best fit, so that few partitions move); when
+//! none fits, the one that leaves the larger of the two hosts' loads smallest, if that is
+//! below the sending host's load (so a host of a few large partitions still sheds one).
 //!
 //! Guarantees (tested below): a placement already within the bound moves nothing; a
-//! partition moves at most once, always off a host above the bound onto one that stays
-//! within it; the largest load never grows. A partition larger than the bound by itself
-//! never moves (it would only move the hot spot; splitting it is
-//! [`crate::split`]'s job). There are no swaps: a host whose remaining partitions are each
-//! larger than the room left on the coldest host stays above the bound (at a lower load
-//! than before); with many partitions per host, as a shuffle has, small ones fill the gap.
+//! partition moves at most once, always off a host above the bound; the two hosts of a
+//! move both end below the sender's load before it, so the largest load never grows and
+//! the loop ends. A partition larger than the bound by itself never moves onto a host
+//! within the bound (it would only move the hot spot; splitting it is [`crate::split`]'s
+//! job). There are no swaps, so a host can stay above the bound, at a load no higher than
+//! before; with many partitions per host, as a shuffle has, small ones fill the gap.
 
 use crate::placement::{min_heap_schedule, ReduceInfo};
 
@@ -84,20 +86,15 @@ pub fn rebalance_from(current: &[usize], sizes: &[u64], hosts: usize, tol: f64) 
             bound: 0,
         };
     }
-    let infos: Vec<ReduceInfo> = sizes
-        .iter()
-        .map(|&size| ReduceInfo {
-            size,
-            prob: 0.0,
-            host: None,
-        })
-        .collect();
+    let infos: Vec<ReduceInfo> = sizes.iter().map(|&size| ReduceInfo::sized(size)).collect();
     let ideal = min_heap_schedule(1, hosts, &infos, false).max_load();
     let bound = ((1.0 + tol.max(0.0)) * ideal as f64).floor() as u64;
     let bound = bound.max(ideal);
     let mut moves = Vec::new();
-    // A host none of whose partitions fits anywhere: left as it is.
+    // A host none of whose partitions can move: left as it is. (It stays so: the coldest
+    // load only grows, and a host above the bound never receives.)
     let mut stuck = vec![false; hosts];
+    let mut moved = vec![false; sizes.len()];
     while let Some(hot) = (0..hosts)
         .filter(|&h| !stuck[h] && loads[h] > bound)
         .max_by_key(|&h| (loads[h], std::cmp::Reverse(h)))
@@ -108,18 +105,30 @@ pub fn rebalance_from(current: &[usize], sizes: &[u64], hosts: usize, tol: f64) 
         // The coldest host has the most room: what does not fit there fits nowhere.
         let room = bound.saturating_sub(loads[cold]);
         let excess = loads[hot] - bound;
-        let fitting =
-            (0..sizes.len()).filter(|&p| host_of[p] == hot && sizes[p] > 0 && sizes[p] <= room);
-        // Smallest that removes the whole excess, else the largest (ties: lower index).
+        // Partitions of the hot host that have not moved and whose move lowers both hosts
+        // below the hot host's load.
+        let movable = (0..sizes.len()).filter(|&p| {
+            host_of[p] == hot && !moved[p] && sizes[p] > 0 && loads[cold] + sizes[p] < loads[hot]
+        });
+        let fitting = movable.clone().filter(|&p| sizes[p] <= room);
+        // Smallest that removes the whole excess, else the largest that fits (ties: lower
+        // index), else the one that leaves the larger of the two loads smallest.
         let pick = fitting
             .clone()
             .filter(|&p| sizes[p] >= excess)
             .min_by_key(|&p| (sizes[p], p))
-            .or_else(|| fitting.max_by_key(|&p| (sizes[p], std::cmp::Reverse(p))));
+            .or_else(|| fitting.max_by_key(|&p| (sizes[p], std::cmp::Reverse(p))))
+            .or_else(|| {
+                movable.min_by_key(|&p| {
+                    let after = (loads[hot] - sizes[p]).max(loads[cold] + sizes[p]);
+                    (after, p)
+                })
+            });
         let Some(p) = pick else {
             stuck[hot] = true;
             continue;
         };
+        moved[p] = true;
         host_of[p] = cold;
         loads[hot] -= sizes[p];
         loads[cold] += sizes[p];
@@ -214,15 +223,23 @@ mod tests {
     }
 
     #[test]
-    fn without_swaps_a_host_can_stay_above_a_tight_bound_but_its_load_falls() {
-        // Bound 600: the 200 and a 100 leave host 0 (1000 -> 700); then its 400 and 300 fit
-        // on no host (the coldest has room for 100), and only a swap could do better.
+    fn under_a_tight_bound_a_partition_that_fits_nowhere_still_moves_if_it_helps() {
+        // Bound 600: the 200 and a 100 fit (1000 -> 700, hosts 1 and 2 at 600 and 500);
+        // then the 300 fits nowhere, but moving it to host 2 leaves 400 and 800: no better
+        // than 700, so host 0 stays at 700 (a swap could do better).
         let sizes = vec![400, 300, 200, 100, 100, 100, 100, 100, 100, 100, 100, 100];
         let r = rebalance_from(&blocks(12, 3), &sizes, 3, 0.0);
         assert_eq!(r.bound, 600);
         let moved: Vec<usize> = r.moves.iter().map(|m| m.partition).collect();
         assert_eq!(moved, vec![2, 3]);
         assert_eq!(r.loads, vec![700, 600, 500]);
+        // Three partitions of 3 on one host, 1s elsewhere: none fits under the bound (5.5
+        // x 100) on a host holding 300, yet moving a 300 leaves 600 and 600 instead of 900.
+        let sizes = vec![300, 300, 300, 100, 100, 100, 100, 100, 100];
+        let r = rebalance_from(&blocks(9, 3), &sizes, 3, 0.1);
+        assert_eq!(r.bound, 550);
+        assert_eq!(r.moves[0].partition, 0);
+        assert!(r.max_load() <= 600, "{:?}", r.loads);
     }
 
     #[test]
@@ -288,12 +305,18 @@ mod tests {
                 assert!(seen.insert(m.partition), "{:?} moved twice", m.partition);
                 assert_eq!(current[m.partition], m.from);
                 assert_eq!(r.host_of[m.partition], m.to);
-                assert!(sizes[m.partition] <= r.bound);
             }
-            // A host that received a partition is within the bound.
+            // Replayed: every move leaves a host above the bound, and both of its hosts
+            // end below that host's load before it.
+            let mut l = before.clone();
             for m in &r.moves {
-                assert!(r.loads[m.to] <= r.bound, "{:?} {:?}", r.loads, m);
+                let (sender, z) = (l[m.from], sizes[m.partition]);
+                assert!(sender > r.bound);
+                l[m.from] -= z;
+                l[m.to] += z;
+                assert!(l[m.from] < sender && l[m.to] < sender, "{m:?}");
             }
+            assert_eq!(l, r.loads);
             // Untouched partitions stayed.
             for (p, &h) in current.iter().enumerate() {
                 if !seen.contains(&p) {

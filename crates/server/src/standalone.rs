@@ -38,6 +38,9 @@ pub struct StandaloneConfig {
     /// When the coordinator predicts a shuffle's partition sizes (see
     /// [`CoordinatorConfig::prediction_threshold`]).
     pub prediction_threshold: f64,
+    /// Whether the coordinator re-places predicted shuffles (see
+    /// [`CoordinatorConfig::rebalance`]).
+    pub rebalance: bool,
     /// The secret the coordinator and workers share (see
     /// [`CoordinatorConfig::secret`]); `None`: authentication is off.
     pub secret: Option<std::sync::Arc<crossdock_proto::auth::ClusterSecret>>,
@@ -84,6 +87,7 @@ impl Standalone {
         ccfg.limits = cfg.limits.clone();
         ccfg.quotas = cfg.quotas.clone();
         ccfg.prediction_threshold = cfg.prediction_threshold;
+        ccfg.rebalance = cfg.rebalance;
         ccfg.secret = cfg.secret.clone();
         ccfg.tls = cfg.tls.clone();
         let coordinator = Coordinator::start(ccfg, shutdown.clone()).await?;

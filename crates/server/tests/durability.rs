@@ -289,6 +289,7 @@ async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits()
     let placement = client.register_shuffle("c", 0, 2, 2).await.unwrap();
     let c = Cluster {
         coord: client,
+        coordinator: coord.clone(),
         coord_addr: addr.clone(),
         nodes: Vec::new(),
         dir: tempfile::tempdir().unwrap(),
@@ -423,6 +424,7 @@ async fn memory_only_cluster(durability: Durability) -> Cluster {
     let opts = WorkerOpts {
         split_bytes: 0,
         memory_only: true,
+        hosts: &[],
     };
     let tenancy = crossdock_server::worker::config::Tenancy::default();
     Cluster::start_full(1, 1, durability, None, 16 << 20, tenancy, opts).await
@@ -476,6 +478,7 @@ async fn a_memory_only_worker_refuses_an_app_past_its_share_and_still_takes_the_
     let opts = WorkerOpts {
         split_bytes: 0,
         memory_only: true,
+        hosts: &[],
     };
     let tenancy = crossdock_server::worker::config::Tenancy {
         app_memory_share: 0.5,

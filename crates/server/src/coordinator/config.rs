@@ -55,6 +55,10 @@ pub struct CoordinatorConfig {
     /// [`DEFAULT_PREDICTION_THRESHOLD`] and `docs/architecture.md`, "Partition-size
     /// prediction").
     pub prediction_threshold: f64,
+    /// Once a shuffle's sizes are predicted, continue partitions on other hosts until every
+    /// host's predicted load is within 10% of SCache's MinHeap placement
+    /// (`coordinator::rebalance`).
+    pub rebalance: bool,
 }
 
 /// How much clients may register: every registration beyond a quota is refused with
@@ -143,6 +147,7 @@ impl CoordinatorConfig {
             limits: ConnLimits::default(),
             quotas: Quotas::default(),
             prediction_threshold: DEFAULT_PREDICTION_THRESHOLD,
+            rebalance: true,
             secret: None,
             tls: None,
         }

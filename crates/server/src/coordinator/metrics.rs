@@ -13,6 +13,10 @@ pub struct CoordinatorMetrics {
     pub rejected_commits: AtomicU64,
     /// Partitions (or splits) continued on another worker.
     pub splits: AtomicU64,
+    /// Partitions continued on another host after their shuffle's sizes were predicted
+    /// (`coordinator::rebalance`), and their predicted bytes.
+    pub rebalanced_partitions: AtomicU64,
+    pub rebalanced_bytes: AtomicU64,
     pub expired_apps: AtomicU64,
     pub registered_shuffles: AtomicU64,
     /// Partitions that lost every copy with a worker.
@@ -56,7 +60,7 @@ impl CoordinatorMetrics {
         let (apps, shuffles, alive, lost) = counts;
         let (appends, syncs) = journal;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let rows: [(&str, &str, &str, u64); 15] = [
+        let rows: [(&str, &str, &str, u64); 17] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -98,6 +102,18 @@ impl CoordinatorMetrics {
                 "counter",
                 "Hot partitions (or their splits) continued on another worker.",
                 get(&self.splits),
+            ),
+            (
+                "crossdock_coordinator_rebalanced_partitions_total",
+                "counter",
+                "Partitions continued on another host once their shuffle's sizes were predicted.",
+                get(&self.rebalanced_partitions),
+            ),
+            (
+                "crossdock_coordinator_rebalanced_bytes_total",
+                "counter",
+                "Predicted bytes of the partitions continued on another host.",
+                get(&self.rebalanced_bytes),
             ),
             (
                 "crossdock_coordinator_expired_apps_total",

@@ -18,6 +18,7 @@
 //! | [`calls`] | what it tells several workers at once |
 //! | [`recovery`] | losing copies: lost, restarted, corrupt; adoption, revocation |
 //! | [`split`] | a hot partition continued on another worker |
+//! | [`rebalance`] | a shuffle re-placed once its sizes are predicted |
 //! | [`service`] | the requests, one function each |
 //! | [`sweeper`] | lost workers, expired leases, compaction, every 100 ms |
 //! | [`conn`] | one connection: framing and dispatch |
@@ -33,6 +34,7 @@ pub mod journal;
 pub mod metrics;
 pub mod node;
 pub mod prediction;
+pub mod rebalance;
 pub mod recovery;
 pub mod service;
 pub mod split;

@@ -16,7 +16,7 @@ use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
 use super::state::{invalid_runs, Labels, Load, Rejoin, StateError};
-use super::{prediction, recovery, split};
+use super::{prediction, rebalance, recovery, split};
 use crate::app_limits::AppLimits;
 use crate::auth::unauthorized;
 use crate::error::{NotAccepted, ServerError};
@@ -442,7 +442,11 @@ async fn commit_map(
     }
     // Before the journal append, which may fail: the commit holds in memory either way,
     // and the forecast will not hand out this event again.
+    let predicted = recorded.forecast.predicted.is_some();
     prediction::report(coord, app_id, shuffle_id, recorded.forecast);
+    if predicted {
+        rebalance::after_prediction(coord, app_id, shuffle_id);
+    }
     // Durable before it is acknowledged. If the journal cannot be written the commit
     // still holds in memory; the client sees an error and retries, and a restart of the
     // coordinator before that would make the map look uncommitted (recomputed, never

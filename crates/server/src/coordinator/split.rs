@@ -35,20 +35,68 @@ pub async fn split_partition(
     }
     // A split that cannot be made is refused without waiting for the layout (which
     // would hold the shuffle's commits up every time a worker asks again).
-    plan(coord, app_id, shuffle_id, &shuffle, slot)?;
+    plan(coord, app_id, shuffle_id, &shuffle, slot, None)?;
     // One layout change at a time; commits of the shuffle wait the few milliseconds.
     let _layout = shuffle.layout_guard().await;
     if let Some(answer) = existing(coord, &shuffle, slot)? {
         return Ok(answer);
     }
-    let planned = plan(coord, app_id, shuffle_id, &shuffle, slot)?;
+    let (new, addr) = make(coord, app_id, shuffle_id, &shuffle, slot, None).await?;
+    Ok(Message::PartitionSplit { slot: new, addr })
+}
+
+/// Continues the partition of `slot` on the worker `target` (a re-placement decided by
+/// the coordinator, `coordinator::rebalance`): a split of the chain's last slot, made as
+/// any split, then the worker holding that slot is told, so that it redirects the next
+/// pushes. Returns the new slot. The caller holds no guard of the shuffle.
+pub async fn split_to(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    shuffle: &Arc<ShuffleEntry>,
+    slot: u32,
+    target: u32,
+) -> Result<u32, ServiceError> {
+    let _layout = shuffle.layout_guard().await;
+    // A worker's own split may have come first: continue the chain's end.
+    let tail = shuffle.lock().chain_tail(slot);
+    let (new, _) = make(coord, app_id, shuffle_id, shuffle, tail, Some(target)).await?;
+    let tell: Vec<(String, Message)> = {
+        let st = coord.lock();
+        let p = shuffle.lock();
+        let holder = p.copies(tail).0;
+        let prepare =
+            st.placer()
+                .prepare_message(app_id, shuffle_id, shuffle, &p, holder, vec![tail]);
+        vec![(st.addr_of(holder), prepare)]
+    };
+    // Not telling it is no harm: the holder keeps taking the partition, which stays exact.
+    if let Some(Err(e)) = call_all(coord, &tell).await.into_iter().next() {
+        tracing::warn!(app = %app_id, shuffle_id, slot = tail, error = %e, "could not tell a slot's worker of its split");
+    }
+    Ok(new)
+}
+
+/// Makes the split continuing `slot` (on `target` when given, else where
+/// [`Placer::split_target`](super::state::Placer) puts it) under the caller's layout guard:
+/// prepared on its workers, added to the layout, journaled. Returns its slot and its
+/// primary's address.
+async fn make(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
+    shuffle_id: u32,
+    shuffle: &Arc<ShuffleEntry>,
+    slot: u32,
+    target: Option<u32>,
+) -> Result<(u32, String), ServiceError> {
+    let planned = plan(coord, app_id, shuffle_id, shuffle, slot, target)?;
     // Nobody learns of the split before its workers hold it and the journal has it.
     if let Some(err) = prepare_split(coord, &planned.calls, planned.slot).await {
         tracing::warn!(app = %app_id, shuffle_id, slot, error = %err, "could not prepare a split");
         return Err(err);
     }
     let (new, primary, replica) = (planned.slot, planned.primary, planned.replica);
-    change_layout(coord, app_id, shuffle_id, &shuffle, |p| {
+    change_layout(coord, app_id, shuffle_id, shuffle, |p| {
         let added = p.add_split(slot, primary, replica);
         assert_eq!(added, new, "only the holder of the layout guard adds slots");
     });
@@ -61,14 +109,15 @@ pub async fn split_partition(
         replica,
     }]);
     if let Err(e) = logged {
-        change_layout(coord, app_id, shuffle_id, &shuffle, |p| p.drop_last_split());
+        change_layout(coord, app_id, shuffle_id, shuffle, |p| p.drop_last_split());
         return Err(e);
     }
     CoordinatorMetrics::add(&coord.metrics.splits, 1);
     let addr = coord.lock().addr_of(primary);
     let partition = planned.partition;
-    tracing::info!(app = %app_id, shuffle_id, partition, from = slot, split = new, worker = %addr, "partition split");
-    Ok(Message::PartitionSplit { slot: new, addr })
+    let chosen = target.is_some();
+    tracing::info!(app = %app_id, shuffle_id, partition, from = slot, split = new, worker = %addr, chosen, "partition split");
+    Ok((new, addr))
 }
 
 /// A split as planned, not yet made.
@@ -91,6 +140,7 @@ fn plan(
     shuffle_id: u32,
     shuffle: &ShuffleEntry,
     slot: u32,
+    target: Option<u32>,
 ) -> Result<Planned, StateError> {
     let st = coord.lock();
     let mut p = shuffle.lock();
@@ -101,10 +151,12 @@ fn plan(
         });
     }
     let partition = p.partition_of(slot);
-    let (primary, replica) = st
-        .placer()
-        .split_target(&p, slot)
-        .ok_or(StateError::NoSplitTarget { partition })?;
+    let placer = st.placer();
+    let (primary, replica) = match target {
+        Some(t) => placer.split_on(&p, slot, t),
+        None => placer.split_target(&p, slot),
+    }
+    .ok_or(StateError::NoSplitTarget { partition })?;
     // The messages are those of the layout with the split; it is taken back at once,
     // under the same lock, so nobody sees it.
     let new = p.add_split(slot, primary, replica);

@@ -21,6 +21,8 @@ pub struct Node {
 
 pub struct Cluster {
     pub coord: CoordinatorClient,
+    /// The coordinator itself, for what no request shows (its counters).
+    pub coordinator: std::sync::Arc<crossdock_server::coordinator::Coordinator>,
     pub coord_addr: String,
     pub nodes: Vec<Node>,
     pub dir: tempfile::TempDir,
@@ -30,19 +32,22 @@ pub struct Cluster {
     pub stop: tokio::sync::watch::Sender<bool>,
 }
 
-/// How a test worker splits and whether it has a disk tier.
+/// How a test worker splits, whether it has a disk tier, and the hosts a cluster's
+/// workers say they run on (worker `i` on `hosts[i % len]`; none: all on 127.0.0.1).
 #[derive(Clone, Copy)]
 pub struct WorkerOpts {
     pub split_bytes: u64,
     pub memory_only: bool,
+    pub hosts: &'static [&'static str],
 }
 
 impl WorkerOpts {
-    /// Splits at `split_bytes`, spills to disk.
+    /// Splits at `split_bytes`, spills to disk, unlabelled.
     pub fn splitting(split_bytes: u64) -> WorkerOpts {
         WorkerOpts {
             split_bytes,
             memory_only: false,
+            hosts: &[],
         }
     }
 }
@@ -86,13 +91,28 @@ pub async fn start_worker_shared(
     tenancy: Tenancy,
     opts: WorkerOpts,
 ) -> Node {
+    start_worker_labelled(coordinator, listen, dirs, tier, memory, tenancy, opts, "").await
+}
+
+/// As [`start_worker_shared`], the worker saying it runs on `host` (empty: its address's).
+#[allow(clippy::too_many_arguments)]
+pub async fn start_worker_labelled(
+    coordinator: &str,
+    listen: &str,
+    dirs: Vec<std::path::PathBuf>,
+    tier: Option<&TierCfg>,
+    memory: u64,
+    tenancy: Tenancy,
+    opts: WorkerOpts,
+    host: &str,
+) -> Node {
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let (dir, extra) = (dirs[0].clone(), dirs[1..].to_vec());
     let worker = Worker::start(
         WorkerConfig {
             listen: listen.into(),
             advertise: None,
-            host: String::new(),
+            host: host.into(),
             zone: String::new(),
             coordinator: coordinator.into(),
             memory,
@@ -197,8 +217,12 @@ impl Cluster {
         let mut nodes = Vec::new();
         for i in 0..workers {
             let dir = dir.path().join(format!("w{i}"));
+            let host = match opts.hosts {
+                [] => "",
+                hosts => hosts[i % hosts.len()],
+            };
             nodes.push(
-                start_worker_shared(
+                start_worker_labelled(
                     &coord_addr,
                     "127.0.0.1:0",
                     vec![dir],
@@ -206,6 +230,7 @@ impl Cluster {
                     memory,
                     tenancy,
                     opts,
+                    host,
                 )
                 .await,
             );
@@ -222,6 +247,7 @@ impl Cluster {
             .unwrap();
         Cluster {
             coord,
+            coordinator,
             coord_addr,
             nodes,
             dir,

@@ -9,6 +9,7 @@
 //! | [`apps`] | the apps, their leases and shuffles |
 //! | [`placement`] | where partitions go (new shuffles, lost workers) |
 //! | [`prediction`] | a shuffle's predicted partition sizes; an app's size history |
+//! | [`rebalance`] | which partitions move to another host once sizes are predicted |
 //! | [`replay`] | the state as journal records and back |
 
 pub mod apps;
@@ -19,6 +20,7 @@ pub mod placement;
 mod placement_tests;
 pub mod prediction;
 pub mod progress;
+pub mod rebalance;
 pub mod replay;
 #[cfg(test)]
 mod split_tests;
@@ -389,6 +391,24 @@ impl State {
         let s = self.apps.shuffle(app_id, shuffle_id).ok()?;
         let p = s.prediction()?;
         Some(p.sizes)
+    }
+
+    /// The partitions of a predicted shuffle to continue on other hosts, and the shuffle
+    /// (see [`rebalance::moves`]).
+    pub fn rebalance_moves(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        tol: f64,
+    ) -> Option<(Arc<ShuffleEntry>, Vec<rebalance::PlannedMove>)> {
+        rebalance::moves(
+            &self.members,
+            &self.apps,
+            app_id,
+            shuffle_id,
+            tol,
+            PARTNER_WINDOW,
+        )
     }
 
     /// A size prior for a new shuffle of `num_partitions` partitions of `app_id`, for

@@ -116,6 +116,18 @@ impl Placer<'_> {
         Some((primary, replica))
     }
 
+    /// Where the split continuing `slot` goes when the coordinator chose its worker
+    /// `target` (a re-placement, `coordinator::rebalance`): (target, replica as for any
+    /// split). `None` when `target` is not live, has no room or already holds `slot`.
+    pub fn split_on(&self, p: &Progress, slot: u32, target: u32) -> Option<(u32, u32)> {
+        let live: Vec<u32> = self.live_loads().iter().map(|l| l.id).collect();
+        if !live.contains(&target) || p.holds(slot, target) {
+            return None;
+        }
+        let labels = self.labels(&live);
+        Some((target, self.replica_for(slot, target, &sites(&labels))))
+    }
+
     /// Moves a shuffle's partitions off the lost worker `lost` (only partition `only`
     /// when given: a copy found corrupt). A partition that kept a copy is served by it
     /// (the replica is promoted). A partition that lost every copy is placed anew, and
@@ -142,6 +154,8 @@ impl Placer<'_> {
         let mut p = s.lock();
         let before = p.copies_per_worker();
         let mut changed: BTreeSet<u32> = BTreeSet::new();
+        // Slots whose primary changed (not only their replica).
+        let mut moved: BTreeSet<u32> = BTreeSet::new();
         let mut lost_parts: BTreeSet<u32> = BTreeSet::new();
         let mut degraded = 0;
         for part in 0..p.slots() {
@@ -168,6 +182,7 @@ impl Placer<'_> {
                     }
                 }
                 changed.insert(part);
+                moved.insert(part);
             } else if p.replica[i] == lost {
                 p.replica[i] = NO_WORKER;
                 degraded += 1;
@@ -177,7 +192,7 @@ impl Placer<'_> {
         self.apps
             .moved(app_id, shuffle_id, s, &before, &p.copies_per_worker());
         // The slot a moved split continues: its primary redirects to the split's new worker.
-        let parents: Vec<u32> = changed
+        let parents: Vec<u32> = moved
             .iter()
             .filter(|&&q| p.primary[q as usize] != NO_WORKER)
             .filter_map(|&q| p.split_parent(q))

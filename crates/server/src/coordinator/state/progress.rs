@@ -118,6 +118,16 @@ impl Progress {
             .map(|i| (first + i) as u32)
     }
 
+    /// The last slot of `slot`'s chain of splits (`slot` itself when it was never split):
+    /// where the partition's next pushes go.
+    pub fn chain_tail(&self, slot: u32) -> u32 {
+        let mut s = slot;
+        while let Some(next) = self.split_of(s) {
+            s = next;
+        }
+        s
+    }
+
     /// The slot that split `slot` continues, if `slot` is a split.
     pub fn split_parent(&self, slot: u32) -> Option<u32> {
         let first = (self.primary.len() - self.split_from.len()) as u32;

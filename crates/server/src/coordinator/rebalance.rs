@@ -1,0 +1,58 @@
+//! A shuffle re-placed once its partition sizes are predicted (SCache's placement on
+//! predicted sizes, paper 003; issue 13).
+//!
+//! The coordinator places a shuffle when it registers, before any size is known, in
+//! contiguous blocks sized by the app's history. When the first maps' commits predict the
+//! sizes (`state/prediction.rs`), [`after_prediction`] asks the pure policy
+//! ([`crossdock_policy::rebalance`], through `State::rebalance_moves`) which partitions
+//! should continue on another host for the hosts' predicted loads to stay within 10% of
+//! SCache's MinHeap, and continues each there as a split the coordinator chooses
+//! ([`split::split_to`]): the bytes of the remaining maps land on the new host, the bytes
+//! already pushed stay where they are and are read from there (the reader reads every
+//! slot). A Spark driver that asks for the placement after the map stage sees the
+//! partition's new host as the one holding most of it, and runs the reduce task there.
+//!
+//! Moves are soft: a failed one leaves the partition where it is, which stays exact.
+
+use std::sync::Arc;
+
+use super::metrics::CoordinatorMetrics;
+use super::node::Coordinator;
+use super::split;
+use super::state::rebalance::REBALANCE_TOLERANCE;
+
+/// Re-places the shuffle in the background, if the coordinator does (`--rebalance`). Called
+/// once per shuffle, by the commit that made its prediction, under that commit's guard: the
+/// moves take the shuffle's layout guard, so they must not be awaited there.
+pub fn after_prediction(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
+    if !coord.cfg.rebalance {
+        return;
+    }
+    let (coord, app_id) = (coord.clone(), app_id.to_string());
+    tokio::spawn(async move { run(&coord, &app_id, shuffle_id).await });
+}
+
+async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
+    let decided = coord
+        .lock()
+        .rebalance_moves(app_id, shuffle_id, REBALANCE_TOLERANCE);
+    let Some((shuffle, moves)) = decided else {
+        return;
+    };
+    for m in moves {
+        // A shuffle whose maps all committed meanwhile gains nothing from a move.
+        if shuffle.lock().committed() >= shuffle.num_maps {
+            break;
+        }
+        match split::split_to(coord, app_id, shuffle_id, &shuffle, m.partition, m.target).await {
+            Ok(slot) => {
+                CoordinatorMetrics::add(&coord.metrics.rebalanced_partitions, 1);
+                CoordinatorMetrics::add(&coord.metrics.rebalanced_bytes, m.bytes);
+                tracing::info!(app = %app_id, shuffle_id, partition = m.partition, slot, worker = m.target, predicted_bytes = m.bytes, "partition continued on another host");
+            }
+            Err(e) => {
+                tracing::warn!(app = %app_id, shuffle_id, partition = m.partition, error = %e, "could not continue a partition on another host")
+            }
+        }
+    }
+}
