@@ -234,10 +234,11 @@ class ProcessCluster:
     def __init__(self, workers: int = 3, replication: int = 1, memory: str = "256MiB",
                  worker_timeout: str = "4s", durability: str = "memory",
                  object_store: str | None = None, small_disk: tuple[int, str] | None = None,
-                 worker_hosts: list[str] | None = None):
+                 worker_hosts: list[str] | None = None, rebalance: bool = False):
         """`worker_hosts`: the loopback address each worker listens on (127.0.0.2, …: every
         127.x address is this machine, and each one a host of its own to Spark and to
-        Crossdock); all on 127.0.0.1 by default."""
+        Crossdock); all on 127.0.0.1 by default. `rebalance`: the coordinator's --rebalance
+        (re-placement once sizes are predicted)."""
         if not BINARY.exists():
             raise RuntimeError(f"{BINARY} is missing: run `make build` first")
         self.dir = tempfile.TemporaryDirectory(prefix="crossdock-cluster-")
@@ -246,6 +247,7 @@ class ProcessCluster:
                                   "--worker-timeout", worker_timeout,
                                   "--replication", str(replication),
                                   "--durability", durability,
+                                  "--rebalance", "true" if rebalance else "false",
                                   "--metrics-listen", "127.0.0.1:0"]
         self.coordinator = self._start_coordinator("127.0.0.1:0")
         self._memory = memory

@@ -82,6 +82,49 @@ def test_each_reduce_task_runs_on_its_partitions_host(hosts):
         assert manager.placedTasks() >= 8
 
 
+@pytest.fixture(scope="module")
+def rebalancing_hosts(hosts):
+    """`hosts`' Spark cluster with Crossdock services of their own whose coordinator re-places
+    shuffles once their sizes are predicted (`--rebalance true`)."""
+    _, spark = hosts
+    with ProcessCluster(workers=2, worker_hosts=HOSTS, rebalance=True) as crossdock:
+        yield crossdock, spark
+
+
+def test_a_partition_re_placed_after_prediction_is_reduced_on_its_new_host(rebalancing_hosts):
+    """Half the partitions (the first host's block) get three times the rows: once the
+    first maps' commits predict that, the coordinator continues one of them on the other
+    host (issue 13's re-placement), the remaining maps push it there, and its reduce task
+    runs there, the host holding most of its bytes."""
+    crossdock, spark = rebalancing_hosts
+    before = crossdock.coordinator.metric("crossdock_coordinator_rebalanced_partitions_total")
+    conf = _conf(crossdock, spark, **{"spark.sql.adaptive.coalescePartitions.enabled": "false"})
+    with spark_session("re-placed", conf) as session:
+        from pyspark.sql import functions as F
+        # 20 maps (the prediction comes with the second's commit), each with three copies of
+        # the rows whose key's hash puts them in partitions 0 to 3.
+        base = session.range(0, 600_000, numPartitions=20).withColumn("k", F.col("id") % 997)
+        heavy = F.pmod(F.hash("k"), F.lit(8)) < 4
+        df = base.withColumn("copy", F.explode(F.array_repeat(F.lit(1), F.when(heavy, 3).otherwise(1))))
+        out = df.repartition(8, "k").select(F.spark_partition_id().alias("p"), "k").groupBy("p").agg(
+            F.count("*").alias("n")).collect()
+        rows = {r["p"]: r["n"] for r in out}
+        assert sum(rows.values()) == base.count() + 2 * base.where(heavy).count()
+        moved = crossdock.coordinator.metric("crossdock_coordinator_rebalanced_partitions_total") - before
+        assert moved >= 1, "the hot host's block was not re-placed"
+        manager = session._jvm.org.apache.spark.SparkEnv.get().shuffleManager()
+        # The repartition(8, "k") shuffle: the one of 8 partitions.
+        shuffle = next(i for i in range(4) if manager.currentPlacement(i).numPartitions() == 8)
+        placement = manager.currentPlacement(shuffle)
+        re_placed = [p for p in range(8) if len(placement.slotsOf(p)) > 1
+                     and placement.hostOf(p) != placement.addrOf(p).rsplit(":", 1)[0]]
+        assert re_placed, [(p, list(placement.slotsOf(p)), placement.hostOf(p)) for p in range(8)]
+        tasks = _reduce_tasks(session.sparkContext, shuffle_partitions=8)
+        assert len(tasks) == 8, tasks
+        wrong = [(i, host, placement.hostOf(i)) for i, host, _ in tasks if host != placement.hostOf(i)]
+        assert not wrong, f"reduce tasks ran away from where their partitions' bytes are: {wrong}"
+
+
 def _read_tasks(sc) -> list[dict]:
     """Every successful task of the session's jobs that read shuffled records, from Spark's
     status store: its stage, the stage's task count, its index, host and locality, and its

@@ -162,7 +162,7 @@ struct StandaloneArgs {
     prediction_threshold: Option<f64>,
     /// Once a shuffle's partition sizes are predicted, continue partitions on other hosts
     /// until every host's predicted load is within 10% of SCache's MinHeap placement;
-    /// true or false [default: true]. Needs workers on two hosts or more.
+    /// true or false [default: false]. Needs workers on two hosts or more.
     #[arg(long, env = "CROSSDOCK_REBALANCE")]
     rebalance: Option<bool>,
     #[command(flatten)]
@@ -204,7 +204,7 @@ struct CoordinatorArgs {
     prediction_threshold: Option<f64>,
     /// Once a shuffle's partition sizes are predicted, continue partitions on other hosts
     /// until every host's predicted load is within 10% of SCache's MinHeap placement;
-    /// true or false [default: true]. Needs workers on two hosts or more.
+    /// true or false [default: false]. Needs workers on two hosts or more.
     #[arg(long, env = "CROSSDOCK_REBALANCE")]
     rebalance: Option<bool>,
     #[command(flatten)]
@@ -404,7 +404,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
             a.prediction_threshold,
             file.prediction_threshold,
         )?,
-        rebalance: pick(a.rebalance, file.rebalance, || true),
+        rebalance: pick(a.rebalance, file.rebalance, || false),
         limits,
         quotas,
         secret,
@@ -489,7 +489,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<()> {
     cfg.durability = parse_durability(&pick(a.durability, file.durability, || "memory".into()))?;
     cfg.prediction_threshold =
         prediction_threshold(a.prediction_threshold, file.prediction_threshold)?;
-    cfg.rebalance = pick(a.rebalance, file.rebalance, || true);
+    cfg.rebalance = pick(a.rebalance, file.rebalance, || false);
     cfg.limits = limits;
     cfg.quotas = quotas;
     cfg.secret = secret;

@@ -57,7 +57,8 @@ pub struct CoordinatorConfig {
     pub prediction_threshold: f64,
     /// Once a shuffle's sizes are predicted, continue partitions on other hosts until every
     /// host's predicted load is within 10% of SCache's MinHeap placement
-    /// (`coordinator::rebalance`).
+    /// (`coordinator::rebalance`). Off by default until measured on a cluster: a join's
+    /// sides are recognised by the timing of their registrations.
     pub rebalance: bool,
 }
 
@@ -147,7 +148,7 @@ impl CoordinatorConfig {
             limits: ConnLimits::default(),
             quotas: Quotas::default(),
             prediction_threshold: DEFAULT_PREDICTION_THRESHOLD,
-            rebalance: true,
+            rebalance: false,
             secret: None,
             tls: None,
         }

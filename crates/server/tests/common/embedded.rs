@@ -61,7 +61,7 @@ impl Cluster {
             quotas: Default::default(),
             prediction_threshold:
                 crossdock_server::coordinator::config::DEFAULT_PREDICTION_THRESHOLD,
-            rebalance: true,
+            rebalance: false,
             secret: Some(super::secret()),
             tls: None,
             tenancy: Default::default(),

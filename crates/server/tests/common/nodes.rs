@@ -212,6 +212,8 @@ impl Cluster {
         cfg.durability = durability;
         cfg.heartbeat = Duration::from_millis(50);
         cfg.secret = Some(super::secret());
+        // Re-placement needs hosts: on for clusters whose workers are labelled with them.
+        cfg.rebalance = !opts.hosts.is_empty();
         let coordinator = Coordinator::start(cfg, shutdown).await.unwrap();
         let coord_addr = coordinator.addr.to_string();
         let mut nodes = Vec::new();

@@ -330,8 +330,9 @@ impl State {
             });
         }
         let placer = self.placer();
-        let (primary, replica) = match self.partner_layout(app_id, num_partitions) {
-            Some(primary) => placer.plan_like(primary),
+        let partner = self.partner_layout(app_id, num_partitions);
+        let (primary, replica) = match &partner {
+            Some((_, primary)) => placer.plan_like(primary.clone()),
             None => placer.plan(
                 num_partitions,
                 self.size_prior(app_id, num_partitions).as_deref(),
@@ -343,6 +344,7 @@ impl State {
             primary,
             replica,
         )
+        .partnered_with(partner.map(|(id, _)| id))
         .observing(self.prediction_threshold)))
     }
 
@@ -355,21 +357,28 @@ impl State {
     /// must not pin the app's layout), if every one of its primaries is live with room.
     /// Then both sides of partition `p` are on one host, and so is the reduce task that
     /// joins them.
-    fn partner_layout(&self, app_id: &str, num_partitions: u32) -> Option<Vec<u32>> {
+    fn partner_layout(&self, app_id: &str, num_partitions: u32) -> Option<(u32, Vec<u32>)> {
         let app = self.apps.get(app_id).ok()?;
-        let (_, partner) = app
+        let (partner_id, partner) = app
             .shuffles()
             .filter(|(_, s)| s.num_partitions == num_partitions)
             .filter(|(_, s)| s.registered_at.elapsed() <= PARTNER_WINDOW)
             .filter(|(_, s)| s.lock().committed < s.num_maps)
             .max_by_key(|(id, _)| *id)?;
-        let (primary, _) = partner.lock().partition_layout();
+        // Where each partition goes on: a partner re-placed after its prediction continues
+        // some partitions on other hosts (`rebalance`), and this side follows them there.
+        let primary: Vec<u32> = {
+            let p = partner.lock();
+            (0..num_partitions)
+                .map(|q| p.copies(p.chain_tail(q)).0)
+                .collect()
+        };
         let usable = |w: &u32| {
             self.members
                 .iter()
                 .any(|m| m.id == *w && m.alive && !m.disk_full)
         };
-        primary.iter().all(usable).then_some(primary)
+        primary.iter().all(usable).then_some((partner_id, primary))
     }
 
     /// Records a planned shuffle once its workers prepared it. Returns the entry that
@@ -401,14 +410,7 @@ impl State {
         shuffle_id: u32,
         tol: f64,
     ) -> Option<(Arc<ShuffleEntry>, Vec<rebalance::PlannedMove>)> {
-        rebalance::moves(
-            &self.members,
-            &self.apps,
-            app_id,
-            shuffle_id,
-            tol,
-            PARTNER_WINDOW,
-        )
+        rebalance::moves(&self.members, &self.apps, app_id, shuffle_id, tol)
     }
 
     /// A size prior for a new shuffle of `num_partitions` partitions of `app_id`, for

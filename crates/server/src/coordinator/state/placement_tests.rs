@@ -325,3 +325,47 @@ fn heartbeats_give_push_and_fetch_rates() {
     let r = st.worker(0).unwrap().rates;
     assert_eq!((r.push, r.fetch), (2000.0, 0.0));
 }
+
+#[test]
+fn a_predicted_shuffle_moves_off_its_hot_host_unless_it_shares_its_layout() {
+    let mut st = State::default();
+    labelled(&mut st, "10.0.0.1:7001", "", "");
+    labelled(&mut st, "10.0.0.2:7001", "", "");
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let plan = |st: &mut State, id: u32| {
+        let e = st.plan_shuffle("a", id, 10, 8).unwrap().unwrap_err();
+        st.record_shuffle("a", id, e).unwrap()
+    };
+    let a = plan(&mut st, 0);
+    let hot = a.lock().copies(0).0;
+    let heavy: Vec<u32> = (0..8).filter(|&p| a.lock().copies(p).0 == hot).collect();
+    assert_eq!(heavy.len(), 4, "blocks of four");
+    // Map 0 (10% of 10 maps: the prediction) writes three times more to the hot block.
+    let stats: Vec<PartitionStat> = (0..8)
+        .map(|p| stat(p, if heavy.contains(&p) { 300 } else { 100 }))
+        .collect();
+    assert!(a
+        .record_commit(0, AttemptId(0), &stats, &[])
+        .forecast
+        .predicted
+        .is_some());
+    let (_, moves) = st.rebalance_moves("a", 0, 0.1).unwrap();
+    // Predicted loads 12000 / 4000, MinHeap's largest 8000, the bound 8800: one 3000 fits
+    // (room 4800), and after it none.
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert!(heavy.contains(&moves[0].partition));
+    assert_ne!(moves[0].target, hot);
+    assert_eq!(moves[0].bytes, 3000, "predicted for 10 maps");
+    // A shuffle of as many partitions registered now takes its layout (a join's other
+    // side): then neither moves alone.
+    let b = plan(&mut st, 1);
+    assert_eq!(b.partner, Some(0));
+    assert!(st.rebalance_moves("a", 0, 0.1).is_none());
+    // One host only: nothing to decide.
+    let mut one = state_with_workers(2);
+    one.register_app("a", 1000, Instant::now()).unwrap();
+    let e = one.plan_shuffle("a", 0, 10, 8).unwrap().unwrap_err();
+    let e = one.record_shuffle("a", 0, e).unwrap();
+    e.record_commit(0, AttemptId(0), &stats, &[]);
+    assert!(one.rebalance_moves("a", 0, 0.1).is_none());
+}

@@ -377,6 +377,10 @@ pub struct ShuffleEntry {
     /// shuffles of an app registered close together belong to one job (see
     /// `State::partner_layout`).
     pub registered_at: std::time::Instant,
+    /// The shuffle of the app whose primaries this one took when it registered
+    /// (`State::partner_layout`: a join's other side). Soft state: not journaled, so
+    /// unknown for shuffles replayed after a coordinator restart.
+    pub partner: Option<u32>,
 }
 
 /// What [`ShuffleEntry::record_commit`] changed besides the commit itself.
@@ -424,11 +428,18 @@ impl ShuffleEntry {
                 forecast: Forecast::new(num_maps, DEFAULT_PREDICTION_THRESHOLD),
             }),
             registered_at: std::time::Instant::now(),
+            partner: None,
         }
     }
 
     /// The same shuffle predicting its partition sizes once `threshold` (a fraction) of
     /// its maps committed (the coordinator's `prediction_threshold`).
+    /// The shuffle took the primaries of the app's shuffle `partner` (a join's other side).
+    pub fn partnered_with(mut self, partner: Option<u32>) -> Self {
+        self.partner = partner;
+        self
+    }
+
     pub fn observing(mut self, threshold: f64) -> Self {
         let p = self.progress.get_mut().expect("shuffle lock poisoned");
         p.forecast = Forecast::new(self.num_maps, threshold);

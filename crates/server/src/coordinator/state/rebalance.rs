@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crossdock_policy::rebalance::rebalance_from;
 use crossdock_proto::NO_WORKER;
@@ -22,6 +21,10 @@ use super::progress::ShuffleEntry;
 /// How far above SCache's MinHeap placement a host's predicted load may be before
 /// partitions move off it: its locality tolerance's largest value (`placement::locality_tolerance`).
 pub const REBALANCE_TOLERANCE: f64 = 0.1;
+
+/// Fewest maps a shuffle must have to be re-placed: with fewer, the prediction rests on one
+/// map's output and few maps are left to push to the new place.
+pub const MIN_MAPS: u32 = 10;
 
 /// One partition to continue on another host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,28 +38,28 @@ pub struct PlannedMove {
 
 /// The moves that balance a predicted shuffle's partitions over the hosts of `members`,
 /// with the shuffle (`State::rebalance_moves`); `None` when there is nothing to decide: no
-/// prediction, fewer than two hosts with a live worker that has room, a partition whose
-/// next pushes go to no live worker (a relocation is due), or a same-sized shuffle of the
-/// app registered within `partner_window` of it (a join's other side, placed like it:
-/// moving one side alone would part them).
+/// prediction, fewer than [`MIN_MAPS`] maps, fewer than two hosts with a live worker that has room, a partition whose
+/// next pushes go to no live worker (a relocation is due), or a shuffle that shares its
+/// layout with another of the app (a join's sides: one took the other's primaries when it
+/// registered, `State::partner_layout`; moving one side alone would part them).
 pub fn moves(
     members: &Membership,
     apps: &Apps,
     app_id: &str,
     shuffle_id: u32,
     tol: f64,
-    partner_window: Duration,
 ) -> Option<(Arc<ShuffleEntry>, Vec<PlannedMove>)> {
     let shuffle = apps.shuffle(app_id, shuffle_id).ok()?;
+    if shuffle.num_maps < MIN_MAPS {
+        return None;
+    }
     let sizes = shuffle.prediction()?.sizes;
-    let partnered = apps.get(app_id).ok()?.shuffles().any(|(id, s)| {
-        id != shuffle_id
-            && s.num_partitions == shuffle.num_partitions
-            && s.registered_at
-                .max(shuffle.registered_at)
-                .duration_since(s.registered_at.min(shuffle.registered_at))
-                <= partner_window
-    });
+    let partnered = shuffle.partner.is_some()
+        || apps
+            .get(app_id)
+            .ok()?
+            .shuffles()
+            .any(|(_, s)| s.partner == Some(shuffle_id));
     if partnered {
         return None;
     }

@@ -16,7 +16,7 @@ import org.crossdock.protocol.Message;
  * slot.
  */
 public final class Placement implements Serializable {
-  private static final long serialVersionUID = 3L;
+  private static final long serialVersionUID = 4L;
 
   private final String[] addrs;
   /** The host label of each of addrs' workers (what Spark calls the executors there). */
@@ -28,6 +28,11 @@ public final class Placement implements Serializable {
   private final int partitions;
   /** The partition of each split slot (slot {@code partitions + i}). */
   private final int[] splitParents;
+  /**
+   * Per partition, the slot holding most of its committed bytes (from a status that counted
+   * them), whose host a reduce task should prefer; null: each partition's own slot.
+   */
+  private final int[] readSlot;
 
   /** A placement whose workers' hosts are their addresses' host parts. */
   public Placement(String[] addrs, int[] partitionAddr, int[] replicaAddr) {
@@ -35,11 +40,11 @@ public final class Placement implements Serializable {
   }
 
   public Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr) {
-    this(addrs, hosts, partitionAddr, replicaAddr, partitionAddr.length, new int[0]);
+    this(addrs, hosts, partitionAddr, replicaAddr, partitionAddr.length, new int[0], null);
   }
 
   private Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr,
-      int partitions, int[] splitParents) {
+      int partitions, int[] splitParents, int[] readSlot) {
     if (partitions + splitParents.length != partitionAddr.length) {
       throw new IllegalArgumentException(partitionAddr.length + " slots for " + partitions
           + " partitions and " + splitParents.length + " splits");
@@ -52,6 +57,7 @@ public final class Placement implements Serializable {
     }
     this.partitions = partitions;
     this.splitParents = splitParents;
+    this.readSlot = readSlot;
     if (hosts.length != addrs.length) {
       throw new IllegalArgumentException(
           hosts.length + " host labels for " + addrs.length + " worker addresses");
@@ -79,10 +85,30 @@ public final class Placement implements Serializable {
     return of(workers, partitionWorkers, partitionReplicas, partitionWorkers.length, null);
   }
 
-  /** The placement of a shuffle's status: its partitions and their splits. */
+  /**
+   * The placement of a shuffle's status: its partitions and their splits, and for a split
+   * partition the slot holding most of its committed bytes (where its reduce task should run).
+   */
   public static Placement of(Message.ShuffleStatus s) {
-    return of(s.workers(), s.partitionWorkers(), s.partitionReplicas(), s.numPartitions(),
+    Placement p = of(s.workers(), s.partitionWorkers(), s.partitionReplicas(), s.numPartitions(),
         s.splitParents());
+    int[] parents = p.splitParents;
+    long[] bytes = s.partitionBytes();
+    if (parents.length == 0 || bytes == null || bytes.length != p.partitionAddr.length) {
+      return p;
+    }
+    int[] read = new int[p.partitions];
+    for (int i = 0; i < read.length; i++) {
+      read[i] = i;
+    }
+    for (int i = 0; i < parents.length; i++) {
+      int slot = p.partitions + i;
+      if (bytes[slot] > bytes[read[parents[i]]]) {
+        read[parents[i]] = slot;
+      }
+    }
+    return new Placement(p.addrs, p.hosts, p.partitionAddr, p.replicaAddr, p.partitions, parents,
+        read);
   }
 
   /**
@@ -109,7 +135,7 @@ public final class Placement implements Serializable {
       hosts[i] = w.host() == null || w.host().isEmpty() ? hostPart(w.addr()) : w.host();
     }
     return new Placement(addrs, hosts, out, replicas, partitions,
-        splitParents == null ? new int[0] : splitParents.clone());
+        splitParents == null ? new int[0] : splitParents.clone(), null);
   }
 
   private static int indexOf(
@@ -182,15 +208,24 @@ public final class Placement implements Serializable {
     return r == null ? List.of(addrOf(partition)) : List.of(addrOf(partition), r);
   }
 
-  /** The host of the worker that holds {@code partition}: its host label (by default its address without the port). */
+  /**
+   * The host a reduce task of {@code partition} should run on: its host label (by default its
+   * address without the port) of the worker holding the partition, or for a split partition
+   * whose status counted bytes, of the worker of its slot holding the most of them.
+   */
   public String hostOf(int partition) {
-    return hosts[partitionAddr[partition]];
+    return hosts[partitionAddr[readSlotOf(partition)]];
   }
 
-  /** The host of the worker with {@code partition}'s replica, or null. */
+  /** The host of the replica of {@link #hostOf}'s slot, or null. */
   public String replicaHostOf(int partition) {
-    int i = replicaAddr[partition];
+    int i = replicaAddr[readSlotOf(partition)];
     return i < 0 ? null : hosts[i];
+  }
+
+  private int readSlotOf(int partition) {
+    return readSlot != null && partition >= 0 && partition < partitions
+        ? readSlot[partition] : partition;
   }
 
   private static String hostPart(String addr) {

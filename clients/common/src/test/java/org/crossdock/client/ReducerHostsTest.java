@@ -60,6 +60,30 @@ class ReducerHostsTest {
   }
 
   @Test
+  void aPartitionContinuedElsewhereIsReducedWhereMostOfItsBytesAre() {
+    List<org.crossdock.protocol.Message.WorkerInfo> workers = List.of(
+        new org.crossdock.protocol.Message.WorkerInfo(0, "10.0.0.1:7001", true, "h0", ""),
+        new org.crossdock.protocol.Message.WorkerInfo(1, "10.0.0.2:7001", true, "h1", ""));
+    // Partitions 0 and 1 on h0; partition 0 continued on h1 (slot 2) with most of its bytes,
+    // partition 1 continued on h1 (slot 3) with fewer than it kept.
+    org.crossdock.protocol.Message.ShuffleStatus s = new org.crossdock.protocol.Message.ShuffleStatus(
+        4, 2, 4, workers, new int[] {0, 0, 1, 1}, new int[] {0, 0, 0, 0},
+        new long[] {100, 300, 900, 200}, new long[] {1, 1, 1, 1},
+        new int[] {-1, -1, -1, -1}, new int[] {0, 1}, java.util.OptionalLong.empty(), null);
+    Placement p = Placement.of(s);
+    assertEquals("h1", p.hostOf(0));
+    assertEquals("h0", p.hostOf(1));
+    assertEquals(List.of("h1"), ReducerHosts.of(p, 0, 1));
+    assertArrayEquals(new int[] {1}, ReducerHosts.hostBoundaries(p));
+    // Pushes and reads still go by slot.
+    assertEquals("10.0.0.1:7001", p.addrOf(0));
+    assertArrayEquals(new int[] {0, 2}, p.slotsOf(0));
+    // Without a status's bytes, a partition is reduced where its own slot is.
+    Placement handle = Placement.of(workers, new int[] {0, 0}, new int[] {-1, -1});
+    assertEquals("h0", handle.hostOf(0));
+  }
+
+  @Test
   void hostBoundariesAreWhereTheHostChanges() {
     assertArrayEquals(new int[] {2, 4}, ReducerHosts.hostBoundaries(PLACEMENT));
     // Two workers on one host are one host: no boundary between their blocks.

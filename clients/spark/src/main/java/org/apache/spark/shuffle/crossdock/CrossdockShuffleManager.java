@@ -64,6 +64,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
   private final ConnectionPool pool;
   private final CrossdockBlockResolver resolver = new CrossdockBlockResolver();
   private final Set<Integer> registered = ConcurrentHashMap.newKeySet();
+  /** Shuffles whose placement the driver refreshed once their map stage completed. */
+  private final java.util.Set<Integer> refreshedAfterMaps = ConcurrentHashMap.newKeySet();
   /** Placements refreshed from the coordinator after a failure, by shuffle id. */
   private final Map<Integer, Placement> refreshed = new ConcurrentHashMap<>();
   /** The map output tracker's epoch each shuffle's placement was refreshed at, by shuffle id. */
@@ -401,7 +403,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
    * shuffle, or Crossdock is not the shuffle manager): Spark's own preference then applies.
    *
    * <p>Spark asks on its scheduler thread for every task of a reduce stage, so this never calls
-   * the coordinator: a placement changed by a worker's loss since this driver last refreshed it
+   * the coordinator: the SQL extension refreshed the placement when the stage's reads were
+   * planned ({@link #refreshAfterMapStage}), and a placement changed since (a worker's loss)
    * costs locality, never correctness (the reader asks the coordinator where data is).
    */
   public static List<String> preferredHosts(ShuffleDependency<?, ?, ?> dep, int start, int end) {
@@ -425,6 +428,31 @@ public class CrossdockShuffleManager implements ShuffleManager {
   public static Placement placementOf(ShuffleDependency<?, ?, ?> dep) {
     CrossdockShuffleManager m = managerOf(dep);
     return m == null ? null : m.latestPlacement(dep);
+  }
+
+  /**
+   * Refreshes the driver's placement of {@code dep} once, after its map stage completed, so that
+   * its reduce tasks prefer where each partition's bytes ended up: the coordinator may have
+   * continued partitions on other hosts once it predicted their sizes (its re-placement), and
+   * hot partitions on other workers (splits). Called by the SQL extension on the adaptive
+   * planner's thread when the stage's reads are planned, never on Spark's scheduler thread. A
+   * failure keeps the placement the driver had: it costs locality, not correctness.
+   */
+  public static void refreshAfterMapStage(ShuffleDependency<?, ?, ?> dep) {
+    CrossdockShuffleManager m = managerOf(dep);
+    if (m == null || !m.isDriver) {
+      return;
+    }
+    CrossdockShuffleHandle<?, ?, ?> h = (CrossdockShuffleHandle<?, ?, ?>) dep.shuffleHandle();
+    if (h.placement == null || !m.refreshedAfterMaps.add(h.shuffleId())) {
+      return;
+    }
+    try {
+      m.refreshStatus(h);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("Could not refresh the placement of shuffle {} after its map stage; its reduce "
+          + "tasks prefer the hosts it was registered with", h.shuffleId(), e);
+    }
   }
 
   /** This process's Crossdock manager when {@code dep} went through it; else null. */
@@ -525,6 +553,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
       s.unregisterShuffle(shuffleId);
     }
     refreshed.remove(shuffleId);
+    refreshedAfterMaps.remove(shuffleId);
     refreshedAt.remove(shuffleId);
     runCounts.remove(shuffleId);
     routes.remove(shuffleId);

@@ -9,7 +9,9 @@ import org.crossdock.client.ReducerHosts
 
 /**
  * Cuts AQE's coalesced reads where a placed shuffle's partitions change host, so that a reduce
- * task reads from one host and runs there.
+ * task reads from one host and runs there. First, it has the driver refresh the placement of
+ * every placed shuffle whose map stage completed (`CrossdockShuffleManager.refreshAfterMapStage`),
+ * which the cuts and the reduce tasks' preferred locations then use.
  *
  * AQE's `CoalesceShufflePartitions` merges small neighbouring partitions into one task by size
  * alone. The coordinator places a shuffle's partitions in one contiguous block per worker, so
@@ -36,6 +38,16 @@ class SplitReadsAtHosts extends AQEShuffleReadRule with Logging {
   override def apply(plan: SparkPlan): SparkPlan = {
     if (!PlaceReducers.enabled()) {
       return plan
+    }
+    // The placements as the map stages left them (the coordinator's re-placement, splits), once
+    // per shuffle, before any host is read from them here or by the reduce tasks' preferences.
+    plan.foreach {
+      case stage: ShuffleQueryStageExec if stage.isMaterialized => stage.shuffle match {
+        case e: PlacedShuffleExchangeExec =>
+          CrossdockShuffleManager.refreshAfterMapStage(e.shuffleDependency)
+        case _ =>
+      }
+      case _ =>
     }
     val reads = plan.collect { case r: AQEShuffleReadExec => r }
     if (reads.isEmpty || !reads.forall(splittable)) {
