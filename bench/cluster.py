@@ -291,7 +291,8 @@ class EmulatedCluster:
                      "spark.driver.bindAddress": CTL_IP, "spark.executor.cores": "1", "spark.cores.max": str(self.n)})
         return conf
 
-    def start_crossdock(self, build: sb.Build, run_dir: pathlib.Path, tls: bool = False) -> sb.CrossdockService:
+    def start_crossdock(self, build: sb.Build, run_dir: pathlib.Path, tls: bool = False,
+                        coordinator_args: list[str] | None = None) -> sb.CrossdockService:
         if tls:
             raise SystemExit("the TLS mode runs on one host only (bench/spark_bench.py)")
         procs: list[sb.Proc] = []
@@ -304,7 +305,7 @@ class EmulatedCluster:
             coord = sb.Proc("crossdock coordinator",
                             [str(build.binary), "coordinator", *secret, "--listen", f"{CTL_IP}:{COORDINATOR_PORT}",
                              "--data-dir", str(run_dir / "crossdock-coordinator"), "--metrics-listen", "off",
-                             "--replication", str(self.replication)],
+                             "--replication", str(self.replication), *(coordinator_args or [])],
                             r"crossdock coordinator listening on (\S+)", env={"CROSSDOCK_LOG": "info"}, netns=CTL,
                             log=run_dir / "crossdock-coordinator.log")
             procs.append(coord)

@@ -56,14 +56,19 @@ from spark_workloads import JVM_WORKLOADS, WORKLOAD_CONF, WORKLOADS, ZIPF_ALPHA 
 
 # ---- modes: vanilla, crossdock, and peers ----
 
-BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced", "crossdock-tls", "crossdock-unplaced")
+BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced", "crossdock-tls", "crossdock-unplaced",
+                 "crossdock-rebalance")
 # Crossdock modes other than "crossdock" itself: Crossdock with these properties on top.
 CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"},
                       "crossdock-forced": {"spark.crossdock.route": "crossdock"},
                       "crossdock-tls": {"spark.crossdock.route": "crossdock"},
                       # Without the SQL extension: reduce tasks where Spark puts them and
                       # coalesced reads as AQE made them (what Crossdock did before issue 13).
-                      "crossdock-unplaced": {"spark.crossdock.locality": "false"}}
+                      "crossdock-unplaced": {"spark.crossdock.locality": "false"},
+                      "crossdock-rebalance": {}}
+# Crossdock modes whose coordinator runs with these arguments on top of the suite's: the
+# re-placement of shuffles once their sizes are predicted (issue 13), off by default.
+COORDINATOR_ARGS = {"crossdock-rebalance": ["--rebalance", "true"]}
 # Modes whose Crossdock service runs with TLS (its certificates made per run): compared
 # with crossdock-forced, what TLS costs.
 TLS_MODES = ("crossdock-tls",)
@@ -232,7 +237,8 @@ class LocalBackend:
     def spark_conf(self) -> dict[str, str]:
         return base_conf(executors=self.executors, executor_memory_mb=2048)
 
-    def start_crossdock(self, build: Build, run_dir: pathlib.Path, tls: bool = False) -> CrossdockService:
+    def start_crossdock(self, build: Build, run_dir: pathlib.Path, tls: bool = False,
+                        coordinator_args: list[str] | None = None) -> CrossdockService:
         tls_args, ca = [], None
         if tls:
             certs = run_dir / "tls"
@@ -244,7 +250,7 @@ class LocalBackend:
                  [str(build.binary), "standalone", "--listen", "127.0.0.1:0", "--workers", "2",
                   "--memory", self.worker_memory,
                   "--data-dir", str(run_dir / "crossdock"), "--metrics-listen", "127.0.0.1:0",
-                  "--replication", str(self.replication), *tls_args,
+                  "--replication", str(self.replication), *tls_args, *(coordinator_args or []),
                   *(["--split-size", self.split_size] if self.split_size else [])],
                  r"metrics on (\S+)", env={"CROSSDOCK_LOG": "warn"}, log=run_dir / "crossdock.log")
         address = next(m.group(1) for m in (re.search(r"crossdock standalone listening on (\S+)", ln) for ln in p.output) if m)
@@ -375,7 +381,8 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
         if mode.start:
             _shell(mode.start, env, f"peer {mode.name} start")
         if is_crossdock(mode):
-            service = backend.start_crossdock(mode.build or build, run_dir, tls=mode.name in TLS_MODES)
+            service = backend.start_crossdock(mode.build or build, run_dir, tls=mode.name in TLS_MODES,
+                                              coordinator_args=COORDINATOR_ARGS.get(mode.name))
         conf = app_conf(backend, workload, mode, service.address if service else None, build)
         if service is not None and service.tls_ca is not None:
             conf["spark.crossdock.tls.ca"] = str(service.tls_ca)
@@ -654,7 +661,8 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                          "fixed 48 MiB in flight, requests in random order to the primary), crossdock-forced (every shuffle "
                          "through Crossdock, none routed to Spark's own), crossdock-tls (as crossdock-forced, over TLS "
                          "with certificates made per run), crossdock-unplaced (spark.crossdock.locality=false: reduce "
-                         "tasks where Spark puts them) [vanilla,crossdock]")
+                         "tasks where Spark puts them), crossdock-rebalance (the coordinator re-places shuffles once their "
+                         "sizes are predicted: --rebalance true) [vanilla,crossdock]")
     ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
     ap.add_argument("--worker-memory", default="1GiB", help="memory budget of each Crossdock worker (one host) [1GiB]")
     ap.add_argument("--split-size", default=None,

@@ -18,10 +18,11 @@
 //! Guarantees (tested below): a placement already within the bound moves nothing; a
 //! partition moves at most once, always off a host above the bound; the two hosts of a
 //! move both end below the sender's load before it, so the largest load never grows and
-//! the loop ends. A partition larger than the bound by itself never moves onto a host
-//! within the bound (it would only move the hot spot; splitting it is [`crate::split`]'s
-//! job). There are no swaps, so a host can stay above the bound, at a load no higher than
-//! before; with many partitions per host, as a shuffle has, small ones fill the gap.
+//! the loop ends. A partition larger than the bound by itself fits under it nowhere; it
+//! moves only when that lowers the larger of the two loads (a hot spot that stays is
+//! [`crate::split`]'s job). There are no swaps, so a host can stay above the bound, at a
+//! load no higher than before; with many partitions per host, as a shuffle has, small ones
+//! fill the gap.
 
 use crate::placement::{min_heap_schedule, ReduceInfo};
 

@@ -366,10 +366,10 @@ async fn after_a_splits_worker_is_lost_the_split_slot_redirects_to_its_new_worke
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_host() {
     // Three hosts, one worker each, the workers' own splits off: only the coordinator's
-    // re-placement splits. Nine partitions in blocks of three; map 0 (which makes the
-    // prediction: 10% of 10 maps) gives the first block's partitions three times the
-    // others' bytes, so that host would read 9 of 15 units.
-    const MAPS: u32 = 10;
+    // re-placement splits. Nine partitions in blocks of three; every map gives the first
+    // block's partitions three times the others' bytes, so that host would read 9 of 15
+    // units. Maps 0 and 1 make the prediction (10% of 20 maps).
+    const MAPS: u32 = 20;
     const HOSTS: &[&str] = &["h0", "h1", "h2"];
     let opts = WorkerOpts {
         split_bytes: 0,
@@ -387,7 +387,9 @@ async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_hos
     assert_eq!(heavy.len(), 3, "blocks of three");
     let batches = |p: u32| if heavy.contains(&p) { 3 } else { 1 };
 
-    // Where each partition's pushes go, learned from redirects as the engine clients do.
+    // Where each partition's pushes go, learned from redirects as the engine clients do: a
+    // map's stream of a partition stays in the slot its first batch went to, and the maps
+    // after it start in the slot a redirect named.
     let mut route: BTreeMap<u32, (u32, String)> = (0..9)
         .map(|p| (p, (p, placement.worker_of(p).unwrap().addr.clone())))
         .collect();
@@ -398,8 +400,8 @@ async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_hos
         let mut per_partition = Vec::new();
         for p in 0..9 {
             let mut out = Pushed::default();
+            let (slot, addr) = route[&p].clone();
             for seq in 0..batches(p) {
-                let (slot, addr) = route[&p].clone();
                 let data = payload(map, p, seq, BATCH);
                 let redirect = push_routed(&addr, "r", slot, (map, 0, seq), &data)
                     .await
@@ -407,7 +409,7 @@ async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_hos
                 *out.per_slot.entry(slot).or_default() += data.len() as u64;
                 out.batches.push((slot, seq, data));
                 if let Some(r) = redirect {
-                    redirected_after_prediction |= map > 0;
+                    redirected_after_prediction |= map > 1;
                     route.insert(p, (r.slot, r.addr));
                 }
             }
@@ -419,7 +421,7 @@ async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_hos
         }
         assert_eq!(commit(&c, "r", map, &all).await, CommitStatus::Committed);
         pushed.push(per_partition);
-        if map == 0 {
+        if map == 1 {
             // The re-placement runs in the background after the predicting commit; a move
             // is counted once the old slot's worker was told.
             let moved = || {
@@ -449,13 +451,13 @@ async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_hos
     assert_eq!(slots.len(), 2, "{slots:?}");
     let moved_to = status.placement.worker_of(slots[1]).unwrap();
     assert_ne!(moved_to.host, hot.host, "continued on another host");
-    // Most of the partition's bytes are on the new host: map 0's 3 batches and map 1's
-    // first (answered with the redirect) stayed, the other 26 went there.
+    // Most of the partition's bytes are on the new host: maps 0 and 1 (before the move)
+    // and map 2 (whose first batch learnt of it) stayed, maps 3 to 19 went there.
     let (old, new) = (
         status.partition_bytes[slots[0] as usize],
         status.partition_bytes[slots[1] as usize],
     );
-    assert_eq!((old, new), (4 * BATCH as u64, 26 * BATCH as u64));
+    assert_eq!((old, new), (9 * BATCH as u64, 51 * BATCH as u64));
     // Every partition reads back exactly once.
     for p in 0..9 {
         let of_p: Vec<&Pushed> = pushed.iter().map(|m| &m[p as usize]).collect();

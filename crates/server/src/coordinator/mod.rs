@@ -75,6 +75,7 @@ impl Coordinator {
         state.set_quotas(cfg.quotas.clone());
         // Before replay, so that replayed shuffles predict at the configured threshold.
         state.set_prediction_threshold(cfg.prediction_threshold);
+        state.set_rebalance(cfg.rebalance);
         let restored = replay.len();
         let now = std::time::Instant::now();
         for r in replay {

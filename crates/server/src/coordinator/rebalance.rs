@@ -40,12 +40,14 @@ async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
         return;
     };
     for m in moves {
-        // A shuffle whose maps all committed meanwhile gains nothing from a move.
-        if shuffle.lock().committed() >= shuffle.num_maps {
+        // A join's other side that registered since took this layout: leave both alone.
+        if coord.lock().shuffle_partnered(app_id, shuffle_id) {
             break;
         }
         match split::split_to(coord, app_id, shuffle_id, &shuffle, m.partition, m.target).await {
-            Ok(slot) => {
+            // Every map committed meanwhile, or the partition already continues there.
+            Ok(None) => {}
+            Ok(Some(slot)) => {
                 CoordinatorMetrics::add(&coord.metrics.rebalanced_partitions, 1);
                 CoordinatorMetrics::add(&coord.metrics.rebalanced_bytes, m.bytes);
                 tracing::info!(app = %app_id, shuffle_id, partition = m.partition, slot, worker = m.target, predicted_bytes = m.bytes, "partition continued on another host");

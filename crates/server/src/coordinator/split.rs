@@ -48,7 +48,10 @@ pub async fn split_partition(
 /// Continues the partition of `slot` on the worker `target` (a re-placement decided by
 /// the coordinator, `coordinator::rebalance`): a split of the chain's last slot, made as
 /// any split, then the worker holding that slot is told, so that it redirects the next
-/// pushes. Returns the new slot. The caller holds no guard of the shuffle.
+/// pushes. Returns the new slot; `None` when, under the shuffle's layout guard, every map
+/// has committed (nothing more would land there) or the chain's last slot is on the
+/// target's host already (a worker's own split or a relocation put it there). The caller
+/// holds no guard of the shuffle.
 pub async fn split_to(
     coord: &Arc<Coordinator>,
     app_id: &str,
@@ -56,10 +59,19 @@ pub async fn split_to(
     shuffle: &Arc<ShuffleEntry>,
     slot: u32,
     target: u32,
-) -> Result<u32, ServiceError> {
-    let _layout = shuffle.layout_guard().await;
+) -> Result<Option<u32>, ServiceError> {
+    let layout = shuffle.layout_guard().await;
     // A worker's own split may have come first: continue the chain's end.
-    let tail = shuffle.lock().chain_tail(slot);
+    let tail = {
+        let st = coord.lock();
+        let p = shuffle.lock();
+        let tail = p.chain_tail(slot);
+        let host = |w: u32| st.worker(w).map(|e| e.labels.host.clone());
+        if p.committed() >= shuffle.num_maps || host(p.copies(tail).0) == host(target) {
+            return Ok(None);
+        }
+        tail
+    };
     let (new, _) = make(coord, app_id, shuffle_id, shuffle, tail, Some(target)).await?;
     let tell: Vec<(String, Message)> = {
         let st = coord.lock();
@@ -70,11 +82,13 @@ pub async fn split_to(
                 .prepare_message(app_id, shuffle_id, shuffle, &p, holder, vec![tail]);
         vec![(st.addr_of(holder), prepare)]
     };
+    // The shuffle's commits need not wait for the holder's answer.
+    drop(layout);
     // Not telling it is no harm: the holder keeps taking the partition, which stays exact.
     if let Some(Err(e)) = call_all(coord, &tell).await.into_iter().next() {
         tracing::warn!(app = %app_id, shuffle_id, slot = tail, error = %e, "could not tell a slot's worker of its split");
     }
-    Ok(new)
+    Ok(Some(new))
 }
 
 /// Makes the split continuing `slot` (on `target` when given, else where

@@ -59,6 +59,9 @@ pub struct State {
     quotas: Quotas,
     /// Fraction of a shuffle's maps committed before its sizes are predicted.
     prediction_threshold: f64,
+    /// Whether the coordinator re-places predicted shuffles (`--rebalance`): a join's side
+    /// registered after its partner's moves then follows them.
+    rebalance: bool,
 }
 
 impl Default for State {
@@ -75,6 +78,7 @@ impl State {
             replication: replication.clamp(1, 2),
             quotas: Quotas::default(),
             prediction_threshold: DEFAULT_PREDICTION_THRESHOLD,
+            rebalance: false,
         }
     }
 
@@ -86,6 +90,11 @@ impl State {
     /// Sets the prediction threshold of shuffles registered (or replayed) from now on.
     pub fn set_prediction_threshold(&mut self, threshold: f64) {
         self.prediction_threshold = threshold;
+    }
+
+    /// Sets whether predicted shuffles are re-placed (`coordinator::rebalance`).
+    pub fn set_rebalance(&mut self, on: bool) {
+        self.rebalance = on;
     }
 
     /// Placement decisions over the current workers and shuffles.
@@ -365,13 +374,17 @@ impl State {
             .filter(|(_, s)| s.registered_at.elapsed() <= PARTNER_WINDOW)
             .filter(|(_, s)| s.lock().committed < s.num_maps)
             .max_by_key(|(id, _)| *id)?;
-        // Where each partition goes on: a partner re-placed after its prediction continues
-        // some partitions on other hosts (`rebalance`), and this side follows them there.
+        // With re-placement on, where each partition goes on: a partner re-placed after its
+        // prediction continues some partitions on other hosts, and this side follows them.
         let primary: Vec<u32> = {
             let p = partner.lock();
-            (0..num_partitions)
-                .map(|q| p.copies(p.chain_tail(q)).0)
-                .collect()
+            if self.rebalance {
+                (0..num_partitions)
+                    .map(|q| p.copies(p.chain_tail(q)).0)
+                    .collect()
+            } else {
+                p.partition_layout().0
+            }
         };
         let usable = |w: &u32| {
             self.members
@@ -411,6 +424,12 @@ impl State {
         tol: f64,
     ) -> Option<(Arc<ShuffleEntry>, Vec<rebalance::PlannedMove>)> {
         rebalance::moves(&self.members, &self.apps, app_id, shuffle_id, tol)
+    }
+
+    /// Whether a shuffle shares its layout with another of its app (see
+    /// [`rebalance::partnered`]); true for an unknown shuffle.
+    pub fn shuffle_partnered(&self, app_id: &str, shuffle_id: u32) -> bool {
+        rebalance::partnered(&self.apps, app_id, shuffle_id)
     }
 
     /// A size prior for a new shuffle of `num_partitions` partitions of `app_id`, for

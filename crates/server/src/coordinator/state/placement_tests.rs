@@ -333,29 +333,30 @@ fn a_predicted_shuffle_moves_off_its_hot_host_unless_it_shares_its_layout() {
     labelled(&mut st, "10.0.0.2:7001", "", "");
     st.register_app("a", 1000, Instant::now()).unwrap();
     let plan = |st: &mut State, id: u32| {
-        let e = st.plan_shuffle("a", id, 10, 8).unwrap().unwrap_err();
+        let e = st.plan_shuffle("a", id, 20, 8).unwrap().unwrap_err();
         st.record_shuffle("a", id, e).unwrap()
     };
     let a = plan(&mut st, 0);
     let hot = a.lock().copies(0).0;
     let heavy: Vec<u32> = (0..8).filter(|&p| a.lock().copies(p).0 == hot).collect();
     assert_eq!(heavy.len(), 4, "blocks of four");
-    // Map 0 (10% of 10 maps: the prediction) writes three times more to the hot block.
+    // Maps 0 and 1 (10% of 20 maps: the prediction) write three times more to the hot block.
     let stats: Vec<PartitionStat> = (0..8)
         .map(|p| stat(p, if heavy.contains(&p) { 300 } else { 100 }))
         .collect();
+    a.record_commit(0, AttemptId(0), &stats, &[]);
     assert!(a
-        .record_commit(0, AttemptId(0), &stats, &[])
+        .record_commit(1, AttemptId(0), &stats, &[])
         .forecast
         .predicted
         .is_some());
     let (_, moves) = st.rebalance_moves("a", 0, 0.1).unwrap();
-    // Predicted loads 12000 / 4000, MinHeap's largest 8000, the bound 8800: one 3000 fits
-    // (room 4800), and after it none.
+    // Predicted loads 24000 / 8000, MinHeap's largest 16000, the bound 17600: one 6000 fits
+    // (room 9600), and after it none.
     assert_eq!(moves.len(), 1, "{moves:?}");
     assert!(heavy.contains(&moves[0].partition));
     assert_ne!(moves[0].target, hot);
-    assert_eq!(moves[0].bytes, 3000, "predicted for 10 maps");
+    assert_eq!(moves[0].bytes, 6000, "predicted for 20 maps");
     // A shuffle of as many partitions registered now takes its layout (a join's other
     // side): then neither moves alone.
     let b = plan(&mut st, 1);
@@ -364,8 +365,20 @@ fn a_predicted_shuffle_moves_off_its_hot_host_unless_it_shares_its_layout() {
     // One host only: nothing to decide.
     let mut one = state_with_workers(2);
     one.register_app("a", 1000, Instant::now()).unwrap();
-    let e = one.plan_shuffle("a", 0, 10, 8).unwrap().unwrap_err();
+    let e = one.plan_shuffle("a", 0, 20, 8).unwrap().unwrap_err();
     let e = one.record_shuffle("a", 0, e).unwrap();
     e.record_commit(0, AttemptId(0), &stats, &[]);
+    e.record_commit(1, AttemptId(0), &stats, &[]);
+    assert!(e.prediction().is_some());
     assert!(one.rebalance_moves("a", 0, 0.1).is_none());
+    // A prediction from one map only: nothing to decide either.
+    let mut few = State::default();
+    labelled(&mut few, "10.0.0.1:7001", "", "");
+    labelled(&mut few, "10.0.0.2:7001", "", "");
+    few.register_app("a", 1000, Instant::now()).unwrap();
+    let e = few.plan_shuffle("a", 0, 10, 8).unwrap().unwrap_err();
+    let e = few.record_shuffle("a", 0, e).unwrap();
+    e.record_commit(0, AttemptId(0), &stats, &[]);
+    assert_eq!(e.prediction().map(|p| p.observed), Some(1));
+    assert!(few.rebalance_moves("a", 0, 0.1).is_none());
 }

@@ -381,6 +381,8 @@ pub struct ShuffleEntry {
     /// (`State::partner_layout`: a join's other side). Soft state: not journaled, so
     /// unknown for shuffles replayed after a coordinator restart.
     pub partner: Option<u32>,
+    /// Rebuilt from the journal after a coordinator restart: its partner is unknown.
+    pub replayed: bool,
 }
 
 /// What [`ShuffleEntry::record_commit`] changed besides the commit itself.
@@ -429,6 +431,7 @@ impl ShuffleEntry {
             }),
             registered_at: std::time::Instant::now(),
             partner: None,
+            replayed: false,
         }
     }
 
@@ -437,6 +440,12 @@ impl ShuffleEntry {
     /// The shuffle took the primaries of the app's shuffle `partner` (a join's other side).
     pub fn partnered_with(mut self, partner: Option<u32>) -> Self {
         self.partner = partner;
+        self
+    }
+
+    /// The shuffle was rebuilt from the journal (its partner, soft state, is unknown).
+    pub fn replayed(mut self) -> Self {
+        self.replayed = true;
         self
     }
 

@@ -22,9 +22,10 @@ use super::progress::ShuffleEntry;
 /// partitions move off it: its locality tolerance's largest value (`placement::locality_tolerance`).
 pub const REBALANCE_TOLERANCE: f64 = 0.1;
 
-/// Fewest maps a shuffle must have to be re-placed: with fewer, the prediction rests on one
-/// map's output and few maps are left to push to the new place.
-pub const MIN_MAPS: u32 = 10;
+/// Fewest committed maps a prediction must rest on for the shuffle to be re-placed: one
+/// map's output says little about the rest (the observation threshold, 10% by default,
+/// makes it two maps from 20 maps up).
+pub const MIN_OBSERVED_MAPS: u32 = 2;
 
 /// One partition to continue on another host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,10 +39,10 @@ pub struct PlannedMove {
 
 /// The moves that balance a predicted shuffle's partitions over the hosts of `members`,
 /// with the shuffle (`State::rebalance_moves`); `None` when there is nothing to decide: no
-/// prediction, fewer than [`MIN_MAPS`] maps, fewer than two hosts with a live worker that has room, a partition whose
-/// next pushes go to no live worker (a relocation is due), or a shuffle that shares its
-/// layout with another of the app (a join's sides: one took the other's primaries when it
-/// registered, `State::partner_layout`; moving one side alone would part them).
+/// prediction or one from fewer than [`MIN_OBSERVED_MAPS`] maps, fewer than two hosts, a
+/// partition whose next pushes go to no live worker (a relocation is due), or a shuffle
+/// that may share its layout ([`partnered`]). A host whose workers have no room left
+/// counts (it may be the one to relieve) but takes no partition.
 pub fn moves(
     members: &Membership,
     apps: &Apps,
@@ -50,23 +51,18 @@ pub fn moves(
     tol: f64,
 ) -> Option<(Arc<ShuffleEntry>, Vec<PlannedMove>)> {
     let shuffle = apps.shuffle(app_id, shuffle_id).ok()?;
-    if shuffle.num_maps < MIN_MAPS {
+    let prediction = shuffle.prediction()?;
+    if prediction.observed < MIN_OBSERVED_MAPS || partnered(apps, app_id, shuffle_id) {
         return None;
     }
-    let sizes = shuffle.prediction()?.sizes;
-    let partnered = shuffle.partner.is_some()
-        || apps
-            .get(app_id)
-            .ok()?
-            .shuffles()
-            .any(|(_, s)| s.partner == Some(shuffle_id));
-    if partnered {
-        return None;
-    }
-    // Hosts with a live worker that has room, and those workers.
+    let sizes = prediction.sizes;
+    // Hosts with a live worker, and those of their workers that have room.
     let mut hosts: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
-    for w in members.iter().filter(|w| w.alive && !w.disk_full) {
-        hosts.entry(w.labels.host.as_str()).or_default().push(w.id);
+    for w in members.iter().filter(|w| w.alive) {
+        let room = hosts.entry(w.labels.host.as_str()).or_default();
+        if !w.disk_full {
+            room.push(w.id);
+        }
     }
     if hosts.len() < 2 {
         return None;
@@ -91,7 +87,8 @@ pub fn moves(
         .moves
         .iter()
         .filter_map(|m| {
-            // The worker of the target host with the fewest bytes at its last heartbeat.
+            // The worker of the target host with the fewest bytes at its last heartbeat
+            // (none when every worker there is out of room: that move is dropped).
             let target = hosts[names[m.to]]
                 .iter()
                 .copied()
@@ -106,4 +103,17 @@ pub fn moves(
         })
         .collect();
     Some((shuffle, moves))
+}
+
+/// Whether shuffle `shuffle_id` of `app_id` may share its layout with another of the app,
+/// so that moving it alone could part a join's sides: it took another's primaries when it
+/// registered, another took its own (`State::partner_layout`), or it was rebuilt after a
+/// coordinator restart (the link is soft state, so unknown). True for an unknown shuffle.
+pub fn partnered(apps: &Apps, app_id: &str, shuffle_id: u32) -> bool {
+    let (Ok(shuffle), Ok(app)) = (apps.shuffle(app_id, shuffle_id), apps.get(app_id)) else {
+        return true;
+    };
+    shuffle.partner.is_some()
+        || shuffle.replayed
+        || app.shuffles().any(|(_, s)| s.partner == Some(shuffle_id))
 }

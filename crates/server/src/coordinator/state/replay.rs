@@ -117,6 +117,7 @@ pub fn apply(
             let whole = primary.len() == num_partitions as usize && replica.len() == primary.len();
             if whole {
                 let entry = ShuffleEntry::new(num_maps, num_partitions, primary, replica)
+                    .replayed()
                     .observing(prediction_threshold);
                 apps.put_shuffle(&app_id, shuffle_id, entry);
             }

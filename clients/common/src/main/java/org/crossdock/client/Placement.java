@@ -29,8 +29,9 @@ public final class Placement implements Serializable {
   /** The partition of each split slot (slot {@code partitions + i}). */
   private final int[] splitParents;
   /**
-   * Per partition, the slot holding most of its committed bytes (from a status that counted
-   * them), whose host a reduce task should prefer; null: each partition's own slot.
+   * Per partition, the slot whose host a reduce task should prefer (from a status that counted
+   * bytes): on the host holding most of the partition's committed bytes, that host's slot with
+   * the most of them; null: each partition's own slot.
    */
   private final int[] readSlot;
 
@@ -87,7 +88,8 @@ public final class Placement implements Serializable {
 
   /**
    * The placement of a shuffle's status: its partitions and their splits, and for a split
-   * partition the slot holding most of its committed bytes (where its reduce task should run).
+   * partition the host holding most of its committed bytes, summed over its slots there (where
+   * its reduce task should run; ties keep the partition's own slot's host).
    */
   public static Placement of(Message.ShuffleStatus s) {
     Placement p = of(s.workers(), s.partitionWorkers(), s.partitionReplicas(), s.numPartitions(),
@@ -101,11 +103,30 @@ public final class Placement implements Serializable {
     for (int i = 0; i < read.length; i++) {
       read[i] = i;
     }
-    for (int i = 0; i < parents.length; i++) {
-      int slot = p.partitions + i;
-      if (bytes[slot] > bytes[read[parents[i]]]) {
-        read[parents[i]] = slot;
+    java.util.Set<Integer> split = new java.util.HashSet<>();
+    for (int parent : parents) {
+      split.add(parent);
+    }
+    for (int partition : split) {
+      int[] slots = p.slotsOf(partition);
+      Map<String, Long> byHost = new HashMap<>();
+      for (int slot : slots) {
+        byHost.merge(p.hosts[p.partitionAddr[slot]], bytes[slot], Long::sum);
       }
+      String best = p.hosts[p.partitionAddr[partition]];
+      for (Map.Entry<String, Long> e : byHost.entrySet()) {
+        if (e.getValue() > byHost.get(best)) {
+          best = e.getKey();
+        }
+      }
+      int chosen = partition;
+      for (int slot : slots) {
+        boolean there = p.hosts[p.partitionAddr[slot]].equals(best);
+        if (there && (!p.hosts[p.partitionAddr[chosen]].equals(best) || bytes[slot] > bytes[chosen])) {
+          chosen = slot;
+        }
+      }
+      read[partition] = chosen;
     }
     return new Placement(p.addrs, p.hosts, p.partitionAddr, p.replicaAddr, p.partitions, parents,
         read);
@@ -209,9 +230,9 @@ public final class Placement implements Serializable {
   }
 
   /**
-   * The host a reduce task of {@code partition} should run on: its host label (by default its
+   * The host a reduce task of {@code partition} should run on: the host label (by default the
    * address without the port) of the worker holding the partition, or for a split partition
-   * whose status counted bytes, of the worker of its slot holding the most of them.
+   * whose status counted bytes, of the host holding most of them.
    */
   public String hostOf(int partition) {
     return hosts[partitionAddr[readSlotOf(partition)]];

@@ -65,7 +65,9 @@ public final class ReducerHosts {
    * The partitions at which the primaries' host changes: {@code p} is in the answer when
    * partition {@code p - 1} lives on another host. A range {@code [start, end)} that contains
    * none of them lies on one host. The coordinator places a shuffle in one contiguous block per
-   * worker, so there are at most as many as workers less one, whatever the partition count.
+   * worker, so there are as many as workers less one, whatever the partition count, plus at
+   * most two for each partition whose bytes mostly went to another host (a split, or the
+   * coordinator's re-placement).
    */
   public static int[] hostBoundaries(Placement placement) {
     int n = placement.numPartitions();

@@ -73,6 +73,12 @@ class ReducerHostsTest {
     Placement p = Placement.of(s);
     assertEquals("h1", p.hostOf(0));
     assertEquals("h0", p.hostOf(1));
+    // Two slots on h1 with 300 each outweigh 400 on h0: the sum per host counts.
+    org.crossdock.protocol.Message.ShuffleStatus two =
+        new org.crossdock.protocol.Message.ShuffleStatus(4, 1, 4, workers, new int[] {0, 1, 1},
+            new int[] {0, 0, 0, 0}, new long[] {400, 300, 300}, new long[] {1, 1, 1},
+            new int[] {-1, -1, -1}, new int[] {0, 0}, java.util.OptionalLong.empty(), null);
+    assertEquals("h1", Placement.of(two).hostOf(0));
     assertEquals(List.of("h1"), ReducerHosts.of(p, 0, 1));
     assertArrayEquals(new int[] {1}, ReducerHosts.hostBoundaries(p));
     // Pushes and reads still go by slot.

@@ -435,8 +435,11 @@ public class CrossdockShuffleManager implements ShuffleManager {
    * its reduce tasks prefer where each partition's bytes ended up: the coordinator may have
    * continued partitions on other hosts once it predicted their sizes (its re-placement), and
    * hot partitions on other workers (splits). Called by the SQL extension on the adaptive
-   * planner's thread when the stage's reads are planned, never on Spark's scheduler thread. A
-   * failure keeps the placement the driver had: it costs locality, not correctness.
+   * planner's thread when the stage's reads are planned, never on Spark's scheduler thread; so
+   * not with adaptive execution off, nor for a final stage when
+   * {@code spark.sql.adaptive.applyFinalStageShuffleOptimizations} is off. A failure keeps the
+   * placement the driver had (the next planning tries again): it costs locality, not
+   * correctness.
    */
   public static void refreshAfterMapStage(ShuffleDependency<?, ?, ?> dep) {
     CrossdockShuffleManager m = managerOf(dep);
@@ -450,8 +453,9 @@ public class CrossdockShuffleManager implements ShuffleManager {
     try {
       m.refreshStatus(h);
     } catch (IOException | RuntimeException e) {
+      m.refreshedAfterMaps.remove(h.shuffleId());
       LOG.warn("Could not refresh the placement of shuffle {} after its map stage; its reduce "
-          + "tasks prefer the hosts it was registered with", h.shuffleId(), e);
+          + "tasks prefer the hosts the driver knew of", h.shuffleId(), e);
     }
   }
 
