@@ -77,26 +77,15 @@ pub async fn start_worker_on(
         64 << 20,
         Tenancy::default(),
         WorkerOpts::splitting(DEFAULT_SPLIT_BYTES),
+        "",
     )
     .await
 }
 
-/// A worker with `memory` bytes of budget shared between apps as `tenancy` says.
-pub async fn start_worker_shared(
-    coordinator: &str,
-    listen: &str,
-    dirs: Vec<std::path::PathBuf>,
-    tier: Option<&TierCfg>,
-    memory: u64,
-    tenancy: Tenancy,
-    opts: WorkerOpts,
-) -> Node {
-    start_worker_labelled(coordinator, listen, dirs, tier, memory, tenancy, opts, "").await
-}
-
-/// As [`start_worker_shared`], the worker saying it runs on `host` (empty: its address's).
+/// A worker with `memory` bytes of budget shared between apps as `tenancy` says, saying
+/// it runs on `host` (empty: its address's).
 #[allow(clippy::too_many_arguments)]
-pub async fn start_worker_labelled(
+pub async fn start_worker_shared(
     coordinator: &str,
     listen: &str,
     dirs: Vec<std::path::PathBuf>,
@@ -224,7 +213,7 @@ impl Cluster {
                 hosts => hosts[i % hosts.len()],
             };
             nodes.push(
-                start_worker_labelled(
+                start_worker_shared(
                     &coord_addr,
                     "127.0.0.1:0",
                     vec![dir],

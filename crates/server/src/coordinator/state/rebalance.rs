@@ -91,8 +91,7 @@ pub fn moves(
             // (none when every worker there is out of room: that move is dropped).
             let target = hosts[names[m.to]]
                 .iter()
-                .copied()
-                .filter_map(|id| members.iter().find(|w| w.id == id))
+                .filter_map(|&id| members.get(id))
                 .min_by_key(|w| (w.load.stored + w.load.buffered, w.id))?
                 .id;
             Some(PlannedMove {
