@@ -40,13 +40,9 @@ export CROSSDOCK_REQUIRE_CHROMIUM=1
 
 run cargo fmt --all -- --check
 run cargo clippy --workspace --all-targets --locked -- -D warnings
-# The Rust tests and the binary the other tests start are built once, with the `ci` profile
-# (Cargo.toml: optimized, no link-time optimization, debug assertions on); the release
-# binary (`make build`) is what the demo and the benchmarks run.
-run cargo test --workspace --locked --profile ci
-# The Java client's tests talk to a real `crossdock standalone`: this one.
-run cargo build --profile ci --locked -p crossdock
-export CROSSDOCK_BIN="$PWD/target/ci/crossdock"
+run cargo test --workspace --locked
+# The Java client's tests talk to a real `crossdock standalone`.
+run cargo build --release --locked -p crossdock
 rm -rf clients/spark/target/surefire-reports
 run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml package
 # The MapReduce client: real jobs from hadoop-mapreduce-examples in the local job runner,

@@ -23,9 +23,7 @@ import time
 import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# The `crossdock` binary the tests start: the release build, or the one CROSSDOCK_BIN names
-# (`make test` builds its own, scripts/test.sh).
-BINARY = pathlib.Path(os.environ.get("CROSSDOCK_BIN", REPO / "target" / "release" / "crossdock"))
+BINARY = REPO / "target" / "release" / "crossdock"
 # The Spark line of the pyspark running the tests: "4", or "3.5" for the Spark 3.5 run
 # (`make test-spark-3.5`, with .venv-spark-3.5's pyspark).
 SPARK_LINE = "3.5" if importlib.metadata.version("pyspark").startswith("3.5") else "4"

@@ -51,11 +51,8 @@ public final class CrossdockServer implements AutoCloseable {
     return org.crossdock.protocol.Auth.appToken(SECRET, app);
   }
 
-  /** The release build, or the binary {@code CROSSDOCK_BIN} names (make test builds its own). */
   public static Path binary() {
-    String named = System.getenv("CROSSDOCK_BIN");
-    Path bin = named != null && !named.isEmpty()
-        ? Path.of(named) : repoRoot().resolve("target/release/crossdock");
+    Path bin = repoRoot().resolve("target/release/crossdock");
     if (!Files.isExecutable(bin)) {
       throw new IllegalStateException(bin + " is missing: run `cargo build --release -p crossdock` "
           + "first (make build does it before Maven)");
