@@ -27,19 +27,59 @@ struct Pushed {
 /// Pushes `n` batches of `map` to partition `p`, starting at `addr` and following every
 /// redirect the workers answer with, as the engine clients do.
 async fn push_following(addr: &str, app: &str, p: u32, map: u32, n: u32) -> Pushed {
-    let (mut slot, mut to) = (p, addr.to_string());
     let mut out = Pushed::default();
-    for seq in 0..n {
+    let mut route = (p, addr.to_string());
+    push_more(&mut out, &mut route, app, p, map, 0..n).await;
+    out
+}
+
+/// Pushes batches `seqs` of `map` (partition `p`) along `route` (slot and worker), which
+/// follows the redirects, adding them to `out`.
+async fn push_more(
+    out: &mut Pushed,
+    route: &mut (u32, String),
+    app: &str,
+    p: u32,
+    map: u32,
+    seqs: std::ops::Range<u32>,
+) {
+    for seq in seqs {
         let data = payload(map, p, seq, BATCH);
-        let redirect = push_routed(&to, app, slot, (map, 0, seq), &data)
+        let redirect = push_routed(&route.1, app, route.0, (map, 0, seq), &data)
             .await
             .unwrap();
-        *out.per_slot.entry(slot).or_default() += data.len() as u64;
-        out.batches.push((slot, seq, data));
+        *out.per_slot.entry(route.0).or_default() += data.len() as u64;
+        out.batches.push((route.0, seq, data));
         if let Some(r) = redirect {
-            (slot, to) = (r.slot, r.addr);
+            *route = (r.slot, r.addr);
         }
     }
+}
+
+/// Pushes `n` batches of `map` to partition `p` as [`push_following`] does, but after the
+/// first `split_after` waits until the worker at `addr` redirects the partition: a worker
+/// asks for its split in the background, so without the wait how many batches land
+/// before the redirect depends on timing.
+async fn push_split(
+    c: &Cluster,
+    addr: &str,
+    app: &str,
+    p: u32,
+    map: u32,
+    (split_after, n): (u32, u32),
+) -> Pushed {
+    let mut out = Pushed::default();
+    let mut route = (p, addr.to_string());
+    push_more(&mut out, &mut route, app, p, map, 0..split_after).await;
+    common::eventually("the worker redirects the partition", || async {
+        c.node(addr)
+            .worker
+            .store
+            .partition(app, 0, p)
+            .is_ok_and(|(_, part)| part.split.continues().is_some())
+    })
+    .await;
+    push_more(&mut out, &mut route, app, p, map, split_after..n).await;
     out
 }
 
@@ -196,7 +236,7 @@ async fn a_commit_that_misplaces_split_bytes_is_refused() {
     c.coord.register_app("m", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("m", 0, 1, 1).await.unwrap();
     let first = placement.worker_of(0).unwrap().addr.clone();
-    let m0 = push_following(&first, "m", 0, 0, 12).await;
+    let m0 = push_split(&c, &first, "m", 0, 0, (3, 12)).await;
     assert!(m0.per_slot.len() >= 2, "{:?}", m0.per_slot);
     // Claiming every byte for the first slot: the split's worker holds some of them.
     let total: u64 = m0.per_slot.values().sum();
@@ -285,7 +325,7 @@ async fn a_split_on_disk_is_served_again_by_its_restarted_worker() {
     c.coord.register_app("r", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("r", 0, 2, 1).await.unwrap();
     let first = placement.worker_of(0).unwrap().addr.clone();
-    let m0 = push_following(&first, "r", 0, 0, 10).await;
+    let m0 = push_split(&c, &first, "r", 0, 0, (3, 10)).await;
     let m1 = push_following(&first, "r", 0, 1, 4).await;
     assert_eq!(commit(&c, "r", 0, &m0).await, CommitStatus::Committed);
     assert_eq!(commit(&c, "r", 1, &m1).await, CommitStatus::Committed);
@@ -321,7 +361,7 @@ async fn after_a_splits_worker_is_lost_the_split_slot_redirects_to_its_new_worke
     c.coord.register_app("m", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("m", 0, 2, 1).await.unwrap();
     let first = placement.worker_of(0).unwrap().addr.clone();
-    let m0 = push_following(&first, "m", 0, 0, 8).await;
+    let m0 = push_split(&c, &first, "m", 0, 0, (5, 8)).await;
     assert!(m0.per_slot.len() >= 2, "{:?}", m0.per_slot);
     let status = c.status("m").await;
     let split = status.slots_of(0)[1];
