@@ -197,6 +197,7 @@ impl PartitionReader {
             run_bytes,
             end_batch_seq,
             expected_attempt,
+            flags: Appended(None),
         };
         let io = |source| ClientError::Io {
             addr: self.addr.clone(),

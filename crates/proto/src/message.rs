@@ -206,6 +206,93 @@ impl Wire for FetchedBatch {
     }
 }
 
+/// The magic number ("CDK1") that starts every stored record: in a worker's partition
+/// files and object-store segments, and on the wire in `FetchRecords`.
+pub const RECORD_MAGIC: u32 = 0x4344_4B31;
+
+/// `Fetch.flags` bit: the reader takes `FetchRecords` frames (stored records, checked by
+/// the reader alone) as well as `FetchChunk` ones.
+pub const FETCH_RECORDS: u32 = 1;
+
+/// One batch as a worker stores it, sent as it lies in the partition file: a worker can
+/// then send file ranges without reading them (`FetchRecords`). Nobody but the reader
+/// checks its CRC on that path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredBatch {
+    pub map_id: u32,
+    pub attempt_id: AttemptId,
+    pub batch_seq: u32,
+    pub crc32c: u32,
+    #[serde(with = "hex_bytes")]
+    pub payload: Bytes,
+}
+
+impl StoredBatch {
+    /// Encoded size of a stored record's header.
+    pub const HEADER_LEN: usize = 24;
+
+    /// Appends a record header for a payload of `len` bytes (the payload follows it).
+    pub fn put_header(
+        b: &mut impl BufMut,
+        map_id: u32,
+        attempt_id: AttemptId,
+        batch_seq: u32,
+        len: u32,
+        crc32c: u32,
+    ) {
+        b.put_u32(RECORD_MAGIC);
+        b.put_u32(map_id);
+        b.put_u32(attempt_id.0);
+        b.put_u32(batch_seq);
+        b.put_u32(len);
+        b.put_u32(crc32c);
+    }
+}
+
+/// `u32 magic "CDK1", u32 map_id, u32 attempt_id, u32 batch_seq, u32 len, u32 crc32c`,
+/// then `len` payload bytes: the stored record's layout.
+impl Wire for StoredBatch {
+    const MIN_LEN: usize = StoredBatch::HEADER_LEN;
+    fn put(&self, b: &mut impl BufMut) {
+        let len = self.payload.len() as u32;
+        let (map, attempt, seq) = (self.map_id, self.attempt_id, self.batch_seq);
+        StoredBatch::put_header(b, map, attempt, seq, len, self.crc32c);
+        b.put_slice(&self.payload);
+    }
+    fn get(r: &mut Reader, _field: &'static str) -> Result<Self, DecodeError> {
+        let magic = r.u32("record.magic")?;
+        if magic != RECORD_MAGIC {
+            return Err(DecodeError::Malformed(format!(
+                "a stored record starts with {magic:#010x}, not the magic number"
+            )));
+        }
+        let map_id = r.u32("record.map_id")?;
+        let attempt_id = AttemptId(r.u32("record.attempt_id")?);
+        let batch_seq = r.u32("record.batch_seq")?;
+        let len = r.u32("record.len")? as usize;
+        let crc32c = r.u32("record.crc32c")?;
+        Ok(StoredBatch {
+            map_id,
+            attempt_id,
+            batch_seq,
+            crc32c,
+            payload: r.bytes(len, "record.payload")?,
+        })
+    }
+}
+
+impl From<StoredBatch> for FetchedBatch {
+    /// The batch as a `FetchChunk` carries it (the payload is shared, not copied).
+    fn from(b: StoredBatch) -> FetchedBatch {
+        FetchedBatch {
+            map_id: b.map_id,
+            batch_seq: b.batch_seq,
+            crc32c: b.crc32c,
+            payload: b.payload,
+        }
+    }
+}
+
 crate::wire_struct! {
     /// Where a resumed fetch starts: after this batch of this map.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -490,9 +577,18 @@ crate::wire_enum! {
             /// committed attempt differs refuses the read (`commit_mismatch`) rather than
             /// pair another attempt's batches with them. `NONE`: whatever is committed.
             expected_attempt: Appended<AttemptId>,
+            /// What the reader takes besides `FetchChunk`: bit [`FETCH_RECORDS`], stored
+            /// records (`FetchRecords`). A reader that sets it checks every record and
+            /// asks again without it when one fails (see `docs/protocol.md`).
+            flags: Appended<u32>,
         },
         FetchChunk = 0x42 {
             batches: Vec<FetchedBatch>,
+        },
+        /// Batches of a fetch as the worker stores them, in place of a `FetchChunk`, only
+        /// to a reader that set [`FETCH_RECORDS`].
+        FetchRecords = 0x47 {
+            batches: Vec<StoredBatch>,
         },
         FetchEnd = 0x43 {
             batches: u64,

@@ -479,6 +479,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 run_bytes: Appended::default(),
                 end_batch_seq: Appended::default(),
                 expected_attempt: Appended(None),
+                flags: Appended(None),
             },
         ),
         (
@@ -497,6 +498,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 run_bytes: Appended::of(64 << 10),
                 end_batch_seq: Appended::default(),
                 expected_attempt: Appended(None),
+                flags: Appended(None),
             },
         ),
         (
@@ -515,6 +517,7 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 run_bytes: Appended::of(64 << 10),
                 end_batch_seq: Appended::of(9),
                 expected_attempt: Appended(None),
+                flags: Appended(None),
             },
         ),
         (
@@ -530,6 +533,45 @@ fn samples() -> Vec<(&'static str, u64, Message)> {
                 run_bytes: Appended::of(64 << 10),
                 end_batch_seq: Appended::of(0),
                 expected_attempt: Appended(Some(AttemptId::new(1, 2))),
+                flags: Appended(None),
+            },
+        ),
+        (
+            "fetch_accepting_records",
+            42,
+            Message::Fetch {
+                app_id: "app-1".into(),
+                shuffle_id: 7,
+                partition: 3,
+                start_map: 0,
+                end_map: 3,
+                resume_after: None,
+                run_bytes: Appended::of(0),
+                end_batch_seq: Appended::of(0),
+                expected_attempt: Appended(Some(AttemptId::NONE)),
+                flags: Appended::of(FETCH_RECORDS),
+            },
+        ),
+        (
+            "fetch_records",
+            42,
+            Message::FetchRecords {
+                batches: vec![
+                    StoredBatch {
+                        map_id: 1,
+                        attempt_id: AttemptId::new(1, 2),
+                        batch_seq: 0,
+                        crc32c: checksum(b"abc"),
+                        payload: Bytes::from_static(b"abc"),
+                    },
+                    StoredBatch {
+                        map_id: 1,
+                        attempt_id: AttemptId::new(1, 2),
+                        batch_seq: 1,
+                        crc32c: checksum(b""),
+                        payload: Bytes::new(),
+                    },
+                ],
             },
         ),
         (
@@ -638,6 +680,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
         run_bytes: Appended::default(),
         end_batch_seq: Appended::default(),
         expected_attempt: Appended(None),
+        flags: Appended(None),
     }
     .encode_frame(1);
     *bad_bool.last_mut().unwrap() = 7;
@@ -656,6 +699,18 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
     .encode_frame(1);
     let n = huge_list.len();
     huge_list[n - 4..].copy_from_slice(&u32::MAX.to_be_bytes());
+    // A stored record whose first byte is not the magic number's.
+    let mut bad_magic = Message::FetchRecords {
+        batches: vec![StoredBatch {
+            map_id: 0,
+            attempt_id: AttemptId(0),
+            batch_seq: 0,
+            crc32c: checksum(b"x"),
+            payload: Bytes::from_static(b"x"),
+        }],
+    }
+    .encode_frame(1);
+    bad_magic[HEADER_LEN + 4] = b'X';
     vec![
         (
             "unsupported_version",
@@ -680,6 +735,7 @@ fn invalid_samples() -> Vec<(&'static str, Vec<u8>, ErrorCode)> {
             huge_list,
             ErrorCode::TruncatedFrame,
         ),
+        ("record_without_magic", bad_magic, ErrorCode::MalformedFrame),
     ]
 }
 

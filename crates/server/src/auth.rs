@@ -165,6 +165,7 @@ mod tests {
             run_bytes: Default::default(),
             end_batch_seq: Default::default(),
             expected_attempt: crossdock_proto::Appended(None),
+            flags: crossdock_proto::Appended(None),
         }
     }
 

@@ -118,6 +118,7 @@ fn fetch(app: &str) -> Message {
         run_bytes: Default::default(),
         end_batch_seq: Default::default(),
         expected_attempt: crossdock_proto::Appended(None),
+        flags: crossdock_proto::Appended(None),
     }
 }
 

@@ -161,6 +161,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                     run_bytes,
                     end_batch_seq,
                     expected_attempt,
+                    flags: _,
                 } => {
                     let req = fetch::FetchRequest {
                         app_id,

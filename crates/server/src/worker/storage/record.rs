@@ -8,12 +8,13 @@
 //! Every record is self-describing, so a file or a segment can be checked and indexed on
 //! its own (recovery after a restart, adoption from the object store).
 
-use crossdock_proto::{checksum, AttemptId};
+use crossdock_proto::{checksum, AttemptId, StoredBatch};
 
-/// Size of a record header.
-pub const RECORD_HEADER: usize = 24;
+/// Size of a record header: the protocol's stored record (`FetchRecords` sends records as
+/// they lie in the file), so the two cannot drift apart.
+pub const RECORD_HEADER: usize = StoredBatch::HEADER_LEN;
 /// Magic number that starts every record ("CDK1").
-pub const RECORD_MAGIC: u32 = 0x4344_4B31;
+pub const RECORD_MAGIC: u32 = crossdock_proto::RECORD_MAGIC;
 
 /// The header of one stored record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +145,28 @@ mod tests {
         );
         assert_eq!(verify(&raw, &h), Some(RECORD_HEADER..raw.len()));
         assert_eq!(h.record_len(), raw.len() as u64);
+    }
+
+    #[test]
+    fn a_record_is_the_protocols_stored_batch() {
+        use bytes::Bytes;
+        use crossdock_proto::codec::{Reader, Wire};
+        let (h, raw) = record(b"payload");
+        let mut wire = Vec::new();
+        StoredBatch {
+            map_id: h.map,
+            attempt_id: h.attempt,
+            batch_seq: h.seq,
+            crc32c: h.crc,
+            payload: Bytes::from_static(b"payload"),
+        }
+        .put(&mut wire);
+        assert_eq!(wire, raw);
+        let back = StoredBatch::get(&mut Reader::new(Bytes::from(raw)), "record").unwrap();
+        assert_eq!(
+            (back.map_id, back.attempt_id, back.batch_seq),
+            (3, h.attempt, 9)
+        );
     }
 
     #[test]

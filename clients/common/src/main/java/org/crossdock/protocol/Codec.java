@@ -62,6 +62,7 @@ public final class Codec {
     decoder(KIND_FETCH, Fetch::decode);
     decoder(KIND_FETCH_CHUNK, FetchChunk::decode);
     decoder(KIND_FETCH_END, FetchEnd::decode);
+    decoder(KIND_FETCH_RECORDS, FetchRecords::decode);
     decoder(KIND_GET_WORKER_STATS, GetWorkerStats::decode);
     decoder(KIND_WORKER_STATS, WorkerStats::decode);
     decoder(KIND_SPLIT_PARTITION, SplitPartition::decode);

@@ -41,6 +41,7 @@ public interface Kinds {
   int KIND_SPLIT_PARTITION = 0x1D;
   int KIND_PARTITION_SPLIT = 0x1E;
   int KIND_PUSH_REDIRECT = 0x46;
+  int KIND_FETCH_RECORDS = 0x47;
   int KIND_GET_WORKER_STATS = 0x44;
   int KIND_WORKER_STATS = 0x45;
 }

@@ -694,19 +694,12 @@ public sealed interface Message extends Encodable, Structures, Kinds {
    * {@code endBatchSeq}, where one run of a map's several ends (empty or 0 for none);
    * {@code expectedAttempt}, the attempt every map of the range must have committed (the one
    * whose run starts the reader holds; a worker with another answers {@code commit_mismatch};
-   * empty or {@link AttemptIds#NO_ATTEMPT}: whichever is committed).
+   * empty or {@link AttemptIds#NO_ATTEMPT}: whichever is committed); {@code flags}, bit
+   * {@link StoredBatch#FETCH_RECORDS}: the reader also takes {@link FetchRecords}.
    */
   record Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
       ResumePoint resumeAfter, java.util.OptionalLong runBytes, java.util.OptionalInt endBatchSeq,
-      java.util.OptionalInt expectedAttempt) implements Message {
-    /** A fetch of everything after {@code resumeAfter} (no per-map cap). */
-    public Fetch(String appId, int shuffleId, int partition, int startMap, int endMap,
-        ResumePoint resumeAfter) {
-      this(appId, shuffleId, partition, startMap, endMap, resumeAfter,
-          java.util.OptionalLong.empty(), java.util.OptionalInt.empty(),
-          java.util.OptionalInt.empty());
-    }
-
+      java.util.OptionalInt expectedAttempt, java.util.OptionalInt flags) implements Message {
     public int kind() {
       return KIND_FETCH;
     }
@@ -721,19 +714,24 @@ public sealed interface Message extends Encodable, Structures, Kinds {
       if (resumeAfter != null) {
         resumeAfter.encode(w);
       }
-      // An appended field is sent with every one before it (0 there: no cap, no end).
-      boolean later = expectedAttempt.isPresent();
+      // An appended field is sent with every one before it (filled with their "nothing":
+      // 0 for no cap and no end, NO_ATTEMPT for whichever attempt is committed).
+      boolean afterAttempt = flags.isPresent();
+      boolean later = afterAttempt || expectedAttempt.isPresent();
       boolean laterThanCap = later || endBatchSeq.isPresent();
       w.appendedU64(laterThanCap && runBytes.isEmpty() ? java.util.OptionalLong.of(0) : runBytes);
       w.appendedU32(later && endBatchSeq.isEmpty() ? java.util.OptionalInt.of(0) : endBatchSeq);
-      w.appendedU32(expectedAttempt);
+      w.appendedU32(afterAttempt && expectedAttempt.isEmpty()
+          ? java.util.OptionalInt.of(AttemptIds.NO_ATTEMPT) : expectedAttempt);
+      w.appendedU32(flags);
     }
 
     public static Fetch decode(Reader r) throws ProtocolException {
       return new Fetch(r.str("app_id"), r.u32("shuffle_id"), r.u32("partition"),
           r.u32("start_map"), r.u32("end_map"),
           r.bool("has_resume") ? ResumePoint.decode(r) : null, r.appendedU64("run_bytes"),
-          r.appendedU32("end_batch_seq"), r.appendedU32("expected_attempt"));
+          r.appendedU32("end_batch_seq"), r.appendedU32("expected_attempt"),
+          r.appendedU32("flags"));
     }
   }
 
@@ -748,6 +746,21 @@ public sealed interface Message extends Encodable, Structures, Kinds {
 
     public static FetchChunk decode(Reader r) throws ProtocolException {
       return new FetchChunk(r.list(FetchedBatch.MIN_LEN, "batches", FetchedBatch::decode));
+    }
+  }
+
+  /** Batches as the worker stores them; only to a {@link Fetch} that set FETCH_RECORDS. */
+  record FetchRecords(List<StoredBatch> batches) implements Message {
+    public int kind() {
+      return KIND_FETCH_RECORDS;
+    }
+
+    public void encode(Writer w) {
+      w.list(batches);
+    }
+
+    public static FetchRecords decode(Reader r) throws ProtocolException {
+      return new FetchRecords(r.list(StoredBatch.HEADER_LEN, "batches", StoredBatch::decode));
     }
   }
 

@@ -189,6 +189,50 @@ public interface Structures {
     }
   }
 
+  /**
+   * One batch as a worker stores it ({@code FetchRecords}): magic "CDK1", map, attempt,
+   * sequence, length, CRC32C, then the payload. Nobody but the reader checks it.
+   */
+  record StoredBatch(int mapId, int attemptId, int batchSeq, int crc32c, ByteBuffer payload)
+      implements Encodable {
+    /** The magic number that starts every stored record ("CDK1"). */
+    public static final int MAGIC = 0x43444B31;
+    /** {@code Fetch.flags} bit: the reader takes {@code FetchRecords}. */
+    public static final int FETCH_RECORDS = 1;
+    /** Encoded size of a record's header (an empty payload). */
+    static final int HEADER_LEN = 24;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(MAGIC);
+      w.u32(mapId);
+      w.u32(attemptId);
+      w.u32(batchSeq);
+      w.u32(payload.remaining());
+      w.u32(crc32c);
+      w.bytes(payload);
+    }
+
+    public static StoredBatch decode(Reader r) throws ProtocolException {
+      int magic = r.u32("record.magic");
+      if (magic != MAGIC) {
+        throw new ProtocolException(ErrorCode.MALFORMED_FRAME, String.format(
+            "a stored record starts with 0x%08x, not the magic number", magic));
+      }
+      int map = r.u32("record.map_id");
+      int attempt = r.u32("record.attempt_id");
+      int seq = r.u32("record.batch_seq");
+      long len = Integer.toUnsignedLong(r.u32("record.len"));
+      int crc = r.u32("record.crc32c");
+      return new StoredBatch(map, attempt, seq, crc, r.bytes(len, "record.payload"));
+    }
+
+    /** The batch as a {@code FetchChunk} carries it (the same payload, not copied). */
+    public FetchedBatch toFetched() {
+      return new FetchedBatch(mapId, batchSeq, crc32c, payload);
+    }
+  }
+
   /** Where a resumed fetch starts: after this batch of this map. */
   record ResumePoint(int mapId, int batchSeq) implements Encodable {
     @Override

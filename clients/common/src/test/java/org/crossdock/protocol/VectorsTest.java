@@ -70,8 +70,8 @@ class VectorsTest {
       }
       n++;
     }
-    assertTrue(n >= 37, "expected every kind, got " + n + " frames");
-    assertEquals(37, kinds.size(), "every message kind is covered: " + kinds);
+    assertTrue(n >= 38, "expected every kind, got " + n + " frames");
+    assertEquals(38, kinds.size(), "every message kind is covered: " + kinds);
   }
 
   /** testdata/protocol/auth.json: tokens and proofs as the Rust implementation computes them. */
@@ -365,6 +365,14 @@ class VectorsTest {
       }
       putOpt(o, "end_batch_seq", f.endBatchSeq());
       putOpt(o, "expected_attempt", f.expectedAttempt());
+      putOpt(o, "flags", f.flags());
+    } else if (m instanceof FetchRecords c) {
+      ArrayNode a = o.putArray("batches");
+      for (StoredBatch b : c.batches()) {
+        a.addObject().put("map_id", u(b.mapId())).put("attempt_id", u(b.attemptId()))
+            .put("batch_seq", u(b.batchSeq())).put("crc32c", u(b.crc32c()))
+            .put("payload", hex(b.payload()));
+      }
     } else if (m instanceof FetchChunk c) {
       ArrayNode a = o.putArray("batches");
       for (FetchedBatch b : c.batches()) {
@@ -551,7 +559,15 @@ class VectorsTest {
         return new Fetch(s(n, "app_id"), i(n, "shuffle_id"), i(n, "partition"), i(n, "start_map"),
             i(n, "end_map"), rp, (cap == null || cap.isNull()) ? java.util.OptionalLong.empty()
                 : java.util.OptionalLong.of(cap.asLong()), optInt(n, "end_batch_seq"),
-            optInt(n, "expected_attempt"));
+            optInt(n, "expected_attempt"), optInt(n, "flags"));
+      }
+      case "FetchRecords": {
+        List<StoredBatch> bs = new ArrayList<>();
+        for (JsonNode b : n.get("batches")) {
+          bs.add(new StoredBatch(i(b, "map_id"), i(b, "attempt_id"), i(b, "batch_seq"),
+              i(b, "crc32c"), bytes(b.get("payload"))));
+        }
+        return new FetchRecords(bs);
       }
       case "FetchChunk": {
         List<FetchedBatch> bs = new ArrayList<>();

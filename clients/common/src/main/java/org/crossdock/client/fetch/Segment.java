@@ -165,7 +165,7 @@ public final class Segment {
         runBytes > 0 ? java.util.OptionalLong.of(runBytes) : java.util.OptionalLong.empty(),
         endBatch > 0 ? java.util.OptionalInt.of(endBatch) : java.util.OptionalInt.empty(),
         expectedAttempt != AttemptIds.NO_ATTEMPT ? java.util.OptionalInt.of(expectedAttempt)
-            : java.util.OptionalInt.empty());
+            : java.util.OptionalInt.empty(), java.util.OptionalInt.empty());
   }
 
   /**
