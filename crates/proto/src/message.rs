@@ -579,7 +579,9 @@ crate::wire_enum! {
             expected_attempt: Appended<AttemptId>,
             /// What the reader takes besides `FetchChunk`: bit [`FETCH_RECORDS`], stored
             /// records (`FetchRecords`). A reader that sets it checks every record and
-            /// asks again without it when one fails (see `docs/protocol.md`).
+            /// asks again without it when one fails (see `docs/protocol.md`). A sender of
+            /// it sends the three fields before it too (`expected_attempt` as
+            /// `AttemptId::NONE`, not absent: the fields are positional).
             flags: Appended<u32>,
         },
         FetchChunk = 0x42 {

@@ -144,7 +144,7 @@ async fn a_hot_partition_splits_and_is_read_once_through_the_loss_of_a_splits_wo
     // Map 2 commits before anything is split: the splits' workers must learn of it.
     let early = push_following(&cold, "h", 1, 2, 1).await;
     assert_eq!(commit(&c, "h", 2, &early).await, CommitStatus::Committed);
-    let m0 = push_following(&first, "h", 0, 0, 24).await;
+    let m0 = push_split(&c, &first, "h", 0, 0, (5, 24)).await;
     let m1 = push_following(&first, "h", 0, 1, 8).await;
     let cold0 = push_following(&cold, "h", 1, 0, 1).await;
     assert!(

@@ -1,5 +1,6 @@
 //! The stored record: how one pushed batch is laid out in a partition file and in the
-//! object store's segments. Written, parsed and checked here and nowhere else.
+//! object store's segments, which is also the protocol's `StoredBatch` (`FetchRecords`
+//! sends records as they lie in the file). The worker writes, parses and checks it here.
 //!
 //! ```text
 //! u32 magic "CDK1" | u32 map_id | u32 attempt_id | u32 batch_seq | u32 len | u32 crc32c | payload
@@ -29,20 +30,11 @@ pub struct RecordHeader {
 }
 
 impl RecordHeader {
-    /// The header's bytes.
+    /// The header's bytes (the protocol's stored-record header).
     pub fn encode(&self) -> [u8; RECORD_HEADER] {
         let mut out = [0u8; RECORD_HEADER];
-        let fields = [
-            RECORD_MAGIC,
-            self.map,
-            self.attempt.0,
-            self.seq,
-            self.len,
-            self.crc,
-        ];
-        for (i, f) in fields.iter().enumerate() {
-            out[i * 4..i * 4 + 4].copy_from_slice(&f.to_be_bytes());
-        }
+        let (map, attempt, seq) = (self.map, self.attempt, self.seq);
+        StoredBatch::put_header(&mut &mut out[..], map, attempt, seq, self.len, self.crc);
         out
     }
 
@@ -164,9 +156,10 @@ mod tests {
         assert_eq!(wire, raw);
         let back = StoredBatch::get(&mut Reader::new(Bytes::from(raw)), "record").unwrap();
         assert_eq!(
-            (back.map_id, back.attempt_id, back.batch_seq),
-            (3, h.attempt, 9)
+            (back.map_id, back.attempt_id, back.batch_seq, back.crc32c),
+            (h.map, h.attempt, h.seq, h.crc)
         );
+        assert_eq!(back.payload, Bytes::from_static(b"payload"));
     }
 
     #[test]

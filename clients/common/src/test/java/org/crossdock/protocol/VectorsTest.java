@@ -103,6 +103,23 @@ class VectorsTest {
     assertTrue(n >= 7);
   }
 
+  /** A fetch that sets only its flags sends the appended fields before them as "nothing". */
+  @Test
+  void aFetchWithOnlyFlagsFillsTheFieldsBeforeThem() throws Exception {
+    JsonNode vector = null;
+    for (JsonNode f : vectors().get("frames")) {
+      if (f.get("name").asText().equals("fetch_accepting_records")) {
+        vector = f;
+      }
+    }
+    assertNotNull(vector);
+    Fetch onlyFlags = new Fetch("app-1", 7, 3, 0, 3, null, java.util.OptionalLong.empty(),
+        java.util.OptionalInt.empty(), java.util.OptionalInt.empty(),
+        java.util.OptionalInt.of(StoredBatch.FETCH_RECORDS));
+    assertEquals(vector.get("hex").asText(),
+        HEX.formatHex(Codec.encodeFrame(onlyFlags, vector.get("request_id").asLong())));
+  }
+
   @Test
   void appendedFieldsReadAsZeroFromAnOlderSender() throws Exception {
     // A heartbeat body as a worker that predates its counters writes it.
