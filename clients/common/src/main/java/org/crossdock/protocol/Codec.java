@@ -1,5 +1,6 @@
 package org.crossdock.protocol;
 
+import static org.crossdock.protocol.ClusterMessages.*;
 import static org.crossdock.protocol.Message.*;
 
 import java.nio.ByteBuffer;

@@ -14,6 +14,7 @@ import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Set;
+import org.crossdock.protocol.ClusterMessages.*;
 import org.crossdock.protocol.Message.*;
 import org.crossdock.protocol.Structures.*;
 import org.junit.jupiter.api.Test;
