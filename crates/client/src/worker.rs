@@ -4,7 +4,8 @@ use std::collections::VecDeque;
 
 use crossdock_proto::io::write_message;
 use crossdock_proto::{
-    checksum, Appended, AttemptId, FetchedBatch, Message, PushHeader, ResumePoint,
+    checksum, Appended, AttemptId, FetchedBatch, Message, PushHeader, ResumePoint, StoredBatch,
+    FETCH_RECORDS,
 };
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
@@ -96,6 +97,12 @@ pub struct FetchRange {
 /// When the connection breaks mid-stream, the reader reconnects and asks the worker to
 /// resume after the last batch it delivered, up to `max_resumes` times, so no batch is
 /// lost or delivered twice.
+///
+/// With [`PartitionReader::accepting_records`] the worker may send batches as it stores
+/// them (`FetchRecords`, from its files with `sendfile`, unchecked there); this reader
+/// then checks each record's magic, CRC, order, map range and attempt, and at the first
+/// that fails asks the same worker again without them, whose own checked read decides
+/// (`docs/protocol.md`, step 6).
 pub struct PartitionReader {
     addr: String,
     keyring: Keyring,
@@ -107,6 +114,16 @@ pub struct PartitionReader {
     end_batch_seq: u32,
     /// The attempt the range's maps must have committed (see [`PartitionReader::expecting`]).
     expected_attempt: Option<AttemptId>,
+    /// Each map's committed attempt, when the reader takes stored records (indexed by
+    /// map id; the whole shuffle's `map_attempts`).
+    record_attempts: Option<Vec<Option<AttemptId>>>,
+    /// The stream asks for stored records: until one fails its checks.
+    take_records: bool,
+    /// Batches received as stored records (`FetchRecords`).
+    pub stored_records: u64,
+    /// Times a stored record failed its checks and the range was asked for again
+    /// without them.
+    pub record_fallbacks: u32,
     done: bool,
     received_in_stream: u64,
     opened: bool,
@@ -133,6 +150,10 @@ impl PartitionReader {
             last: None,
             end_batch_seq: 0,
             expected_attempt: None,
+            record_attempts: None,
+            take_records: false,
+            stored_records: 0,
+            record_fallbacks: 0,
             done: false,
             received_in_stream: 0,
             opened: false,
@@ -163,6 +184,16 @@ impl PartitionReader {
         self
     }
 
+    /// Takes batches as the worker stores them (`FetchRecords`), which it can send from
+    /// its files without reading them; `map_attempts` are the shuffle's committed
+    /// attempts per map ([`ShuffleStatus::map_attempts`](crate::ShuffleStatus)), against which each record is
+    /// checked.
+    pub fn accepting_records(mut self, map_attempts: Vec<Option<AttemptId>>) -> Self {
+        self.record_attempts = Some(map_attempts);
+        self.take_records = true;
+        self
+    }
+
     /// Sets how many times a broken stream is resumed before the error is returned.
     pub fn with_max_resumes(mut self, n: u32) -> Self {
         self.max_resumes = n;
@@ -181,11 +212,22 @@ impl PartitionReader {
         self.opened = true;
         let mut stream = connect_stream(&self.addr, &self.keyring).await?;
         let id = handshake(&mut stream, &self.addr, &self.keyring).await?;
-        // Appended fields: a later one is sent with those before it (0: no cap, no end).
-        let (run_bytes, end_batch_seq, expected_attempt) =
-            match (self.end_batch_seq, self.expected_attempt) {
-                (0, None) => (Appended(None), Appended(None), Appended(None)),
-                (end, attempt) => (Appended::of(0), Appended::of(end), Appended(attempt)),
+        // Appended fields: a later one is sent with those before it, as its "nothing"
+        // (0: no cap, no end; NONE: whichever attempt is committed).
+        let (run_bytes, end_batch_seq, expected_attempt, flags) =
+            match (self.end_batch_seq, self.expected_attempt, self.take_records) {
+                (0, None, false) => (
+                    Appended(None),
+                    Appended(None),
+                    Appended(None),
+                    Appended(None),
+                ),
+                (end, attempt, records) => (
+                    Appended::of(0),
+                    Appended::of(end),
+                    Appended(Some(attempt.unwrap_or(AttemptId::NONE))),
+                    Appended(records.then_some(FETCH_RECORDS)),
+                ),
             };
         let req = Message::Fetch {
             app_id: self.range.app_id.clone(),
@@ -197,7 +239,7 @@ impl PartitionReader {
             run_bytes,
             end_batch_seq,
             expected_attempt,
-            flags: Appended(None),
+            flags,
         };
         let io = |source| ClientError::Io {
             addr: self.addr.clone(),
@@ -217,28 +259,17 @@ impl PartitionReader {
         let stream = self.stream.as_mut().expect("stream is open");
         let (_, msg) = read_answer(stream, &addr, "fetch stream").await?;
         match msg {
+            Message::FetchRecords { batches } if self.take_records => {
+                for b in batches {
+                    self.check_record(&b)?;
+                    self.accept(b.into())?;
+                    self.stored_records += 1;
+                }
+                Ok(())
+            }
             Message::FetchChunk { batches } => {
                 for b in batches {
-                    if let Some(last) = self.last {
-                        if (b.map_id, b.batch_seq) <= (last.map_id, last.batch_seq) {
-                            return Err(ClientError::Corrupt(format!(
-                                "batch (map {}, seq {}) from {addr} is out of order after (map {}, seq {})",
-                                b.map_id, b.batch_seq, last.map_id, last.batch_seq
-                            )));
-                        }
-                    }
-                    if checksum(&b.payload) != b.crc32c {
-                        return Err(ClientError::Corrupt(format!(
-                            "batch (map {}, seq {}) of partition {} from {addr} failed its CRC32C",
-                            b.map_id, b.batch_seq, self.range.partition
-                        )));
-                    }
-                    self.last = Some(ResumePoint {
-                        map_id: b.map_id,
-                        batch_seq: b.batch_seq,
-                    });
-                    self.received_in_stream += 1;
-                    self.ready.push_back(b);
+                    self.accept(b)?;
                 }
                 Ok(())
             }
@@ -261,6 +292,60 @@ impl PartitionReader {
         }
     }
 
+    /// Checks a batch's order and CRC32C and queues it; it becomes the resume point.
+    fn accept(&mut self, b: FetchedBatch) -> Result<()> {
+        let addr = &self.addr;
+        if let Some(last) = self.last {
+            if (b.map_id, b.batch_seq) <= (last.map_id, last.batch_seq) {
+                return Err(ClientError::Corrupt(format!(
+                    "batch (map {}, seq {}) from {addr} is out of order after (map {}, seq {})",
+                    b.map_id, b.batch_seq, last.map_id, last.batch_seq
+                )));
+            }
+        }
+        if checksum(&b.payload) != b.crc32c {
+            return Err(ClientError::Corrupt(format!(
+                "batch (map {}, seq {}) of partition {} from {addr} failed its CRC32C",
+                b.map_id, b.batch_seq, self.range.partition
+            )));
+        }
+        self.last = Some(ResumePoint {
+            map_id: b.map_id,
+            batch_seq: b.batch_seq,
+        });
+        self.received_in_stream += 1;
+        self.ready.push_back(b);
+        Ok(())
+    }
+
+    /// What only a stored record needs checked (the worker did not): its map is in the
+    /// range and its attempt is the one committed (the CRC covers the payload alone).
+    fn check_record(&self, b: &StoredBatch) -> Result<()> {
+        let r = &self.range;
+        if b.map_id < r.start_map || b.map_id >= r.end_map {
+            return Err(ClientError::Corrupt(format!(
+                "record (map {}, seq {}) from {} is outside maps [{}, {})",
+                b.map_id, b.batch_seq, self.addr, r.start_map, r.end_map
+            )));
+        }
+        let committed = self.expected_attempt.or_else(|| {
+            self.record_attempts
+                .as_ref()
+                .and_then(|a| a.get(b.map_id as usize).copied().flatten())
+        });
+        if committed != Some(b.attempt_id) {
+            return Err(ClientError::Corrupt(format!(
+                "record (map {}, seq {}) from {} is of attempt {}, not the committed {}",
+                b.map_id,
+                b.batch_seq,
+                self.addr,
+                b.attempt_id,
+                committed.map_or("(unknown)".to_string(), |a| a.to_string())
+            )));
+        }
+        Ok(())
+    }
+
     /// The next batch, or `None` at the end of the range.
     pub async fn next_batch(&mut self) -> Result<Option<FetchedBatch>> {
         loop {
@@ -281,6 +366,19 @@ impl PartitionReader {
             .await;
             match step {
                 Ok(()) => {}
+                // A record that fails its checks, or a frame that does not decode, while
+                // records are taken: the worker's checked read decides (it reports its
+                // copy if the data is damaged). The batches before are good and stay.
+                Err(e @ (ClientError::Corrupt(_) | ClientError::Decode { .. }))
+                    if self.take_records =>
+                {
+                    tracing::warn!(error = %e, "a stored record failed the reader's checks; asking again without records");
+                    self.take_records = false;
+                    self.record_fallbacks += 1;
+                    self.stream = None;
+                    // Not a resume: nothing broke.
+                    self.opened = false;
+                }
                 Err(e) if e.is_transport() && self.resumes < self.max_resumes => {
                     tracing::debug!(error = %e, "fetch stream broke; resuming");
                     self.stream = None;

@@ -37,6 +37,7 @@ pub struct FileConfig {
     pub disk_quota: Option<String>,
     pub split_size: Option<String>,
     pub memory_only: Option<bool>,
+    pub zero_copy_fetch: Option<bool>,
     pub max_connections: Option<usize>,
     pub max_connections_per_peer: Option<usize>,
     pub idle_timeout: Option<String>,

@@ -156,6 +156,11 @@ struct StandaloneArgs {
     /// for a spill; commits must be of durability memory. For nodes without a local disk.
     #[arg(long, env = "CROSSDOCK_MEMORY_ONLY")]
     memory_only: bool,
+    /// Send fetches of data on disk from the page cache with sendfile (plain TCP only;
+    /// the reader checks every record); false reads and checks them in the worker, for
+    /// comparison [default: true].
+    #[arg(long, env = "CROSSDOCK_ZERO_COPY_FETCH")]
+    zero_copy_fetch: Option<bool>,
     /// Fraction of a shuffle's maps, 0 to 1, that must have committed before the
     /// coordinator predicts its partition sizes (at least one map) [default: 0.1].
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
@@ -262,6 +267,11 @@ struct WorkerArgs {
     /// for a spill; commits must be of durability memory. For nodes without a local disk.
     #[arg(long, env = "CROSSDOCK_MEMORY_ONLY")]
     memory_only: bool,
+    /// Send fetches of data on disk from the page cache with sendfile (plain TCP only;
+    /// the reader checks every record); false reads and checks them in the worker, for
+    /// comparison [default: true].
+    #[arg(long, env = "CROSSDOCK_ZERO_COPY_FETCH")]
+    zero_copy_fetch: Option<bool>,
     #[command(flatten)]
     tenancy: TenancyArgs,
     #[command(flatten)]
@@ -412,6 +422,7 @@ async fn standalone(a: StandaloneArgs) -> Result<()> {
         tenancy,
         split_bytes: split_size(a.split_size.or(file.split_size))?,
         memory_only: a.memory_only || file.memory_only.unwrap_or(false),
+        zero_copy_fetch: pick(a.zero_copy_fetch, file.zero_copy_fetch, || true),
     };
     if cfg.durability == Durability::ObjectStore && cfg.object_store.is_none() {
         anyhow::bail!("--durability object-store needs --object-store URL");
@@ -554,6 +565,7 @@ async fn worker(a: WorkerArgs) -> Result<()> {
         tenancy,
         split_bytes: split_size(a.split_size.or(file.split_size))?,
         memory_only: a.memory_only || file.memory_only.unwrap_or(false),
+        zero_copy_fetch: pick(a.zero_copy_fetch, file.zero_copy_fetch, || true),
     };
     if cfg.disk_quota.is_some() && cfg.object_store.is_none() {
         anyhow::bail!("--disk-quota needs --object-store: evicted partitions are read from it");

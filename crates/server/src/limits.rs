@@ -280,8 +280,13 @@ impl<R> Timed<R> {
         Poll::Ready(())
     }
 
+    /// The wrapped reader or writer.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
     /// Polls one write-side operation of the inner writer under the clock.
-    fn timed_write<T>(
+    pub(crate) fn timed_write<T>(
         &mut self,
         cx: &mut Context<'_>,
         op: impl FnOnce(Pin<&mut R>, &mut Context<'_>) -> Poll<io::Result<T>>,

@@ -53,6 +53,8 @@ pub struct StandaloneConfig {
     pub split_bytes: u64,
     /// Each worker keeps data in memory only (see [`WorkerConfig::memory_only`]).
     pub memory_only: bool,
+    /// Each worker's fetches from disk use `sendfile` (see [`WorkerConfig::zero_copy_fetch`]).
+    pub zero_copy_fetch: bool,
 }
 
 /// A running standalone cluster.
@@ -111,6 +113,7 @@ impl Standalone {
                 tenancy: cfg.tenancy,
                 split_bytes: cfg.split_bytes,
                 memory_only: cfg.memory_only,
+                zero_copy_fetch: cfg.zero_copy_fetch,
             };
             workers.push(Worker::start(wcfg, shutdown.clone()).await?);
         }

@@ -339,6 +339,7 @@ async fn a_worker_with_the_wrong_secret_is_never_given_data() {
         tenancy: Default::default(),
         split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
         memory_only: false,
+        zero_copy_fetch: true,
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let w = Worker::start(cfg, shutdown).await.unwrap();

@@ -226,6 +226,7 @@ async fn a_worker_refuses_to_start_with_an_unusable_object_store() {
         tenancy: Default::default(),
         split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
         memory_only: false,
+        zero_copy_fetch: true,
     };
     let err = Worker::start(cfg("hdfs://nn/x"), shutdown.clone())
         .await

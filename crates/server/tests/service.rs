@@ -446,6 +446,7 @@ async fn no_workers_and_lost_workers_are_reported() {
             tenancy: Default::default(),
             split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
             memory_only: false,
+            zero_copy_fetch: true,
         },
         worker_shutdown,
     )
@@ -670,6 +671,7 @@ async fn worker_labels_reach_clients_and_replicas_cross_zones() {
                 tenancy: Default::default(),
                 split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
                 memory_only: false,
+                zero_copy_fetch: true,
             },
             shutdown.clone(),
         )

@@ -27,12 +27,17 @@ impl Embedded {
             .tempdir()?;
         let files = crate::tls::generate(certs.path(), &["127.0.0.1".to_string()])?;
         let client = crate::tls::client(&files.ca)?;
-        let mut e = Embedded::start(a, Some(&files))?;
+        let mut e = Embedded::start(a, Some(&files), true)?;
         e._certs = Some(certs);
         Ok((e, client))
     }
 
-    pub fn start(a: &PushFetchArgs, tls: Option<&crate::tls::CertFiles>) -> Result<Embedded> {
+    /// An embedded cluster; `zero_copy` false turns the workers' `sendfile` fetches off.
+    pub fn start(
+        a: &PushFetchArgs,
+        tls: Option<&crate::tls::CertFiles>,
+        zero_copy: bool,
+    ) -> Result<Embedded> {
         let dir = tempfile::Builder::new()
             .prefix("crossdock-bench-")
             .tempdir()?;
@@ -47,6 +52,10 @@ impl Embedded {
         ])
         .args(["--workers", &a.workers.to_string(), "--memory", &a.memory])
         .args(["--replication", &a.replication.to_string()])
+        .args([
+            "--zero-copy-fetch",
+            if zero_copy { "true" } else { "false" },
+        ])
         .args(["--durability", &a.durability])
         .args(
             a.object_store
@@ -78,6 +87,22 @@ impl Embedded {
             _dir: dir,
             _certs: None,
         })
+    }
+}
+
+impl Embedded {
+    /// CPU time (user + system, seconds) the cluster's process has used so far, from
+    /// `/proc` (in clock ticks of 1/100 s, Linux's `USER_HZ`); `None` where it cannot
+    /// be read.
+    pub fn cpu_secs(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces) in parentheses.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / 100.0)
     }
 }
 

@@ -6,7 +6,8 @@
 //! from the load generator's. `--baseline` measures raw loopback TCP and memcpy in the
 //! same run: the physical limits the service is compared against ([`baseline`]).
 //! `--compare-tls` measures two embedded clusters, over plain TCP and over TLS, run by
-//! run alternately ([`embedded`]).
+//! run alternately ([`embedded`]); `--compare-zero-copy` two whose workers send fetches
+//! of data on disk with `sendfile` or read and check them first.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -104,6 +105,12 @@ pub struct PushFetchArgs {
     /// alternating run by run, and report both and their ratio.
     #[arg(long, conflicts_with_all = ["coordinator", "tls"])]
     pub compare_tls: bool,
+    /// Measure two embedded clusters in the same run, alternating run by run: workers
+    /// that send fetches of data on disk from the page cache with sendfile (the reader
+    /// checks the records) and workers that read and check them first; report both,
+    /// their ratio and the workers' CPU time while fetching.
+    #[arg(long, conflicts_with_all = ["coordinator", "tls", "compare_tls"])]
+    pub compare_zero_copy: bool,
     /// The authorities to check --coordinator's servers against (a cluster with TLS).
     #[arg(long, requires = "coordinator")]
     pub tls_ca: Option<std::path::PathBuf>,
@@ -179,6 +186,8 @@ struct RunResult {
     disk_bytes: u64,
     tcp_gbps: Option<f64>,
     memcpy_gbps: Option<f64>,
+    /// CPU time (user + system) of the embedded cluster's process during the fetch.
+    fetch_cpu_secs: Option<f64>,
 }
 
 async fn push_fetch(a: PushFetchArgs) -> Result<()> {
@@ -204,9 +213,20 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
             tls: a.tls_ca.as_deref().map(crate::tls::client).transpose()?,
             _embedded: None,
         }),
+        None if a.compare_zero_copy => {
+            for (label, zero_copy) in [("sendfile", true), ("read and check", false)] {
+                let e = Embedded::start(&a, None, zero_copy)?;
+                targets.push(Target {
+                    label,
+                    coordinator: e.addr.clone(),
+                    tls: None,
+                    _embedded: Some(e),
+                });
+            }
+        }
         None => {
             if !a.tls {
-                let e = Embedded::start(&a, None)?;
+                let e = Embedded::start(&a, None, true)?;
                 targets.push(Target {
                     label: if a.compare_tls { "plain TCP" } else { "" },
                     coordinator: e.addr.clone(),
@@ -276,28 +296,41 @@ async fn push_fetch(a: PushFetchArgs) -> Result<()> {
         reports.push(report(&a, bytes, rs)?);
     }
     let verified = results.iter().flatten().all(|r| r.verified);
+    let ratio = |k: &str| {
+        reports[1][k].as_f64().unwrap_or(f64::NAN) / reports[0][k].as_f64().unwrap_or(f64::NAN)
+    };
     if a.json {
         let j = if a.compare_tls {
-            let e2e = |j: &serde_json::Value| j["end_to_end_gbps"].as_f64().unwrap_or(f64::NAN);
             serde_json::json!({
                 "plain": reports[0],
                 "tls": reports[1],
-                "tls_to_plain_end_to_end": e2e(&reports[1]) / e2e(&reports[0]),
+                "tls_to_plain_end_to_end": ratio("end_to_end_gbps"),
+            })
+        } else if a.compare_zero_copy {
+            serde_json::json!({
+                "sendfile": reports[0],
+                "read_and_check": reports[1],
+                "read_and_check_to_sendfile_fetch": ratio("fetch_gbps"),
+                "read_and_check_to_sendfile_fetch_cpu": ratio("fetch_worker_cpu_secs_per_gib"),
             })
         } else {
-            reports.pop().expect("one target")
+            reports[0].clone()
         };
         println!("{j}");
     }
     if a.compare_tls {
-        let ratio = |k: &str| {
-            reports[1][k].as_f64().unwrap_or(f64::NAN) / reports[0][k].as_f64().unwrap_or(f64::NAN)
-        };
         println!(
             "\nTLS / plain TCP (medians): push {:.2}, fetch {:.2}, end to end {:.2}",
             ratio("push_gbps"),
             ratio("fetch_gbps"),
             ratio("end_to_end_gbps")
+        );
+    }
+    if a.compare_zero_copy {
+        println!(
+            "\nread and check / sendfile (medians): fetch throughput {:.2}, workers' CPU time per GiB fetched {:.2}",
+            ratio("fetch_gbps"),
+            ratio("fetch_worker_cpu_secs_per_gib")
         );
     }
     if !verified {
@@ -354,6 +387,8 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<serde_
         .baseline
         .then(|| median(results.iter().filter_map(|r| r.memcpy_gbps).collect()));
     let ratio = tcp.map(|t| push.min(fetch) / t);
+    let cpu: Vec<f64> = results.iter().filter_map(|r| r.fetch_cpu_secs).collect();
+    let fetch_cpu = (!cpu.is_empty()).then(|| median(cpu) / (bytes as f64 / (1u64 << 30) as f64));
     println!();
     println!("medians over {} runs", results.len());
     println!("  push throughput        {push:8.2} GB/s");
@@ -376,6 +411,9 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<serde_
         human_bytes(worker_budget)
     );
     println!("  worker peak buffered   {}", human_bytes(peak_buffered));
+    if let Some(c) = fetch_cpu {
+        println!("  workers' CPU in fetch  {c:8.3} s per GiB (user + system of the embedded cluster's process)");
+    }
     println!(
         "  written to worker disk {} per run ({:.0}% of the data)",
         human_bytes(disk),
@@ -405,6 +443,7 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<serde_
             "worker_budget_bytes": worker_budget,
             "rss_within_budget": peak_rss <= budget + (64 << 20),
             "worker_disk_bytes": disk,
+            "fetch_worker_cpu_secs_per_gib": fetch_cpu,
             "tls": a.tls || a.tls_ca.is_some(),
     }))
 }
@@ -472,6 +511,8 @@ async fn one_run(
     }
 
     // Fetch and verify.
+    let cpu = || target._embedded.as_ref().and_then(Embedded::cpu_secs);
+    let cpu_before = cpu();
     let start = Instant::now();
     let slots = Arc::new(Semaphore::new(a.fetch_concurrency.max(1)));
     let mut tasks = Vec::new();
@@ -498,6 +539,7 @@ async fn one_run(
         }
     }
     let fetch_secs = start.elapsed().as_secs_f64();
+    let fetch_cpu_secs = cpu().zip(cpu_before).map(|(after, before)| after - before);
 
     // Worker statistics, then clean up.
     let (mut peak_rss, mut peak_buffered, mut budget, mut worker_budget, mut disk_bytes) =
@@ -533,6 +575,7 @@ async fn one_run(
         disk_bytes,
         tcp_gbps,
         memcpy_gbps,
+        fetch_cpu_secs,
     })
 }
 
@@ -621,7 +664,9 @@ async fn fetch_partition(
         start_map: 0,
         end_map: maps,
     };
-    let mut reader = PartitionReader::new(&worker.addr, range, keyring);
+    // Every map committed attempt 0: the reader takes stored records checked against it.
+    let mut reader = PartitionReader::new(&worker.addr, range, keyring)
+        .accepting_records(vec![Some(AttemptId(0)); maps as usize]);
     let sizes = batches_for(per_cell, batch);
     let mut next = (0u32, 0u32);
     while let Some(b) = reader.next_batch().await? {

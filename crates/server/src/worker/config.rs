@@ -105,6 +105,10 @@ pub struct WorkerConfig {
     /// spill (a node without a local disk, as the SMS paper's HPC nodes). Commits must
     /// then be of durability `memory`.
     pub memory_only: bool,
+    /// Fetches of data on disk, by readers that take stored records, are sent from the
+    /// page cache with `sendfile` on plain-TCP connections (the reader checks each
+    /// record); false: every fetch is read and checked here (`FetchChunk` only).
+    pub zero_copy_fetch: bool,
 }
 
 impl WorkerConfig {

@@ -10,13 +10,15 @@ use std::sync::Arc;
 use crossdock_client::tls::Stream;
 use crossdock_proto::io::{read_exact_bytes, read_header, write_message};
 use crossdock_proto::{
-    DecodeError, FrameHeader, Message, MessageKind, MAX_CONTROL_FRAME, PROTOCOL_VERSION,
+    DecodeError, FrameHeader, Message, MessageKind, FETCH_RECORDS, MAX_CONTROL_FRAME,
+    PROTOCOL_VERSION,
 };
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, BufWriter};
 
 use super::fetch;
 use super::node::Worker;
 use super::reply::{answer, send, Next, Replies, Reply, REPLY_QUEUE};
+use super::sink::{FileSink, ReplySink};
 use super::storage::RunCut;
 use super::{control, push};
 use crate::auth::Access;
@@ -25,7 +27,25 @@ use crate::limits::Timed;
 
 /// Serves one connection from the host `peer` until it closes it.
 pub async fn serve(stream: Stream, peer: IpAddr, worker: Arc<Worker>) -> io::Result<()> {
-    let (r, w) = tokio::io::split(stream);
+    match stream {
+        // Split so that the writing half still owns the socket: fetches can `sendfile`.
+        Stream::Plain(tcp) if worker.zero_copy_fetch => {
+            let (r, w) = tcp.into_split();
+            serve_halves(r, ReplySink::Tcp(w), peer, worker).await
+        }
+        stream => {
+            let (r, w) = tokio::io::split(stream);
+            serve_halves(r, ReplySink::Other(w), peer, worker).await
+        }
+    }
+}
+
+async fn serve_halves<R: AsyncRead + Unpin>(
+    r: R,
+    w: ReplySink,
+    peer: IpAddr,
+    worker: Arc<Worker>,
+) -> io::Result<()> {
     let mut r = BufReader::with_capacity(64 << 10, Timed::new(r, worker.gate.limits()));
     let w = BufWriter::with_capacity(64 << 10, Timed::writer(w, worker.gate.limits()));
     // The reader parses requests and queues their replies in order; the writer sends
@@ -44,7 +64,7 @@ pub async fn serve(stream: Stream, peer: IpAddr, worker: Arc<Worker>) -> io::Res
     read.and(written)
 }
 
-async fn write_replies<W: AsyncWrite + Unpin>(
+async fn write_replies<W: FileSink>(
     mut w: W,
     mut rx: tokio::sync::mpsc::Receiver<Reply>,
     worker: Arc<Worker>,
@@ -161,7 +181,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                     run_bytes,
                     end_batch_seq,
                     expected_attempt,
-                    flags: _,
+                    flags,
                 } => {
                     let req = fetch::FetchRequest {
                         app_id,
@@ -175,6 +195,7 @@ async fn dispatch<R: AsyncRead + Unpin>(
                             attempt: expected_attempt.0.and_then(|a| a.some()),
                         },
                         received: std::time::Instant::now(),
+                        records: flags.value() & FETCH_RECORDS != 0,
                     };
                     send(tx, Reply::Fetch(h.request_id, req)).await?
                 }

@@ -14,11 +14,13 @@ use std::time::Instant;
 
 use bytes::BufMut;
 use crossdock_proto::io::write_message;
-use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind, ResumePoint};
+use crossdock_proto::{FetchedBatch, FrameHeader, Message, MessageKind, ResumePoint, StoredBatch};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::config::{FETCH_CHUNK, FIRST_CHUNK};
 use super::node::Worker;
+use super::sink::{send_file, FileSink};
+use super::storage::partition::{Piece, ReadView, Source};
 use super::storage::read::{stored_len, Loaded};
 use super::storage::{RunCut, StorageError};
 use crate::memory::MemoryBudget;
@@ -36,11 +38,13 @@ pub struct FetchRequest {
     pub cut: RunCut,
     /// When the request was read: its time to a first frame is measured from here.
     pub received: Instant,
+    /// The reader takes `FetchRecords` (it set `FETCH_RECORDS`).
+    pub records: bool,
 }
 
 /// Streams the fetch `req`. The outer error is a broken connection; the inner one a
 /// refusal to report to the reducer.
-pub async fn stream<W: AsyncWrite + Unpin>(
+pub async fn stream<W: FileSink>(
     w: &mut W,
     worker: &Worker,
     request_id: u64,
@@ -54,6 +58,7 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         resume_after,
         cut,
         received,
+        records,
     } = req;
     let m = &worker.metrics;
     let mut first = Some(received);
@@ -76,6 +81,9 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         app: &app_id,
         held: 0,
     };
+    // File and memory pieces go as stored records, file ranges with `sendfile`, when
+    // the reader takes them and the connection can.
+    let zero_copy = records && worker.zero_copy_fetch && w.sends_files();
     let mut rest = &view.pieces[..];
     let mut limit = FIRST_CHUNK;
     while !rest.is_empty() {
@@ -89,6 +97,16 @@ pub async fn stream<W: AsyncWrite + Unpin>(
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
         limit = (limit * 2).min(FETCH_CHUNK);
+        if zero_copy && !chunk.iter().any(|p| matches!(p.source, Source::Object(_))) {
+            let sent = write_records(w, request_id, &view, chunk).await?;
+            m.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed);
+            if let Some(t) = first.take() {
+                m.fetch_first_frame.observe(t.elapsed());
+            }
+            batches += chunk.len() as u64;
+            bytes += size;
+            continue;
+        }
         // The read buffer grows to the largest chunk read from file or store; the
         // stream holds credit for it until it ends (the guard returns it on every path).
         credit.grow_to(stored_len(chunk)).await;
@@ -195,4 +213,76 @@ async fn write_chunk<W: AsyncWrite + Unpin>(
         w.write_all(b.payload(buf)).await?;
     }
     Ok(())
+}
+
+/// Writes one `FetchRecords` frame of `chunk` (memory and file pieces): a memory
+/// piece's record header is written here, and each run of adjacent file records is sent
+/// from the page cache as it lies in the file, unread and unchecked (the reader checks
+/// every record). Returns the bytes sent from the file. An error leaves the frame
+/// unfinished: the connection must be dropped.
+async fn write_records<W: FileSink>(
+    w: &mut W,
+    request_id: u64,
+    view: &ReadView,
+    chunk: &[Piece],
+) -> io::Result<u64> {
+    let body_len: usize = 4 + chunk
+        .iter()
+        .map(|p| StoredBatch::HEADER_LEN + p.len as usize)
+        .sum::<usize>();
+    let mut head = Vec::with_capacity(20);
+    head.extend_from_slice(
+        &FrameHeader::new(MessageKind::FetchRecords as u8, request_id, body_len as u32).encode(),
+    );
+    head.put_u32(chunk.len() as u32);
+    w.write_all(&head).await?;
+    let mut from_file = 0u64;
+    let mut i = 0;
+    while i < chunk.len() {
+        let p = &chunk[i];
+        match &p.source {
+            Source::Memory(data) => {
+                let mut h = [0u8; StoredBatch::HEADER_LEN];
+                StoredBatch::put_header(
+                    &mut &mut h[..],
+                    p.map_id,
+                    p.attempt_id,
+                    p.seq,
+                    p.len,
+                    p.crc,
+                );
+                w.write_all(&h).await?;
+                w.write_all(data).await?;
+                i += 1;
+            }
+            Source::File(start) => {
+                // The records that follow this one in the file go with it.
+                let mut end = start + (StoredBatch::HEADER_LEN + p.len as usize) as u64;
+                i += 1;
+                while let Some(Piece {
+                    source: Source::File(o),
+                    len,
+                    ..
+                }) = chunk.get(i)
+                {
+                    if *o != end {
+                        break;
+                    }
+                    end += (StoredBatch::HEADER_LEN + *len as usize) as u64;
+                    i += 1;
+                }
+                let file = view.file.as_deref().ok_or_else(|| {
+                    io::Error::other("a read view with file pieces has its file open")
+                })?;
+                send_file(w, file, *start, end - start).await?;
+                from_file += end - start;
+            }
+            Source::Object(_) => {
+                return Err(io::Error::other(
+                    "pieces evicted to the object store are read and sent as FetchChunk",
+                ))
+            }
+        }
+    }
+    Ok(from_file)
 }

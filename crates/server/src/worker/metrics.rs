@@ -17,6 +17,8 @@ pub struct WorkerMetrics {
     pub duplicate_batches: AtomicU64,
     pub fetched_bytes: AtomicU64,
     pub fetched_batches: AtomicU64,
+    /// Bytes of stored records sent from partition files with `sendfile`.
+    pub zero_copy_bytes: AtomicU64,
     pub errors: ErrorCounts,
     /// A push from its frame's first byte to its acknowledgement being ready (the
     /// replica's included when there is one).
@@ -47,12 +49,13 @@ impl Page<'_> {
         let budget = &self.store.budget;
         let (waiters, quota_waiters) = budget.waiting();
         let congestion = &self.store.congestion;
-        let rows: [(&str, &str, &str, u64); 22] = [
+        let rows: [(&str, &str, &str, u64); 23] = [
             ("crossdock_worker_pushed_bytes_total", "counter", "Payload bytes accepted from pushes.", get(&m.pushed_bytes)),
             ("crossdock_worker_pushed_batches_total", "counter", "Batches accepted from pushes.", get(&m.pushed_batches)),
             ("crossdock_worker_duplicate_batches_total", "counter", "Pushed batches dropped as duplicates of stored ones.", get(&m.duplicate_batches)),
             ("crossdock_worker_fetched_bytes_total", "counter", "Payload bytes sent to reducers.", get(&m.fetched_bytes)),
             ("crossdock_worker_fetched_batches_total", "counter", "Batches sent to reducers.", get(&m.fetched_batches)),
+            ("crossdock_worker_zero_copy_fetched_bytes_total", "counter", "Bytes of stored records (headers included) sent to reducers from partition files with sendfile, unread by the worker.", get(&m.zero_copy_bytes)),
             ("crossdock_worker_flushed_bytes_total", "counter", "Payload bytes written to partition files.", get(&s.flushed_bytes)),
             ("crossdock_worker_flush_errors_total", "counter", "Failed partition file writes.", get(&s.flush_errors)),
             ("crossdock_worker_uploaded_bytes_total", "counter", "Partition file bytes uploaded to the object store.", get(&s.uploaded_bytes)),

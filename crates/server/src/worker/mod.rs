@@ -12,6 +12,7 @@
 //! | [`metrics`] | the worker's counters and its `/metrics` rows |
 //! | [`links`] | calls to others: forwarding to replicas, reports to the coordinator |
 //! | [`node`] | [`Worker`]: what connections and background tasks share |
+//! | [`sink`] | a connection's writing half: bytes, and file ranges with `sendfile` |
 //! | [`fetch`] | streaming a fetch (storage opens and loads, this writes the frames) |
 //! | [`reply`] | a connection's reply queue, in request order (storage waits: when done) |
 //! | [`split`] | a push's answer for a hot partition: go on at its split |
@@ -32,6 +33,7 @@ pub mod node;
 pub mod per_app;
 pub mod push;
 pub mod reply;
+pub mod sink;
 pub mod split;
 pub mod storage;
 
@@ -155,6 +157,7 @@ impl Worker {
             gate: Gate::new(cfg.limits.clone()),
             secret: cfg.secret.clone(),
             split_bytes: cfg.split_bytes,
+            zero_copy_fetch: cfg.zero_copy_fetch,
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), order = sharing.order.name(), app_memory_share = sharing.app_share, app_stored_quota = ?cfg.tenancy.app_stored_quota, "worker listening");
         let w = worker.clone();

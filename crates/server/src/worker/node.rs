@@ -42,6 +42,8 @@ pub struct Worker {
     pub secret: Option<Arc<crossdock_proto::auth::ClusterSecret>>,
     /// A partition past this many bytes here continues on another worker; 0: never.
     pub split_bytes: u64,
+    /// File ranges of fetches go with `sendfile` when the reader takes stored records.
+    pub zero_copy_fetch: bool,
 }
 
 impl Worker {

@@ -67,6 +67,7 @@ impl Cluster {
             tenancy: Default::default(),
             split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
             memory_only: false,
+            zero_copy_fetch: true,
         };
         configure(&mut cfg);
         let sa = Standalone::start(cfg, shutdown).await.unwrap();

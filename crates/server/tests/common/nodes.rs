@@ -115,6 +115,7 @@ pub async fn start_worker_shared(
             tenancy,
             split_bytes: opts.split_bytes,
             memory_only: opts.memory_only,
+            zero_copy_fetch: true,
         },
         shutdown,
     )
