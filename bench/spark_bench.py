@@ -57,7 +57,7 @@ from spark_workloads import JVM_WORKLOADS, WORKLOAD_CONF, WORKLOADS, ZIPF_ALPHA 
 # ---- modes: vanilla, crossdock, and peers ----
 
 BUILTIN_MODES = ("vanilla", "crossdock", "crossdock-static", "crossdock-forced", "crossdock-tls", "crossdock-unplaced",
-                 "crossdock-rebalance")
+                 "crossdock-rebalance", "crossdock-checked-fetch")
 # Crossdock modes other than "crossdock" itself: Crossdock with these properties on top.
 CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "static"},
                       "crossdock-forced": {"spark.crossdock.route": "crossdock"},
@@ -65,10 +65,14 @@ CROSSDOCK_VARIANTS = {"crossdock-static": {"spark.crossdock.fetch.policy": "stat
                       # Without the SQL extension: reduce tasks where Spark puts them and
                       # coalesced reads as AQE made them (what Crossdock did before issue 13).
                       "crossdock-unplaced": {"spark.crossdock.locality": "false"},
-                      "crossdock-rebalance": {}}
-# Crossdock modes whose coordinator runs with these arguments on top of the suite's: the
-# re-placement of shuffles once their sizes are predicted (issue 13), off by default.
-COORDINATOR_ARGS = {"crossdock-rebalance": ["--rebalance", "true"]}
+                      "crossdock-rebalance": {},
+                      "crossdock-checked-fetch": {}}
+# Crossdock modes whose service runs with these arguments on top of the suite's: the
+# re-placement of shuffles once their sizes are predicted (issue 13), off by default; the
+# workers reading and checking every fetched batch instead of sending what is on disk with
+# sendfile (issue 16), to measure what the zero-copy path gives.
+COORDINATOR_ARGS = {"crossdock-rebalance": ["--rebalance", "true"],
+                    "crossdock-checked-fetch": ["--zero-copy-fetch", "false"]}
 # Modes whose Crossdock service runs with TLS (its certificates made per run): compared
 # with crossdock-forced, what TLS costs.
 TLS_MODES = ("crossdock-tls",)
@@ -662,7 +666,9 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
                          "through Crossdock, none routed to Spark's own), crossdock-tls (as crossdock-forced, over TLS "
                          "with certificates made per run), crossdock-unplaced (spark.crossdock.locality=false: reduce "
                          "tasks where Spark puts them), crossdock-rebalance (the coordinator re-places shuffles once their "
-                         "sizes are predicted: --rebalance true) [vanilla,crossdock]")
+                         "sizes are predicted: --rebalance true), crossdock-checked-fetch (the workers read and check "
+                         "every fetched batch instead of sending batches on disk with sendfile: --zero-copy-fetch false) "
+                         "[vanilla,crossdock]")
     ap.add_argument("--replication", type=int, default=1, help="copies of every Crossdock partition, 1 or 2 [1]")
     ap.add_argument("--worker-memory", default="1GiB", help="memory budget of each Crossdock worker (one host) [1GiB]")
     ap.add_argument("--split-size", default=None,

@@ -100,9 +100,13 @@ pub struct FetchRange {
 ///
 /// With [`PartitionReader::accepting_records`] the worker may send batches as it stores
 /// them (`FetchRecords`, from its files with `sendfile`, unchecked there); this reader
-/// then checks each record's magic, CRC, order, map range and attempt, and at the first
-/// that fails asks the same worker again without them, whose own checked read decides
-/// (`docs/protocol.md`, step 6).
+/// then checks each record's magic, CRC, order, map range and attempt, and when one fails
+/// or the stream breaks, asks the same worker again without them, whose own checked read
+/// decides (`docs/protocol.md`, step 4). It asks again from where that stream began, not
+/// from its last batch: a record's map and sequence number are not covered by its CRC, so
+/// a damaged one could point the resume past batches never received. The batches already
+/// delivered from that stream must come again first, the same (map, sequence, CRC), and
+/// are not delivered twice.
 pub struct PartitionReader {
     addr: String,
     keyring: Keyring,
@@ -121,9 +125,16 @@ pub struct PartitionReader {
     take_records: bool,
     /// Batches received as stored records (`FetchRecords`).
     pub stored_records: u64,
-    /// Times a stored record failed its checks and the range was asked for again
-    /// without them.
+    /// Times a stored record failed its checks, or a stream of them broke, and the range
+    /// was asked for again without them.
     pub record_fallbacks: u32,
+    /// Where the current stream began (its request's resume point).
+    stream_start: Option<ResumePoint>,
+    /// (map, sequence, CRC) of each batch received in the current stream while it takes
+    /// records.
+    from_records: VecDeque<(u32, u32, u32)>,
+    /// After a fallback: the batches the checked stream must send first, already delivered.
+    redelivered: VecDeque<(u32, u32, u32)>,
     done: bool,
     received_in_stream: u64,
     opened: bool,
@@ -154,6 +165,9 @@ impl PartitionReader {
             take_records: false,
             stored_records: 0,
             record_fallbacks: 0,
+            stream_start: None,
+            from_records: VecDeque::new(),
+            redelivered: VecDeque::new(),
             done: false,
             received_in_stream: 0,
             opened: false,
@@ -249,6 +263,8 @@ impl PartitionReader {
         stream.flush().await.map_err(io)?;
         self.stream = Some(BufReader::with_capacity(256 << 10, stream));
         self.received_in_stream = 0;
+        self.stream_start = self.last;
+        self.from_records.clear();
         Ok(())
     }
 
@@ -274,6 +290,11 @@ impl PartitionReader {
                 Ok(())
             }
             Message::FetchEnd { batches, .. } => {
+                if let Some((map, seq, _)) = self.redelivered.front() {
+                    return Err(ClientError::Corrupt(format!(
+                        "{addr}'s checked read ended before (map {map}, seq {seq}), which a stored record had delivered"
+                    )));
+                }
                 if batches != self.received_in_stream {
                     return Err(ClientError::Corrupt(format!(
                         "{addr} announced {batches} batches but sent {}",
@@ -309,11 +330,26 @@ impl PartitionReader {
                 b.map_id, b.batch_seq, self.range.partition
             )));
         }
+        let id = (b.map_id, b.batch_seq, b.crc32c);
         self.last = Some(ResumePoint {
             map_id: b.map_id,
             batch_seq: b.batch_seq,
         });
         self.received_in_stream += 1;
+        if let Some(&want) = self.redelivered.front() {
+            if id != want {
+                return Err(ClientError::Corrupt(format!(
+                    "{addr}'s checked read sent (map {}, seq {}) where a stored record had delivered (map {}, seq {}): the data already delivered was not the partition's",
+                    id.0, id.1, want.0, want.1
+                )));
+            }
+            // Delivered before the fallback: not again.
+            self.redelivered.pop_front();
+            return Ok(());
+        }
+        if self.take_records {
+            self.from_records.push_back(id);
+        }
         self.ready.push_back(b);
         Ok(())
     }
@@ -346,6 +382,16 @@ impl PartitionReader {
         Ok(())
     }
 
+    /// Stops taking stored records: the range is asked for again, without them, from where
+    /// the current stream began, and what that stream delivered must come first.
+    fn drop_records(&mut self) {
+        self.take_records = false;
+        self.record_fallbacks += 1;
+        self.stream = None;
+        self.last = self.stream_start;
+        self.redelivered = std::mem::take(&mut self.from_records);
+    }
+
     /// The next batch, or `None` at the end of the range.
     pub async fn next_batch(&mut self) -> Result<Option<FetchedBatch>> {
         loop {
@@ -373,14 +419,15 @@ impl PartitionReader {
                     if self.take_records =>
                 {
                     tracing::warn!(error = %e, "a stored record failed the reader's checks; asking again without records");
-                    self.take_records = false;
-                    self.record_fallbacks += 1;
-                    self.stream = None;
+                    self.drop_records();
                     // Not a resume: nothing broke.
                     self.opened = false;
                 }
                 Err(e) if e.is_transport() && self.resumes < self.max_resumes => {
                     tracing::debug!(error = %e, "fetch stream broke; resuming");
+                    if self.take_records {
+                        self.drop_records();
+                    }
                     self.stream = None;
                 }
                 Err(e) => return Err(e),

@@ -285,8 +285,13 @@ impl<R> Timed<R> {
         &self.inner
     }
 
+    /// How long the peer may keep a write waiting before it fails.
+    pub fn write_timeout(&self) -> Duration {
+        self.read
+    }
+
     /// Polls one write-side operation of the inner writer under the clock.
-    pub(crate) fn timed_write<T>(
+    fn timed_write<T>(
         &mut self,
         cx: &mut Context<'_>,
         op: impl FnOnce(Pin<&mut R>, &mut Context<'_>) -> Poll<io::Result<T>>,

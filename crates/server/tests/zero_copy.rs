@@ -209,3 +209,48 @@ async fn with_zero_copy_off_the_worker_reads_and_checks_every_batch() {
     let w = c.worker_for(&placement, 0);
     assert_eq!(w.metrics.zero_copy_bytes.load(Ordering::Relaxed), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_sequence_number_cannot_make_the_reader_skip_batches() {
+    // Map 0 pushes three batches; the first record's header says seq 1 instead of 0. Its
+    // CRC (of the payload) still matches, so the reader takes it; the real seq 1 then
+    // looks out of order. Resuming after the damaged "seq 1" would skip the real one
+    // silently: the reader must ask again from where the stream began, so the worker's
+    // checked read meets the damaged header and reports the copy.
+    let c = Cluster::start_with(1, 1, Durability::Disk).await;
+    c.coord.register_app("q", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("q", 0, 1, 1).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let mut total = 0;
+    for seq in 0..3 {
+        let data = common::payload(0, 0, seq, 500);
+        total += data.len();
+        common::push_batch(&addr, "q", 0, (0, 0, seq), &data)
+            .await
+            .unwrap();
+    }
+    let stats = vec![crossdock_proto::PartitionStat {
+        partition: 0,
+        bytes: total as u64,
+        records: 3,
+    }];
+    c.coord
+        .commit_map("q", 0, 0, AttemptId(0), stats)
+        .await
+        .unwrap();
+    let file = partition_file(&c, "q", 0);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[12..16].copy_from_slice(&1u32.to_be_bytes()); // the first record's batch_seq
+    std::fs::write(&file, bytes).unwrap();
+    let map_attempts = c.status("q").await.map_attempts;
+    let (read, r) = read_records(&addr, "q", 0, 1, map_attempts).await;
+    let err = read.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::CorruptData), "{err}");
+    assert_eq!(r.record_fallbacks, 1);
+    let status = c.status("q").await;
+    assert_eq!(
+        attempts(&status.map_attempts),
+        vec![None],
+        "the copy was reported"
+    );
+}

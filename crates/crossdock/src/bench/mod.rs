@@ -188,6 +188,8 @@ struct RunResult {
     memcpy_gbps: Option<f64>,
     /// CPU time (user + system) of the embedded cluster's process during the fetch.
     fetch_cpu_secs: Option<f64>,
+    /// Batches that arrived as stored records (sent from memory or with sendfile).
+    stored_records: u64,
 }
 
 async fn push_fetch(a: PushFetchArgs) -> Result<()> {
@@ -411,6 +413,8 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<serde_
         human_bytes(worker_budget)
     );
     println!("  worker peak buffered   {}", human_bytes(peak_buffered));
+    let records = results.iter().map(|r| r.stored_records).max().unwrap_or(0);
+    println!("  batches as records     {records} (stored records sent unread, at most per run)");
     if let Some(c) = fetch_cpu {
         println!("  workers' CPU in fetch  {c:8.3} s per GiB (user + system of the embedded cluster's process)");
     }
@@ -444,6 +448,7 @@ fn report(a: &PushFetchArgs, bytes: u64, results: &[RunResult]) -> Result<serde_
             "rss_within_budget": peak_rss <= budget + (64 << 20),
             "worker_disk_bytes": disk,
             "fetch_worker_cpu_secs_per_gib": fetch_cpu,
+            "stored_records": records,
             "tls": a.tls || a.tls_ca.is_some(),
     }))
 }
@@ -520,22 +525,25 @@ async fn one_run(
         let permit = slots.clone().acquire_owned().await?;
         let (placement, pool, app) = (placement.clone(), pool.clone(), app.clone());
         let keyring = coord.keyring().clone();
-        let maps = a.maps;
+        let attempts = status.map_attempts.clone();
         let expected = status.partition_bytes[partition as usize];
         tasks.push(tokio::spawn(async move {
             let r = fetch_partition(
-                &placement, &keyring, &pool, &app, partition, maps, per_cell, batch, expected,
+                &placement, &keyring, &pool, &app, partition, attempts, per_cell, batch, expected,
             )
             .await;
             drop(permit);
             r
         }));
     }
-    let mut verified = true;
+    let (mut verified, mut stored_records) = (true, 0);
     for t in tasks {
-        if let Err(e) = t.await? {
-            eprintln!("verification error: {e:#}");
-            verified = false;
+        match t.await? {
+            Ok(n) => stored_records += n,
+            Err(e) => {
+                eprintln!("verification error: {e:#}");
+                verified = false;
+            }
         }
     }
     let fetch_secs = start.elapsed().as_secs_f64();
@@ -576,6 +584,7 @@ async fn one_run(
         tcp_gbps,
         memcpy_gbps,
         fetch_cpu_secs,
+        stored_records,
     })
 }
 
@@ -649,11 +658,12 @@ async fn fetch_partition(
     pool: &Pool,
     app: &str,
     partition: u32,
-    maps: u32,
+    map_attempts: Vec<Option<AttemptId>>,
     per_cell: u64,
     batch: u64,
     expected_bytes: u64,
-) -> Result<()> {
+) -> Result<u64> {
+    let maps = map_attempts.len() as u32;
     let worker = placement
         .worker_of(partition)
         .context("partition without a worker")?;
@@ -664,9 +674,9 @@ async fn fetch_partition(
         start_map: 0,
         end_map: maps,
     };
-    // Every map committed attempt 0: the reader takes stored records checked against it.
-    let mut reader = PartitionReader::new(&worker.addr, range, keyring)
-        .accepting_records(vec![Some(AttemptId(0)); maps as usize]);
+    // The reader takes stored records, checked against the committed attempts.
+    let mut reader =
+        PartitionReader::new(&worker.addr, range, keyring).accepting_records(map_attempts);
     let sizes = batches_for(per_cell, batch);
     let mut next = (0u32, 0u32);
     while let Some(b) = reader.next_batch().await? {
@@ -706,5 +716,8 @@ async fn fetch_partition(
             reader.bytes
         );
     }
-    Ok(())
+    if reader.record_fallbacks > 0 {
+        bail!("partition {partition}: a stored record failed the reader's checks");
+    }
+    Ok(reader.stored_records)
 }

@@ -5,6 +5,7 @@
 
 use std::io;
 use std::net::IpAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossdock_client::tls::Stream;
@@ -29,7 +30,7 @@ use crate::limits::Timed;
 pub async fn serve(stream: Stream, peer: IpAddr, worker: Arc<Worker>) -> io::Result<()> {
     match stream {
         // Split so that the writing half still owns the socket: fetches can `sendfile`.
-        Stream::Plain(tcp) if worker.zero_copy_fetch => {
+        Stream::Plain(tcp) if worker.zero_copy_fetch.load(Ordering::Relaxed) => {
             let (r, w) = tcp.into_split();
             serve_halves(r, ReplySink::Tcp(w), peer, worker).await
         }

@@ -19,7 +19,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::config::{FETCH_CHUNK, FIRST_CHUNK};
 use super::node::Worker;
-use super::sink::{send_file, FileSink};
+use super::sink::{send_file, FileSink, SendFileError};
 use super::storage::partition::{Piece, ReadView, Source};
 use super::storage::read::{stored_len, Loaded};
 use super::storage::{RunCut, StorageError};
@@ -83,7 +83,7 @@ pub async fn stream<W: FileSink>(
     };
     // File and memory pieces go as stored records, file ranges with `sendfile`, when
     // the reader takes them and the connection can.
-    let zero_copy = records && worker.zero_copy_fetch && w.sends_files();
+    let zero_copy = records && worker.zero_copy_fetch.load(Ordering::Relaxed) && w.sends_files();
     let mut rest = &view.pieces[..];
     let mut limit = FIRST_CHUNK;
     while !rest.is_empty() {
@@ -98,8 +98,25 @@ pub async fn stream<W: FileSink>(
         rest = tail;
         limit = (limit * 2).min(FETCH_CHUNK);
         if zero_copy && !chunk.iter().any(|p| matches!(p.source, Source::Object(_))) {
-            let sent = write_records(w, request_id, &view, chunk).await?;
-            m.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed);
+            match write_records(w, request_id, &view, chunk).await {
+                Ok(sent) => m.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed),
+                // The frame is unfinished: the connection is dropped, and the reader asks
+                // again through the checked read (which reports the copy on its own too).
+                Err(SendFileError::Socket(e)) => return Err(e),
+                Err(SendFileError::File(e)) => {
+                    // As the checked read would: committed bytes that cannot be read lose
+                    // this copy, reported before the reader hears of it.
+                    let err = StorageError::reading("sending the partition file")(e);
+                    let err = lost(err).await;
+                    return Err(io::Error::other(err.to_string()));
+                }
+                Err(SendFileError::Unsupported(e)) => {
+                    if worker.zero_copy_fetch.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(error = %e, "sendfile is not supported here; fetches are read and checked by the worker from now on");
+                    }
+                    return Err(e);
+                }
+            };
             if let Some(t) = first.take() {
                 m.fetch_first_frame.observe(t.elapsed());
             }
@@ -225,7 +242,8 @@ async fn write_records<W: FileSink>(
     request_id: u64,
     view: &ReadView,
     chunk: &[Piece],
-) -> io::Result<u64> {
+) -> Result<u64, SendFileError> {
+    let socket = SendFileError::Socket;
     let body_len: usize = 4 + chunk
         .iter()
         .map(|p| StoredBatch::HEADER_LEN + p.len as usize)
@@ -235,7 +253,7 @@ async fn write_records<W: FileSink>(
         &FrameHeader::new(MessageKind::FetchRecords as u8, request_id, body_len as u32).encode(),
     );
     head.put_u32(chunk.len() as u32);
-    w.write_all(&head).await?;
+    w.write_all(&head).await.map_err(socket)?;
     let mut from_file = 0u64;
     let mut i = 0;
     while i < chunk.len() {
@@ -251,8 +269,8 @@ async fn write_records<W: FileSink>(
                     p.len,
                     p.crc,
                 );
-                w.write_all(&h).await?;
-                w.write_all(data).await?;
+                w.write_all(&h).await.map_err(socket)?;
+                w.write_all(data).await.map_err(socket)?;
                 i += 1;
             }
             Source::File(start) => {
@@ -271,16 +289,18 @@ async fn write_records<W: FileSink>(
                     end += (StoredBatch::HEADER_LEN + *len as usize) as u64;
                     i += 1;
                 }
-                let file = view.file.as_deref().ok_or_else(|| {
-                    io::Error::other("a read view with file pieces has its file open")
+                let file = view.file.as_ref().ok_or_else(|| {
+                    SendFileError::File(io::Error::other(
+                        "a read view with file pieces has its file open",
+                    ))
                 })?;
                 send_file(w, file, *start, end - start).await?;
                 from_file += end - start;
             }
             Source::Object(_) => {
-                return Err(io::Error::other(
+                return Err(SendFileError::File(io::Error::other(
                     "pieces evicted to the object store are read and sent as FetchChunk",
-                ))
+                )))
             }
         }
     }

@@ -157,7 +157,7 @@ impl Worker {
             gate: Gate::new(cfg.limits.clone()),
             secret: cfg.secret.clone(),
             split_bytes: cfg.split_bytes,
-            zero_copy_fetch: cfg.zero_copy_fetch,
+            zero_copy_fetch: cfg.zero_copy_fetch.into(),
         });
         tracing::info!(%addr, memory = cfg.memory, push_budget = push, max_batch, data_dir = %cfg.data_dir.display(), order = sharing.order.name(), app_memory_share = sharing.app_share, app_stored_quota = ?cfg.tenancy.app_stored_quota, "worker listening");
         let w = worker.clone();

@@ -42,8 +42,9 @@ pub struct Worker {
     pub secret: Option<Arc<crossdock_proto::auth::ClusterSecret>>,
     /// A partition past this many bytes here continues on another worker; 0: never.
     pub split_bytes: u64,
-    /// File ranges of fetches go with `sendfile` when the reader takes stored records.
-    pub zero_copy_fetch: bool,
+    /// File ranges of fetches go with `sendfile` when the reader takes stored records
+    /// (turned off for good if the file system turns out not to support it).
+    pub zero_copy_fetch: std::sync::atomic::AtomicBool,
 }
 
 impl Worker {

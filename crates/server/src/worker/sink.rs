@@ -6,30 +6,30 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use crossdock_client::tls::Stream;
-use tokio::io::{AsyncWrite, BufWriter, Interest, WriteHalf};
+use rustix::io::Errno;
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
 
 use crate::limits::Timed;
 
 /// A writer that may send file ranges without copying them through the process.
 pub trait FileSink: AsyncWrite + Unpin {
-    /// Whether [`FileSink::poll_send_file`] can be used on this writer.
-    fn sends_files(&self) -> bool;
+    /// The TCP socket under this writer, and how long the peer may keep a write waiting
+    /// (`None`: no limit); `None` when file ranges cannot be sent on it.
+    fn file_socket(&self) -> Option<(&TcpStream, Option<Duration>)>;
 
-    /// Sends up to `len` bytes of `file` from `*offset` (advanced by what was sent),
-    /// after everything written before. `Ok(0)` means the file ends before `*offset`.
-    /// Fails with `Unsupported` where [`FileSink::sends_files`] is false.
-    fn poll_send_file(
-        &mut self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: &mut u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>>;
+    /// Whether [`send_file`] can be used on this writer.
+    fn sends_files(&self) -> bool {
+        self.file_socket().is_some()
+    }
 }
 
 /// The writing half of a worker's connection.
@@ -86,94 +86,106 @@ impl AsyncWrite for ReplySink {
 }
 
 impl FileSink for ReplySink {
-    fn sends_files(&self) -> bool {
-        matches!(self, ReplySink::Tcp(_))
-    }
-
-    fn poll_send_file(
-        &mut self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: &mut u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        let ReplySink::Tcp(w) = self else {
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "file ranges are sent on plain TCP connections only",
-            )));
-        };
-        let tcp: &tokio::net::TcpStream = w.as_ref();
-        loop {
-            ready!(tcp.poll_write_ready(cx))?;
-            // `try_io` clears the readiness when the socket's buffer is full, so the
-            // next poll waits for room instead of spinning.
-            let sent = tcp.try_io(Interest::WRITABLE, || {
-                rustix::fs::sendfile(tcp, file, Some(&mut *offset), len).map_err(io::Error::from)
-            });
-            match sent {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                res => return Poll::Ready(res),
-            }
+    fn file_socket(&self) -> Option<(&TcpStream, Option<Duration>)> {
+        match self {
+            ReplySink::Tcp(w) => Some((w.as_ref(), None)),
+            ReplySink::Other(_) => None,
         }
     }
 }
 
 impl<W: FileSink> FileSink for Timed<W> {
-    fn sends_files(&self) -> bool {
-        self.get_ref().sends_files()
-    }
-
     /// Bounded like every write: the peer must take some of it within the read timeout.
-    fn poll_send_file(
-        &mut self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: &mut u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        self.timed_write(cx, |w, cx| {
-            w.get_mut().poll_send_file(cx, file, offset, len)
-        })
+    fn file_socket(&self) -> Option<(&TcpStream, Option<Duration>)> {
+        let (tcp, _) = self.get_ref().file_socket()?;
+        Some((tcp, Some(self.write_timeout())))
     }
 }
 
 impl<W: FileSink> FileSink for BufWriter<W> {
-    fn sends_files(&self) -> bool {
-        self.get_ref().sends_files()
-    }
-
-    /// Flushes what is buffered first, so the file's bytes follow it on the wire.
-    fn poll_send_file(
-        &mut self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: &mut u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        ready!(Pin::new(&mut *self).poll_flush(cx))?;
-        self.get_mut().poll_send_file(cx, file, offset, len)
+    fn file_socket(&self) -> Option<(&TcpStream, Option<Duration>)> {
+        self.get_ref().file_socket()
     }
 }
 
-/// Sends bytes `[start, start + len)` of `file` to `w`, after what was written before.
-/// Fails with `UnexpectedEof` when the file is shorter (its frame is then broken: the
-/// caller must drop the connection).
+/// Why a file range could not be sent.
+#[derive(Debug)]
+pub enum SendFileError {
+    /// The connection failed (or the peer took nothing for the write timeout).
+    Socket(io::Error),
+    /// The file could not be read: it is shorter than its index says, or the disk failed.
+    File(io::Error),
+    /// The file system or socket does not support `sendfile`.
+    Unsupported(io::Error),
+}
+
+/// Sends bytes `[start, start + len)` of `file` to `w`, after everything written to it
+/// before (its buffer is flushed first). Each `sendfile` call runs on the blocking pool:
+/// a range not in the page cache is read from the disk inside the call, which must not
+/// hold up the connections served by this thread. Any error leaves the frame being
+/// written unfinished: the caller must drop the connection.
 pub async fn send_file<W: FileSink>(
     w: &mut W,
-    file: &File,
+    file: &Arc<File>,
     start: u64,
     len: u64,
-) -> io::Result<()> {
+) -> Result<(), SendFileError> {
+    w.flush().await.map_err(SendFileError::Socket)?;
+    let (tcp, limit) = w.file_socket().ok_or_else(|| {
+        SendFileError::Unsupported(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "file ranges are sent on plain TCP connections only",
+        ))
+    })?;
+    // The blocking call needs a handle of its own on the socket (the same socket).
+    let mut sock = tcp
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(SendFileError::Socket)?;
     let (mut offset, end) = (start, start + len);
     while offset < end {
+        let ready = tcp.writable();
+        let ready = match limit {
+            Some(d) => tokio::time::timeout(d, ready).await.map_err(|_| {
+                SendFileError::Socket(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("peer took nothing of a reply for {d:?}"),
+                ))
+            })?,
+            None => ready.await,
+        };
+        ready.map_err(SendFileError::Socket)?;
         let want = (end - offset).min(1 << 30) as usize;
-        let n = std::future::poll_fn(|cx| w.poll_send_file(cx, file, &mut offset, want)).await?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("the partition file ends at {offset}, before {end}"),
-            ));
+        let f = file.clone();
+        let (s, at, sent) = tokio::task::spawn_blocking(move || {
+            let mut at = offset;
+            let sent = rustix::fs::sendfile(&sock, &*f, Some(&mut at), want);
+            (sock, at, sent)
+        })
+        .await
+        .map_err(|e| SendFileError::Socket(io::Error::other(e)))?;
+        sock = s;
+        offset = at;
+        match sent {
+            Ok(0) => {
+                return Err(SendFileError::File(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the partition file ends at {offset}, before {end}"),
+                )))
+            }
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) => {
+                // The socket's buffer is full: clear tokio's readiness so that the next
+                // wait is for room, not a spin.
+                let _ = tcp.try_io(Interest::WRITABLE, || {
+                    Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                });
+            }
+            Err(e @ (Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP)) => {
+                return Err(SendFileError::Unsupported(e.into()))
+            }
+            Err(e @ Errno::IO) => return Err(SendFileError::File(e.into())),
+            Err(e) => return Err(SendFileError::Socket(e.into())),
         }
     }
     Ok(())

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Message;
 
 /**
@@ -34,6 +35,13 @@ public final class Placement implements Serializable {
    * the most of them; null: each partition's own slot.
    */
   private final int[] readSlot;
+  /**
+   * Each map's committed attempt when this placement was read from a shuffle status ({@link
+   * AttemptIds#NO_ATTEMPT} for a map not committed then); null for a placement made at
+   * registration. What readers check stored records against ({@link
+   * org.crossdock.client.fetch.Segment#acceptingRecords}).
+   */
+  private final int[] mapAttempts;
 
   /** A placement whose workers' hosts are their addresses' host parts. */
   public Placement(String[] addrs, int[] partitionAddr, int[] replicaAddr) {
@@ -41,11 +49,11 @@ public final class Placement implements Serializable {
   }
 
   public Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr) {
-    this(addrs, hosts, partitionAddr, replicaAddr, partitionAddr.length, new int[0], null);
+    this(addrs, hosts, partitionAddr, replicaAddr, partitionAddr.length, new int[0], null, null);
   }
 
   private Placement(String[] addrs, String[] hosts, int[] partitionAddr, int[] replicaAddr,
-      int partitions, int[] splitParents, int[] readSlot) {
+      int partitions, int[] splitParents, int[] readSlot, int[] mapAttempts) {
     if (partitions + splitParents.length != partitionAddr.length) {
       throw new IllegalArgumentException(partitionAddr.length + " slots for " + partitions
           + " partitions and " + splitParents.length + " splits");
@@ -59,6 +67,7 @@ public final class Placement implements Serializable {
     this.partitions = partitions;
     this.splitParents = splitParents;
     this.readSlot = readSlot;
+    this.mapAttempts = mapAttempts;
     if (hosts.length != addrs.length) {
       throw new IllegalArgumentException(
           hosts.length + " host labels for " + addrs.length + " worker addresses");
@@ -97,7 +106,8 @@ public final class Placement implements Serializable {
     int[] parents = p.splitParents;
     long[] bytes = s.partitionBytes();
     if (parents.length == 0 || bytes == null || bytes.length != p.partitionAddr.length) {
-      return p;
+      return new Placement(p.addrs, p.hosts, p.partitionAddr, p.replicaAddr, p.partitions, parents,
+          null, s.mapAttempts());
     }
     int[] read = new int[p.partitions];
     for (int i = 0; i < read.length; i++) {
@@ -129,7 +139,7 @@ public final class Placement implements Serializable {
       read[partition] = chosen;
     }
     return new Placement(p.addrs, p.hosts, p.partitionAddr, p.replicaAddr, p.partitions, parents,
-        read);
+        read, s.mapAttempts());
   }
 
   /**
@@ -156,7 +166,7 @@ public final class Placement implements Serializable {
       hosts[i] = w.host() == null || w.host().isEmpty() ? hostPart(w.addr()) : w.host();
     }
     return new Placement(addrs, hosts, out, replicas, partitions,
-        splitParents == null ? new int[0] : splitParents.clone(), null);
+        splitParents == null ? new int[0] : splitParents.clone(), null, null);
   }
 
   private static int indexOf(
@@ -179,6 +189,15 @@ public final class Placement implements Serializable {
       index.put(id, i);
     }
     return i;
+  }
+
+  /**
+   * Each map's committed attempt when this placement was read from a shuffle status; null for
+   * one made at registration (then readers take checked chunks only). The array is shared by
+   * every reader of this placement: read it, never write it.
+   */
+  public int[] mapAttempts() {
+    return mapAttempts;
   }
 
   /** The shuffle's partitions (its splits not counted). */

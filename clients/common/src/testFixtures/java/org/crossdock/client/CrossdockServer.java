@@ -114,6 +114,11 @@ public final class CrossdockServer implements AutoCloseable {
     }
   }
 
+  /** The directory the cluster keeps its data under (its workers' partition files included). */
+  public Path dataDir() {
+    return dataDir;
+  }
+
   /** The coordinator's address. */
   public String addr() {
     return addr;

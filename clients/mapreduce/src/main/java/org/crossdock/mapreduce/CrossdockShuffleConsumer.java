@@ -119,6 +119,10 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
           later.addSegments(runs, slot, m, estimate, placement.copiesOf(slot), cap);
         }
       }
+      // Every map committed (awaitMaps): stored records are checked against these attempts.
+      for (Segment run : runs) {
+        run.acceptingRecords(status.mapAttempts());
+      }
       RunReader.Settings settings = new RunReader.Settings(session.appId, session.token,
           JobSession.SHUFFLE_ID, CrossdockMRConf.CONNECT_TIMEOUT_MS,
           (int) Math.min(Integer.MAX_VALUE, conf.networkTimeoutMs), CrossdockMRConf.FETCH_MAX_RESUMES,

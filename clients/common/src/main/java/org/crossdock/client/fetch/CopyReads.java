@@ -276,8 +276,12 @@ abstract class CopyReads implements SourceStream.Events {
     }
     List<String> others = othersThan(s, addr);
     boolean giveUpCopy = neverConnected && !others.isEmpty();
-    if (e.isTransport() && s.retries < maxRetries && !giveUpCopy) {
-      s.retries++;
+    boolean free = s.freeRetry;
+    s.freeRetry = false;
+    if (e.isTransport() && (free || s.retries < maxRetries) && !giveUpCopy) {
+      if (!free) {
+        s.retries++;
+      }
       send(s, addr);
       return;
     }

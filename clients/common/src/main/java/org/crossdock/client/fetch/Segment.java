@@ -7,6 +7,7 @@ import org.crossdock.client.CrossdockException;
 import org.crossdock.protocol.AttemptIds;
 import org.crossdock.protocol.Checksums;
 import org.crossdock.protocol.Message;
+import org.crossdock.protocol.Structures;
 
 /**
  * One request of a reduce task's read: maps {@code [startMap, endMap)} of one partition, as one
@@ -43,6 +44,29 @@ public final class Segment {
   public final int expectedAttempt;
   /** Where it can be read, preferred first (primary, replica). */
   List<String> copies;
+  /**
+   * Each map's committed attempt, by map id, when the read takes stored records ({@code
+   * FetchRecords}: sent by the worker from its files unread, so checked here against these);
+   * null: it does not.
+   */
+  private int[] recordAttempts;
+  /** Its requests ask for stored records: until one fails the checks ({@link #dropRecords}). */
+  boolean takeRecords;
+  /** Batches received as stored records. */
+  long storedRecords;
+  /** (map, sequence, CRC) of a batch delivered. */
+  private record Delivered(int mapId, int batchSeq, int crc32c) {}
+  /** Where the current request began: the resume point it was sent with. */
+  private Message.ResumePoint requestStart;
+  /** The batches the current request delivered while it took stored records. */
+  private ArrayDeque<Delivered> fromRecords = new ArrayDeque<>();
+  /**
+   * After a fallback from stored records: the batches the checked read must send first, as they
+   * were delivered (not delivered again).
+   */
+  private ArrayDeque<Delivered> redelivered = new ArrayDeque<>();
+  /** Payload bytes of the current request's batches that were delivered before (not again). */
+  long redeliveredBytes;
 
   /** The copy it is being read from; null while not issued. */
   String source;
@@ -70,6 +94,8 @@ public final class Segment {
   CrossdockException failure;
   /** Transport retries on the current source. */
   int retries;
+  /** The next transport failure is a fallback from stored records: its retry is free. */
+  boolean freeRetry;
   /** Copies given up on because they could not be reached. */
   final List<String> unreachable = new ArrayList<>();
   /**
@@ -159,13 +185,59 @@ public final class Segment {
         + Integer.toUnsignedString(expectedAttempt) + " → " + Integer.toUnsignedString(now) + ")";
   }
 
+  /**
+   * Takes batches as the worker stores them ({@code FetchRecords}), which a worker sends from its
+   * files without reading them; {@code mapAttempts} holds each map's committed attempt by map id
+   * (the shuffle status's {@code map_attempts}), against which every record is checked. Null
+   * leaves the segment reading checked chunks only. Returns this segment.
+   */
+  public Segment acceptingRecords(int[] mapAttempts) {
+    recordAttempts = mapAttempts;
+    takeRecords = mapAttempts != null;
+    return this;
+  }
+
+  /** Whether its requests still ask for stored records. */
+  public boolean takesRecords() {
+    return takeRecords;
+  }
+
+  /** Batches of it received as stored records so far. */
+  public long storedRecords() {
+    return storedRecords;
+  }
+
+  /**
+   * Stops asking for stored records (one failed the checks, or the stream of them broke): the
+   * next request asks the worker's checked read from where the current one began, not from the
+   * last batch, since a record's map and sequence number are not covered by its CRC and a
+   * damaged one could point the resume past batches never received; what the current request
+   * delivered must come again first, the same (map, sequence, CRC), and is not delivered twice.
+   * Returns whether it was asking.
+   */
+  boolean dropRecords() {
+    if (!takeRecords) {
+      return false;
+    }
+    takeRecords = false;
+    resume = requestStart;
+    redelivered = fromRecords;
+    fromRecords = new ArrayDeque<>();
+    return true;
+  }
+
   /** The request that reads what is left of it. */
   Message.Fetch request(String appId, int shuffleId) {
+    requestStart = resume;
+    fromRecords.clear();
+    redeliveredBytes = 0;
     return new Message.Fetch(appId, shuffleId, partition, startMap, endMap, resume,
         runBytes > 0 ? java.util.OptionalLong.of(runBytes) : java.util.OptionalLong.empty(),
         endBatch > 0 ? java.util.OptionalInt.of(endBatch) : java.util.OptionalInt.empty(),
         expectedAttempt != AttemptIds.NO_ATTEMPT ? java.util.OptionalInt.of(expectedAttempt)
-            : java.util.OptionalInt.empty(), java.util.OptionalInt.empty());
+            : java.util.OptionalInt.empty(),
+        takeRecords ? java.util.OptionalInt.of(Structures.StoredBatch.FETCH_RECORDS)
+            : java.util.OptionalInt.empty());
   }
 
   /**
@@ -173,7 +245,8 @@ public final class Segment {
    * fewer than {@code runBytes}, which the worker only does at the run's end.
    */
   boolean readToEnd() {
-    return done && (pastEnd || runBytes == 0 || received - receivedAtRequest < runBytes);
+    return done
+        && (pastEnd || runBytes == 0 || received - receivedAtRequest + redeliveredBytes < runBytes);
   }
 
   /** Takes the segment back after it failed, to be read on from {@code copies}. */
@@ -202,8 +275,25 @@ public final class Segment {
    */
   long accept(String addr, List<Message.FetchedBatch> batches) throws CrossdockException {
     long bytes = 0;
+    // Counted as it goes: a batch that fails leaves the ones before it received.
     for (Message.FetchedBatch b : batches) {
       check(addr, partition, resume, b);
+      Delivered d = new Delivered(b.mapId(), b.batchSeq(), b.crc32c());
+      if (!redelivered.isEmpty()) {
+        Delivered want = redelivered.peek();
+        if (!d.equals(want)) {
+          throw CrossdockException.corrupt(addr, "the checked read sent (map "
+              + Integer.toUnsignedString(d.mapId()) + ", seq " + Integer.toUnsignedString(d.batchSeq())
+              + ") where a stored record had delivered (map " + Integer.toUnsignedString(want.mapId())
+              + ", seq " + Integer.toUnsignedString(want.batchSeq())
+              + "): the data already delivered was not the partition's");
+        }
+        redelivered.poll();
+        resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
+        batchesInStream++;
+        redeliveredBytes += b.payload().remaining();
+        continue;
+      }
       if (endBatch > 0 && Integer.compareUnsigned(b.batchSeq(), endBatch) >= 0) {
         // A worker that predates end_batch_seq sends the map's later runs too: they are not
         // this run's, and the run is read to its end.
@@ -213,15 +303,65 @@ public final class Segment {
       }
       resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
       batchesInStream++;
-      bytes += b.payload().remaining();
+      long n = b.payload().remaining();
+      bytes += n;
+      received += n;
+      if (takeRecords) {
+        fromRecords.add(d);
+      }
       ready.add(b);
     }
-    received += bytes;
+    return bytes;
+  }
+
+  /**
+   * Checks received stored records and queues their batches: what only a record needs (its map
+   * is in the range, its attempt is the committed one: its CRC covers the payload alone, and the
+   * worker checked nothing), then what every batch needs ({@link #accept}). Returns their payload
+   * bytes. A record that fails leaves the ones before it queued.
+   */
+  long acceptRecords(String addr, List<Structures.StoredBatch> records) throws CrossdockException {
+    long bytes = 0;
+    for (Structures.StoredBatch r : records) {
+      if (!takeRecords) {
+        throw CrossdockException.protocol(addr, "stored records to a fetch that did not ask for"
+            + " them", null);
+      }
+      if (Integer.compareUnsigned(r.mapId(), startMap) < 0
+          || Integer.compareUnsigned(r.mapId(), endMap) >= 0) {
+        throw CrossdockException.corrupt(addr, "record (map " + Integer.toUnsignedString(r.mapId())
+            + ", seq " + Integer.toUnsignedString(r.batchSeq()) + ") is outside maps [" + startMap
+            + ", " + endMap + ")");
+      }
+      if (endBatch > 0 && Integer.compareUnsigned(r.batchSeq(), endBatch) >= 0) {
+        // A worker that sends records knows end_batch_seq: a record past it is damaged.
+        throw CrossdockException.corrupt(addr, "record (map " + Integer.toUnsignedString(r.mapId())
+            + ", seq " + Integer.toUnsignedString(r.batchSeq()) + ") is past the run's end "
+            + Integer.toUnsignedString(endBatch));
+      }
+      int committed = expectedAttempt != AttemptIds.NO_ATTEMPT ? expectedAttempt
+          : r.mapId() < recordAttempts.length ? recordAttempts[r.mapId()] : AttemptIds.NO_ATTEMPT;
+      if (committed == AttemptIds.NO_ATTEMPT || r.attemptId() != committed) {
+        throw CrossdockException.corrupt(addr, "record (map " + Integer.toUnsignedString(r.mapId())
+            + ", seq " + Integer.toUnsignedString(r.batchSeq()) + ") is of attempt "
+            + Integer.toUnsignedString(r.attemptId()) + ", not the committed "
+            + (committed == AttemptIds.NO_ATTEMPT ? "(none known)"
+                : Integer.toUnsignedString(committed)));
+      }
+      bytes += accept(addr, List.of(r.toFetched()));
+      storedRecords++;
+    }
     return bytes;
   }
 
   /** Checks the stream's end against what arrived. */
   void end(String addr, Message.FetchEnd e) throws CrossdockException {
+    if (!redelivered.isEmpty()) {
+      Delivered want = redelivered.peek();
+      throw CrossdockException.corrupt(addr, "the checked read ended before (map "
+          + Integer.toUnsignedString(want.mapId()) + ", seq "
+          + Integer.toUnsignedString(want.batchSeq()) + "), which a stored record had delivered");
+    }
     if (e.batches() != batchesInStream) {
       throw CrossdockException.corrupt(addr, "worker announced " + e.batches()
           + " batches but sent " + batchesInStream);

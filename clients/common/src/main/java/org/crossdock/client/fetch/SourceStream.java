@@ -148,9 +148,39 @@ final class SourceStream implements Closeable {
           dispatch(f);
         }
       }
+    } catch (CrossdockException e) {
+      fail(recordsFallback(e));
     } catch (IOException e) {
-      fail(e);
+      fail(recordsFallback(CrossdockException.transport(addr, "fetch stream broke", e)));
     }
+  }
+
+  /**
+   * A frame that did not decode, a batch that failed the checks or a broken connection while the
+   * request being answered takes stored records: those the worker sent unread, so it is its
+   * checked read that must judge the data. The request stops taking them ({@link
+   * Segment#dropRecords}: it is asked again from where it began) and a failed check becomes a
+   * broken connection, which asks the same copy again; the worker then finds any damage, reports
+   * its copy and refuses ({@code corrupt_data}, {@code data_lost}), as it would have without
+   * records. Other failures are returned as they are.
+   */
+  private CrossdockException recordsFallback(CrossdockException e) {
+    synchronized (lock) {
+      Request head = pending.peek();
+      // A closed stream's requests were taken back already (drainPending).
+      if (closed || head == null || !head.segment().dropRecords() || e.isTransport()) {
+        // A stream of records that broke was dropped from records above too: where it resumes
+        // is where it began, as after a failed check, but the break costs a retry as any.
+        return e;
+      }
+      // Nobody's fault but the record's: the requests on this connection are asked again
+      // without using up a retry.
+      for (Request r : pending) {
+        r.segment().freeRetry = true;
+      }
+    }
+    return CrossdockException.transport(addr,
+        "a stored record failed the reader's checks; asking again without records", e);
   }
 
   /** Hands a frame to the request it answers. Called with the lock held. */
@@ -162,9 +192,23 @@ final class SourceStream implements Closeable {
     }
     Segment s = head.segment();
     Message m = f.message();
-    if (m instanceof Message.FetchChunk c) {
-      long bytes = s.accept(addr, c.batches());
-      events.received(this, s, bytes);
+    if (m instanceof Message.FetchChunk || m instanceof Message.FetchRecords) {
+      long before = s.received;
+      boolean whole = false;
+      try {
+        if (m instanceof Message.FetchChunk c) {
+          s.accept(addr, c.batches());
+        } else {
+          s.acceptRecords(addr, ((Message.FetchRecords) m).batches());
+        }
+        whole = true;
+      } finally {
+        // The batches queued before one that failed are good and counted (a frame that
+        // failed before any is no progress: it resets no retry count).
+        if (whole || s.received > before) {
+          events.received(this, s, s.received - before);
+        }
+      }
     } else if (m instanceof Message.FetchEnd e) {
       s.end(addr, e);
       pending.poll();
@@ -221,6 +265,12 @@ final class SourceStream implements Closeable {
   /** The unanswered requests of a closed stream, removed. Call with the lock held. */
   List<Segment> drainPending() {
     List<Segment> out = new ArrayList<>();
+    Request head = pending.peek();
+    if (head != null) {
+      // The request being answered is asked again from where it began (its stored records, if
+      // any, are not trusted for a resume point).
+      head.segment().dropRecords();
+    }
     for (Request r : pending) {
       out.add(r.segment());
     }

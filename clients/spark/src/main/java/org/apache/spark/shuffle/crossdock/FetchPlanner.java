@@ -66,7 +66,8 @@ final class FetchPlanner {
           bytes += sizes[p][m];
           if (bytes >= target || m == maps - 1) {
             long share = (bytes + slots.length - 1) / slots.length;
-            out.add(new Segment(slot, startMap + first, startMap + m + 1, share, copies));
+            out.add(new Segment(slot, startMap + first, startMap + m + 1, share, copies)
+                .acceptingRecords(placement.mapAttempts()));
             first = m + 1;
             bytes = 0;
           }
@@ -111,6 +112,9 @@ final class FetchPlanner {
           later.addSegments(out, slot, startMap + m, estimate, copies, cap);
         }
       }
+    }
+    for (Segment s : out) {
+      s.acceptingRecords(placement.mapAttempts());
     }
     return out;
   }
