@@ -254,3 +254,64 @@ async fn a_damaged_sequence_number_cannot_make_the_reader_skip_batches() {
         "the copy was reported"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_larger_than_the_socket_buffers_streams_whole_without_a_fallback() {
+    // 48 MiB on disk: the socket's buffers fill (the reader waits before it reads), so the
+    // worker waits for room between sendfile calls many times; a lost wake-up would stall
+    // the stream until the write timeout and end in a fallback.
+    let c = Cluster::start_with(1, 1, Durability::Disk).await;
+    c.coord.register_app("big", 60_000).await.unwrap();
+    let placement = c.coord.register_shuffle("big", 0, 1, 1).await.unwrap();
+    let addr = placement.worker_of(0).unwrap().addr.clone();
+    let batches = 48u32;
+    let client = crossdock_client::WorkerClient::connect(&addr, &common::app_keys("big"))
+        .await
+        .unwrap();
+    let mut total = 0;
+    for seq in 0..batches {
+        let data = common::payload(0, 0, seq, 1 << 20);
+        total += data.len();
+        let p = client
+            .push(&common::header("big", 0, 0, 0, seq, &data), &data)
+            .await
+            .unwrap();
+        client.finish_push(p).await.unwrap();
+    }
+    let stats = vec![crossdock_proto::PartitionStat {
+        partition: 0,
+        bytes: total as u64,
+        records: batches as u64,
+    }];
+    c.coord
+        .commit_map("big", 0, 0, AttemptId(0), stats)
+        .await
+        .unwrap();
+    let map_attempts = c.status("big").await.map_attempts;
+    let mut r = reader(&addr, "big", 0, 0, 1)
+        .with_max_resumes(0)
+        .accepting_records(map_attempts);
+    let read = async {
+        let mut seq = 0;
+        while let Some(b) = r.next_batch().await.unwrap() {
+            if seq == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            assert_eq!((b.map_id, b.batch_seq), (0, seq));
+            assert_eq!(b.payload[..], common::payload(0, 0, seq, 1 << 20)[..]);
+            seq += 1;
+        }
+        seq
+    };
+    let n = tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("the stream never stalls");
+    assert_eq!(n, batches);
+    assert_eq!((r.stored_records, r.record_fallbacks), (batches as u64, 0));
+    let sent = c.nodes[0]
+        .worker
+        .metrics
+        .zero_copy_bytes
+        .load(Ordering::Relaxed);
+    assert_eq!(sent, batches as u64 * (24 + (1 << 20)));
+}

@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crossdock_client::tls::Stream;
+use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -144,17 +145,17 @@ pub async fn send_file<W: FileSink>(
         .map_err(SendFileError::Socket)?;
     let (mut offset, end) = (start, start + len);
     while offset < end {
-        let ready = tcp.writable();
-        let ready = match limit {
-            Some(d) => tokio::time::timeout(d, ready).await.map_err(|_| {
+        let room = wait_for_room(tcp);
+        match limit {
+            Some(d) => tokio::time::timeout(d, room).await.map_err(|_| {
                 SendFileError::Socket(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("peer took nothing of a reply for {d:?}"),
                 ))
             })?,
-            None => ready.await,
-        };
-        ready.map_err(SendFileError::Socket)?;
+            None => room.await,
+        }
+        .map_err(SendFileError::Socket)?;
         let want = (end - offset).min(1 << 30) as usize;
         let f = file.clone();
         let (s, at, sent) = tokio::task::spawn_blocking(move || {
@@ -173,14 +174,8 @@ pub async fn send_file<W: FileSink>(
                     format!("the partition file ends at {offset}, before {end}"),
                 )))
             }
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(Errno::AGAIN) => {
-                // The socket's buffer is full: clear tokio's readiness so that the next
-                // wait is for room, not a spin.
-                let _ = tcp.try_io(Interest::WRITABLE, || {
-                    Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                });
-            }
+            // Full socket buffer: the next wait is for room.
+            Ok(_) | Err(Errno::INTR) | Err(Errno::AGAIN) => {}
             Err(e @ (Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP)) => {
                 return Err(SendFileError::Unsupported(e.into()))
             }
@@ -189,4 +184,29 @@ pub async fn send_file<W: FileSink>(
         }
     }
     Ok(())
+}
+
+/// Waits until the socket's send buffer has room. The `sendfile` calls run on another
+/// thread, so tokio never sees their `EAGAIN`; instead the socket is asked (`poll` with
+/// no wait) under tokio's readiness, which then clears it only if no wake-up came in
+/// the meantime (clearing after a `sendfile` could swallow the edge that came between).
+async fn wait_for_room(tcp: &TcpStream) -> io::Result<()> {
+    loop {
+        tcp.writable().await?;
+        let checked = tcp.try_io(Interest::WRITABLE, || {
+            let mut fds = [PollFd::new(tcp, PollFlags::OUT)];
+            rustix::event::poll(&mut fds, Some(&Timespec::default())).map_err(io::Error::from)?;
+            let revents = fds[0].revents();
+            if revents.intersects(PollFlags::OUT | PollFlags::ERR | PollFlags::HUP) {
+                // An error or hang-up is ready too: the next `sendfile` reports it.
+                Ok(())
+            } else {
+                Err(io::Error::from(io::ErrorKind::WouldBlock))
+            }
+        });
+        match checked {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            res => return res,
+        }
+    }
 }
