@@ -186,6 +186,7 @@ impl PartitionReader {
             map_id: self.range.start_map,
             batch_seq: seq,
         });
+        self.stream_start = self.last;
         self.end_batch_seq = end;
         self
     }
@@ -358,6 +359,12 @@ impl PartitionReader {
     /// range and its attempt is the one committed (the CRC covers the payload alone).
     fn check_record(&self, b: &StoredBatch) -> Result<()> {
         let r = &self.range;
+        if self.end_batch_seq > 0 && b.batch_seq >= self.end_batch_seq {
+            return Err(ClientError::Corrupt(format!(
+                "record (map {}, seq {}) from {} is past the run's end {}",
+                b.map_id, b.batch_seq, self.addr, self.end_batch_seq
+            )));
+        }
         if b.map_id < r.start_map || b.map_id >= r.end_map {
             return Err(ClientError::Corrupt(format!(
                 "record (map {}, seq {}) from {} is outside maps [{}, {})",
@@ -425,7 +432,9 @@ impl PartitionReader {
                 }
                 Err(e) if e.is_transport() && self.resumes < self.max_resumes => {
                     tracing::debug!(error = %e, "fetch stream broke; resuming");
-                    if self.take_records {
+                    // A stream that delivered records resumes where it began, without them
+                    // (their map and sequence numbers were not checked by anyone).
+                    if self.take_records && !self.from_records.is_empty() {
                         self.drop_records();
                     }
                     self.stream = None;

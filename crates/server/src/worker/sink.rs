@@ -144,15 +144,20 @@ pub async fn send_file<W: FileSink>(
         .try_clone_to_owned()
         .map_err(SendFileError::Socket)?;
     let (mut offset, end) = (start, start + len);
+    // The write timeout runs from the last byte the peer took.
+    let mut progress = tokio::time::Instant::now();
+    let mut full = false;
     while offset < end {
         let room = wait_for_room(tcp);
         match limit {
-            Some(d) => tokio::time::timeout(d, room).await.map_err(|_| {
-                SendFileError::Socket(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("peer took nothing of a reply for {d:?}"),
-                ))
-            })?,
+            Some(d) => tokio::time::timeout_at(progress + d, room)
+                .await
+                .map_err(|_| {
+                    SendFileError::Socket(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("peer took nothing of a reply for {d:?}"),
+                    ))
+                })?,
             None => room.await,
         }
         .map_err(SendFileError::Socket)?;
@@ -174,8 +179,19 @@ pub async fn send_file<W: FileSink>(
                     format!("the partition file ends at {offset}, before {end}"),
                 )))
             }
-            // Full socket buffer: the next wait is for room.
-            Ok(_) | Err(Errno::INTR) | Err(Errno::AGAIN) => {}
+            Ok(_) => {
+                progress = tokio::time::Instant::now();
+                full = false;
+            }
+            Err(Errno::INTR) => {}
+            // Full socket buffer: the next wait is for room. Should `poll` have reported
+            // room all the same (the kernel short of socket memory), a pause keeps this
+            // from spinning.
+            Err(Errno::AGAIN) => {
+                if std::mem::replace(&mut full, true) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
             Err(e @ (Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP)) => {
                 return Err(SendFileError::Unsupported(e.into()))
             }

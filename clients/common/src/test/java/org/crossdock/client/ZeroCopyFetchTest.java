@@ -93,6 +93,11 @@ class ZeroCopyFetchTest {
       RealServerTest.readAll(f, null);
     }
     assertEquals(0, plain.storedRecords());
+    // A capped run's next request starts after the last batch of the one before: not after a
+    // record nobody checked. It reads checked chunks.
+    Segment capped =
+        new Segment(0, 0, 1, 1, pl.copiesOf(0), 64 << 10).acceptingRecords(pl.mapAttempts());
+    assertFalse(capped.takesRecords());
     coord.unregisterApp(app);
   }
 

@@ -271,13 +271,13 @@ abstract class CopyReads implements SourceStream.Events {
    * attempt would wait for the connect timeout.
    */
   final void failed(Segment s, String addr, CrossdockException e, boolean neverConnected) {
+    boolean free = s.freeRetry;
+    s.freeRetry = false;
     if (closed || !reading(s)) {
       return;
     }
     List<String> others = othersThan(s, addr);
     boolean giveUpCopy = neverConnected && !others.isEmpty();
-    boolean free = s.freeRetry;
-    s.freeRetry = false;
     if (e.isTransport() && (free || s.retries < maxRetries) && !giveUpCopy) {
       if (!free) {
         s.retries++;

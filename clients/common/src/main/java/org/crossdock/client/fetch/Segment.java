@@ -165,6 +165,7 @@ public final class Segment {
     this.expectedAttempt = expectedAttempt;
     // A later run is read as if a read of the map had stopped after the batch before it.
     this.resume = firstBatch > 0 ? new Message.ResumePoint(startMap, firstBatch - 1) : null;
+    this.requestStart = resume;
   }
 
   /**
@@ -189,11 +190,13 @@ public final class Segment {
    * Takes batches as the worker stores them ({@code FetchRecords}), which a worker sends from its
    * files without reading them; {@code mapAttempts} holds each map's committed attempt by map id
    * (the shuffle status's {@code map_attempts}), against which every record is checked. Null
-   * leaves the segment reading checked chunks only. Returns this segment.
+   * leaves the segment reading checked chunks only, and so does a capped run ({@link #runBytes}):
+   * its next request would start after the last batch of the one before, a record whose map and
+   * sequence number nothing checked (they are outside its CRC). Returns this segment.
    */
   public Segment acceptingRecords(int[] mapAttempts) {
     recordAttempts = mapAttempts;
-    takeRecords = mapAttempts != null;
+    takeRecords = mapAttempts != null && runBytes == 0;
     return this;
   }
 
@@ -219,11 +222,17 @@ public final class Segment {
     if (!takeRecords) {
       return false;
     }
+
     takeRecords = false;
     resume = requestStart;
     redelivered = fromRecords;
     fromRecords = new ArrayDeque<>();
     return true;
+  }
+
+  /** Whether the current request delivered batches from stored records. */
+  boolean deliveredRecords() {
+    return !fromRecords.isEmpty();
   }
 
   /** The request that reads what is left of it. */

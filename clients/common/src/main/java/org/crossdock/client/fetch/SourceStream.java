@@ -168,9 +168,19 @@ final class SourceStream implements Closeable {
     synchronized (lock) {
       Request head = pending.peek();
       // A closed stream's requests were taken back already (drainPending).
-      if (closed || head == null || !head.segment().dropRecords() || e.isTransport()) {
-        // A stream of records that broke was dropped from records above too: where it resumes
-        // is where it began, as after a failed check, but the break costs a retry as any.
+      if (closed || head == null) {
+        return e;
+      }
+      Segment h = head.segment();
+      if (e.isTransport()) {
+        // A broken stream that delivered records resumes where it began, without them, as
+        // after a failed check; the break costs a retry as any.
+        if (h.deliveredRecords()) {
+          h.dropRecords();
+        }
+        return e;
+      }
+      if (!h.dropRecords()) {
         return e;
       }
       // Nobody's fault but the record's: the requests on this connection are asked again
@@ -215,6 +225,11 @@ final class SourceStream implements Closeable {
       events.ended(this, s);
     } else if (m instanceof Message.Error e) {
       pending.poll();
+      if (s.deliveredRecords()) {
+        // Read on, here or elsewhere, from where the request began: its records' map and
+        // sequence numbers were not checked by anyone.
+        s.dropRecords();
+      }
       events.refused(this, s, CrossdockException.remote(addr, e.code(), e.message()));
     } else {
       throw CrossdockException.protocol(
@@ -266,9 +281,9 @@ final class SourceStream implements Closeable {
   List<Segment> drainPending() {
     List<Segment> out = new ArrayList<>();
     Request head = pending.peek();
-    if (head != null) {
-      // The request being answered is asked again from where it began (its stored records, if
-      // any, are not trusted for a resume point).
+    if (head != null && head.segment().deliveredRecords()) {
+      // The request being answered is asked again from where it began (its stored records are
+      // not trusted for a resume point).
       head.segment().dropRecords();
     }
     for (Request r : pending) {
