@@ -1,7 +1,17 @@
 """Settings of the Spark test suite that the benchmarks, which share harness.py, must not get."""
 
 import os
+import sys
 
 # Quicker JVMs for short test jobs (see harness.QUICK_JIT); set before harness is imported,
 # and inherited by the Spark applications the tests start as child processes.
 os.environ["CROSSDOCK_TEST_QUICK_JIT"] = "1"
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jvm_archive  # noqa: E402
+
+
+def pytest_configure(config):
+    # Class-data archives for the applications' JVMs (jvm_archive.py): made once per Java
+    # runtime and Spark build, about half a minute, then reused.
+    jvm_archive.ensure()

@@ -22,6 +22,9 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jvm_archive  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BINARY = REPO / "target" / "release" / "crossdock"
 # The Spark line of the pyspark running the tests: "4", or "3.5" for the Spark 3.5 run
@@ -154,6 +157,12 @@ def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, s
     if QUICK_JIT:
         conf["spark.executor.extraJavaOptions"] += " " + QUICK_JIT_OPTION
         conf["spark.driver.extraJavaOptions"] = QUICK_JIT_OPTION
+    # The test suite's class-data archives (jvm_archive.py), when it made them.
+    for kind in ("executor", "driver"):
+        option = jvm_archive.java_options(kind)
+        if option:
+            key = f"spark.{kind}.extraJavaOptions"
+            conf[key] = f"{conf.get(key, '')} {option}".strip()
     return conf
 
 
