@@ -21,7 +21,7 @@ use super::config::{FETCH_CHUNK, FIRST_CHUNK};
 use super::node::Worker;
 use super::sink::{send_file, FileSink, SendFileError};
 use super::storage::partition::{Piece, ReadView, Source};
-use super::storage::read::{stored_len, Loaded};
+use super::storage::read::{plan_spans, stored_len, Loaded, Span};
 use super::storage::{RunCut, StorageError};
 use crate::memory::MemoryBudget;
 
@@ -97,43 +97,26 @@ pub async fn stream<W: FileSink>(
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
         limit = (limit * 2).min(FETCH_CHUNK);
-        if zero_copy && !chunk.iter().any(|p| matches!(p.source, Source::Object(_))) {
-            match write_records(w, request_id, &view, chunk).await {
+        let (spans, _) = plan_spans(chunk);
+        if zero_copy && !spans.iter().any(|s| s.object) {
+            match write_records(w, request_id, &view, chunk, &spans).await {
                 Ok(sent) => m.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed),
-                // The frame is unfinished: the connection is dropped, and the reader asks
-                // again through the checked read (which reports the copy on its own too).
-                Err(SendFileError::Socket(e)) => return Err(e),
-                Err(SendFileError::File(e)) => {
-                    // As the checked read would: committed bytes that cannot be read lose
-                    // this copy, reported before the reader hears of it.
-                    let err = StorageError::reading("sending the partition file")(e);
-                    let err = lost(err).await;
-                    return Err(io::Error::other(err.to_string()));
-                }
-                Err(SendFileError::Unsupported(e)) => {
-                    if worker.zero_copy_fetch.swap(false, Ordering::Relaxed) {
-                        tracing::warn!(error = %e, "sendfile is not supported here; fetches are read and checked by the worker from now on");
-                    }
-                    return Err(e);
+                Err(e) => {
+                    return Err(records_failed(worker, &app_id, shuffle_id, partition, e).await)
                 }
             };
-            if let Some(t) = first.take() {
-                m.fetch_first_frame.observe(t.elapsed());
+        } else {
+            // The read buffer grows to the largest chunk read from file or store; the
+            // stream holds credit for it until it ends (the guard returns it on every path).
+            credit.grow_to(stored_len(chunk)).await;
+            let (returned, loaded) = store
+                .load_chunk(&view, chunk, std::mem::take(&mut buf))
+                .await;
+            buf = returned;
+            match loaded {
+                Ok(out) => write_chunk(w, request_id, &out, &buf).await?,
+                Err(e) => return Ok(Err(lost(e).await)),
             }
-            batches += chunk.len() as u64;
-            bytes += size;
-            continue;
-        }
-        // The read buffer grows to the largest chunk read from file or store; the
-        // stream holds credit for it until it ends (the guard returns it on every path).
-        credit.grow_to(stored_len(chunk)).await;
-        let (returned, loaded) = store
-            .load_chunk(&view, chunk, std::mem::take(&mut buf))
-            .await;
-        buf = returned;
-        match loaded {
-            Ok(out) => write_chunk(w, request_id, &out, &buf).await?,
-            Err(e) => return Ok(Err(lost(e).await)),
         }
         if let Some(t) = first.take() {
             m.fetch_first_frame.observe(t.elapsed());
@@ -170,6 +153,34 @@ async fn report_if_lost(
             .await;
     }
     e
+}
+
+/// What a `FetchRecords` frame that could not be finished leaves behind; returns the error
+/// that drops the connection (the reader then asks again through the checked read, which
+/// reports the copy on its own too).
+async fn records_failed(
+    worker: &Worker,
+    app_id: &str,
+    shuffle_id: u32,
+    partition: u32,
+    e: SendFileError,
+) -> io::Error {
+    match e {
+        SendFileError::Socket(e) => e,
+        SendFileError::File(e) => {
+            // As the checked read would: committed bytes that cannot be read lose this
+            // copy, reported before the reader hears of it.
+            let err = StorageError::reading("sending the partition file")(e);
+            let err = report_if_lost(worker, app_id, shuffle_id, partition, err).await;
+            io::Error::other(err.to_string())
+        }
+        SendFileError::Unsupported(e) => {
+            if worker.zero_copy_fetch.swap(false, Ordering::Relaxed) {
+                tracing::warn!(error = %e, "sendfile is not supported here; fetches are read and checked by the worker from now on");
+            }
+            e
+        }
+    }
 }
 
 /// Credit held from a memory budget, returned when dropped.
@@ -232,16 +243,17 @@ async fn write_chunk<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Writes one `FetchRecords` frame of `chunk` (memory and file pieces): a memory
-/// piece's record header is written here, and each run of adjacent file records is sent
-/// from the page cache as it lies in the file, unread and unchecked (the reader checks
-/// every record). Returns the bytes sent from the file. An error leaves the frame
-/// unfinished: the connection must be dropped.
+/// Writes one `FetchRecords` frame of `chunk` (memory and file pieces; `spans` its runs
+/// of adjacent file records, from [`plan_spans`]): a memory piece's record header is
+/// written here, and each span is sent from the page cache as it lies in the file, unread
+/// and unchecked (the reader checks every record). Returns the bytes sent from the file.
+/// An error leaves the frame unfinished: the connection must be dropped.
 async fn write_records<W: FileSink>(
     w: &mut W,
     request_id: u64,
     view: &ReadView,
     chunk: &[Piece],
+    spans: &[Span],
 ) -> Result<u64, SendFileError> {
     let socket = SendFileError::Socket;
     let body_len: usize = 4 + chunk
@@ -255,54 +267,33 @@ async fn write_records<W: FileSink>(
     head.put_u32(chunk.len() as u32);
     w.write_all(&head).await.map_err(socket)?;
     let mut from_file = 0u64;
+    let mut spans = spans.iter().peekable();
     let mut i = 0;
     while i < chunk.len() {
-        let p = &chunk[i];
-        match &p.source {
-            Source::Memory(data) => {
-                let mut h = [0u8; StoredBatch::HEADER_LEN];
-                StoredBatch::put_header(
-                    &mut &mut h[..],
-                    p.map_id,
-                    p.attempt_id,
-                    p.seq,
-                    p.len,
-                    p.crc,
-                );
-                w.write_all(&h).await.map_err(socket)?;
-                w.write_all(data).await.map_err(socket)?;
-                i += 1;
-            }
-            Source::File(start) => {
-                // The records that follow this one in the file go with it.
-                let mut end = start + (StoredBatch::HEADER_LEN + p.len as usize) as u64;
-                i += 1;
-                while let Some(Piece {
-                    source: Source::File(o),
-                    len,
-                    ..
-                }) = chunk.get(i)
-                {
-                    if *o != end {
-                        break;
-                    }
-                    end += (StoredBatch::HEADER_LEN + *len as usize) as u64;
-                    i += 1;
-                }
-                let file = view.file.as_ref().ok_or_else(|| {
-                    SendFileError::File(io::Error::other(
-                        "a read view with file pieces has its file open",
-                    ))
-                })?;
-                send_file(w, file, *start, end - start).await?;
-                from_file += end - start;
-            }
-            Source::Object(_) => {
-                return Err(SendFileError::File(io::Error::other(
-                    "pieces evicted to the object store are read and sent as FetchChunk",
-                )))
-            }
+        if let Some(span) = spans.next_if(|s| s.first == i) {
+            debug_assert!(!span.object, "evicted pieces go as FetchChunk");
+            let file = view.file.as_ref().ok_or_else(|| {
+                SendFileError::File(io::Error::other(
+                    "a read view with file pieces has its file open",
+                ))
+            })?;
+            send_file(w, file, span.start, span.end - span.start).await?;
+            from_file += span.end - span.start;
+            i = span.last;
+            continue;
         }
+        // Not in a span: a piece held in memory.
+        let p = &chunk[i];
+        let Source::Memory(data) = &p.source else {
+            return Err(SendFileError::File(io::Error::other(
+                "a stored piece outside every span (plan_spans covers them all)",
+            )));
+        };
+        let mut h = [0u8; StoredBatch::HEADER_LEN];
+        StoredBatch::put_header(&mut &mut h[..], p.map_id, p.attempt_id, p.seq, p.len, p.crc);
+        w.write_all(&h).await.map_err(socket)?;
+        w.write_all(data).await.map_err(socket)?;
+        i += 1;
     }
     Ok(from_file)
 }

@@ -57,19 +57,20 @@ pub fn stored_len(chunk: &[Piece]) -> u64 {
 }
 
 /// Records that follow each other in the partition file (`chunk[first..last]`, bytes
-/// `[start, end)` of the file), read with one call into `buf[pos..]`.
-struct Span {
-    first: usize,
-    last: usize,
-    start: u64,
-    end: u64,
-    pos: usize,
+/// `[start, end)` of the file), read with one call into `buf[pos..]` (or, for a zero-copy
+/// fetch, sent with one `sendfile` run).
+pub(crate) struct Span {
+    pub first: usize,
+    pub last: usize,
+    pub start: u64,
+    pub end: u64,
+    pub pos: usize,
     /// Read from the object store (the local copy was evicted).
-    object: bool,
+    pub object: bool,
 }
 
 /// Groups a chunk's stored pieces into spans. Returns them and the buffer size they need.
-fn plan_spans(chunk: &[Piece]) -> (Vec<Span>, usize) {
+pub(crate) fn plan_spans(chunk: &[Piece]) -> (Vec<Span>, usize) {
     let mut spans = Vec::new();
     let (mut i, mut pos) = (0, 0usize);
     while i < chunk.len() {
