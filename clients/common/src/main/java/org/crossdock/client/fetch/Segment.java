@@ -286,41 +286,47 @@ public final class Segment {
     long bytes = 0;
     // Counted as it goes: a batch that fails leaves the ones before it received.
     for (Message.FetchedBatch b : batches) {
-      check(addr, partition, resume, b);
-      Delivered d = new Delivered(b.mapId(), b.batchSeq(), b.crc32c());
-      if (!redelivered.isEmpty()) {
-        Delivered want = redelivered.peek();
-        if (!d.equals(want)) {
-          throw CrossdockException.corrupt(addr, "the checked read sent (map "
-              + Integer.toUnsignedString(d.mapId()) + ", seq " + Integer.toUnsignedString(d.batchSeq())
-              + ") where a stored record had delivered (map " + Integer.toUnsignedString(want.mapId())
-              + ", seq " + Integer.toUnsignedString(want.batchSeq())
-              + "): the data already delivered was not the partition's");
-        }
-        redelivered.poll();
-        resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
-        batchesInStream++;
-        redeliveredBytes += b.payload().remaining();
-        continue;
-      }
-      if (endBatch > 0 && Integer.compareUnsigned(b.batchSeq(), endBatch) >= 0) {
-        // A worker that predates end_batch_seq sends the map's later runs too: they are not
-        // this run's, and the run is read to its end.
-        batchesInStream++;
-        pastEnd = true;
-        continue;
-      }
-      resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
-      batchesInStream++;
-      long n = b.payload().remaining();
-      bytes += n;
-      received += n;
-      if (takeRecords) {
-        fromRecords.add(d);
-      }
-      ready.add(b);
+      bytes += acceptOne(addr, b);
     }
     return bytes;
+  }
+
+  /** {@link #accept} for one batch. */
+  private long acceptOne(String addr, Message.FetchedBatch b) throws CrossdockException {
+    check(addr, partition, resume, b);
+    if (!redelivered.isEmpty()) {
+      Delivered want = redelivered.peek();
+      if (b.mapId() != want.mapId() || b.batchSeq() != want.batchSeq()
+          || b.crc32c() != want.crc32c()) {
+        throw CrossdockException.corrupt(addr, "the checked read sent (map "
+            + Integer.toUnsignedString(b.mapId()) + ", seq " + Integer.toUnsignedString(b.batchSeq())
+            + ") where a stored record had delivered (map " + Integer.toUnsignedString(want.mapId())
+            + ", seq " + Integer.toUnsignedString(want.batchSeq())
+            + "): the data already delivered was not the partition's");
+      }
+      redelivered.poll();
+      resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
+      batchesInStream++;
+      redeliveredBytes += b.payload().remaining();
+      return 0;
+    }
+    if (endBatch > 0 && Integer.compareUnsigned(b.batchSeq(), endBatch) >= 0) {
+      // A worker that predates end_batch_seq sends the map's later runs too: they are not
+      // this run's, and the run is read to its end.
+      batchesInStream++;
+      pastEnd = true;
+      return 0;
+    }
+    resume = new Message.ResumePoint(b.mapId(), b.batchSeq());
+    batchesInStream++;
+    long n = b.payload().remaining();
+    received += n;
+    if (takeRecords) {
+      // What a fallback from stored records must see again, same (map, seq, CRC).
+      fromRecords.add(new Delivered(b.mapId(), b.batchSeq(), b.crc32c()));
+    }
+    ready.add(b);
+    return n;
   }
 
   /**
@@ -357,7 +363,7 @@ public final class Segment {
             + (committed == AttemptIds.NO_ATTEMPT ? "(none known)"
                 : Integer.toUnsignedString(committed)));
       }
-      bytes += accept(addr, List.of(r.toFetched()));
+      bytes += acceptOne(addr, r.toFetched());
       storedRecords++;
     }
     return bytes;
