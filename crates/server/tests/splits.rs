@@ -83,6 +83,28 @@ async fn push_split(
     out
 }
 
+/// Pushes `n` batches of `map` to partition `p` as [`push_following`] does, but after each
+/// one waits until the worker it went to has its answer to any split it asked for (a
+/// worker asks in the background; without the wait, a loaded machine could fill a
+/// memory-only worker before the answer comes, and the push would be refused).
+async fn push_paced(c: &Cluster, addr: &str, app: &str, p: u32, map: u32, n: u32) -> Pushed {
+    let mut out = Pushed::default();
+    let mut route = (p, addr.to_string());
+    for seq in 0..n {
+        let (slot, at) = route.clone();
+        push_more(&mut out, &mut route, app, p, map, seq..seq + 1).await;
+        common::eventually("the worker's ask for a split is answered", || async {
+            c.node(&at)
+                .worker
+                .store
+                .partition(app, 0, slot)
+                .map_or(true, |(_, part)| !part.split.asking())
+        })
+        .await;
+    }
+    out
+}
+
 async fn commit(c: &Cluster, app: &str, map: u32, pushed: &Pushed) -> CommitStatus {
     let stats = pushed
         .per_slot
@@ -303,7 +325,7 @@ async fn memory_only_workers_take_a_partition_larger_than_any_of_them_by_delegat
     c.coord.register_app("m", 60_000).await.unwrap();
     let placement = c.coord.register_shuffle("m", 0, 1, 1).await.unwrap();
     let first = placement.worker_of(0).unwrap().addr.clone();
-    let m0 = push_following(&first, "m", 0, 0, 480).await;
+    let m0 = push_paced(&c, &first, "m", 0, 0, 480).await;
     assert!(m0.per_slot.len() >= 3, "{:?}", m0.per_slot);
     assert_eq!(commit(&c, "m", 0, &m0).await, CommitStatus::Committed);
     for n in &c.nodes {

@@ -58,6 +58,13 @@ impl SplitMark {
         }
     }
 
+    /// True while this worker's ask for a split is unanswered. The ask begins before the
+    /// push that set it off is answered, so a pusher that waits for this after each answer
+    /// lands a known number of batches before the redirect (the tests do).
+    pub fn asking(&self) -> bool {
+        matches!(*self.state.lock().expect("split lock"), State::Asking)
+    }
+
     /// True if the caller should ask for a split now: nobody asked yet, or the last
     /// refusal is old enough. The caller must then [`SplitMark::settle`] it.
     pub fn begin(&self, now: Instant) -> bool {
