@@ -10,11 +10,13 @@ instead of 10.9-12.5 s.
 
 `ensure()` (called once per test session by conftest.py) records the archives with one small
 training application, a driver's and an executor's, in `target/spark-cds/KEY`, where KEY
-is a hash of the Java runtime and of Spark's jars, so another pyspark (the Spark 3.5 run) or
-JDK gets its own pair and a stale pair is never used. It then names the directory in
-CROSSDOCK_TEST_JVM_ARCHIVES, which the applications the tests start (in-process or as child
-processes) read through `java_options`. An archive the JVM finds unusable is ignored by the
-JVM (`-Xshare:auto`): the application starts as it would without it, only slower. The
+is a hash of the Java runtime and of Spark's jars, so another JDK or pyspark gets its own
+pair and a stale pair is never used (old pairs are not removed). It then names the directory
+in CROSSDOCK_TEST_JVM_ARCHIVES, which the applications the tests start through
+`harness.base_conf` (in-process or as child processes) read through `java_options`. An
+archive the JVM finds unusable is ignored by the JVM (`-Xshare:auto`): the application
+starts as it would without it, only slower; and no failure to make them fails a test. The
+Spark 3.5 run makes none (see `ensure`). The
 benchmarks and the demo never set the variable: they measure the JVMs Spark users run.
 """
 
@@ -27,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ENV = "CROSSDOCK_TEST_JVM_ARCHIVES"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -43,48 +46,87 @@ def java_options(kind: str) -> str:
     return f"-XX:SharedArchiveFile={path}" if path.is_file() else ""
 
 
+def _java() -> str:
+    """The `java` Spark's launcher runs: JAVA_HOME's, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    return os.path.join(home, "bin", "java") if home else "java"
+
+
 def _key() -> str:
-    """What the archives depend on: the Java runtime's build and every jar on Spark's class
+    """What the archives depend on: the Java runtime (its version, and the JVM library and
+    base archive the JVM checks a dynamic archive against) and every jar on Spark's class
     path (names, sizes and times; the JVM itself refuses an archive whose class path
     changed)."""
     import pyspark
 
-    version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    h = hashlib.sha256(version.encode())
+    java = subprocess.run([_java(), "-XshowSettings:properties", "-version"],
+                          capture_output=True, text=True, timeout=60).stderr
+    h = hashlib.sha256(java.encode())
+    home = next((line.split("=", 1)[1].strip() for line in java.splitlines()
+                 if line.strip().startswith("java.home =")), None)
+    runtime = [pathlib.Path(home, "lib", "server", f) for f in ("libjvm.so", "classes.jsa")] if home else []
     jars = pathlib.Path(pyspark.__file__).parent / "jars"
-    for jar in sorted(jars.iterdir()):
-        st = jar.stat()
-        h.update(f"{jar.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for f in [*runtime, *sorted(jars.iterdir())]:
+        st = f.stat() if f.exists() else None
+        h.update(f"{f}\0{st and st.st_size}\0{st and st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
 
 def ensure() -> pathlib.Path | None:
     """Records this runtime's archives unless they exist, and names them in the environment
     for the applications this process and its children start. Returns their directory, or
-    None (with the reason on stderr) when they could not be made: the tests then run
-    without them."""
+    None (with the reason on stderr) when there are none: the tests then run without them,
+    only slower. Never raises."""
+    import pyspark
+
+    if pyspark.__version__.startswith("3."):
+        # Spark 3.5 puts the client jar first on the JVMs' class path (extraClassPath), and
+        # the JVM takes a dynamic archive only where the class path it was recorded with
+        # starts the one it runs with; the jar is rebuilt by every test run, so an archive
+        # recorded with it would be stale each time. Without archives there.
+        return None
+    try:
+        final = _make()
+    except Exception as e:  # noqa: BLE001 - the archives only save time
+        print(f"jvm_archive: no class-data archives ({e!r}); the Spark tests run without them",
+              file=sys.stderr)
+        return None
+    if final is not None:
+        os.environ[ENV] = str(final)
+    return final
+
+
+def _whole(directory: pathlib.Path) -> bool:
+    return all((directory / f).is_file() for f in FILES.values())
+
+
+def _make() -> pathlib.Path | None:
     final = REPO / "target" / "spark-cds" / _key()
-    if not all((final / f).is_file() for f in FILES.values()):
-        final.parent.mkdir(parents=True, exist_ok=True)
-        work = pathlib.Path(tempfile.mkdtemp(prefix="training-", dir=final.parent))
+    if _whole(final):
+        return final
+    # Half of a pair (a file deleted by hand): made again.
+    shutil.rmtree(final, ignore_errors=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="training-", dir=final.parent))
+    try:
+        env = {k: v for k, v in os.environ.items() if k != ENV}
+        run = subprocess.run([sys.executable, __file__, "train", str(work)], env=env,
+                             capture_output=True, text=True, timeout=300)
+        missing = [f for f in FILES.values() if not (work / f).is_file()]
+        if run.returncode != 0 or missing:
+            print(f"jvm_archive: no class-data archives (training exit {run.returncode}, missing "
+                  f"{missing}); the Spark tests run without them:\n{run.stderr[-2000:]}",
+                  file=sys.stderr)
+            return None
+        work.chmod(0o755)
         try:
-            run = subprocess.run([sys.executable, __file__, "train", str(work)],
-                                 capture_output=True, text=True, timeout=600)
-            missing = [f for f in FILES.values() if not (work / f).is_file()]
-            if run.returncode != 0 or missing:
-                print(f"jvm_archive: no class-data archives (exit {run.returncode}, missing "
-                      f"{missing}); the Spark tests run without them:\n{run.stderr[-2000:]}",
-                      file=sys.stderr)
-                return None
-            try:
-                work.rename(final)
-            except OSError:
-                # Another session made them in the meantime: use theirs.
-                if not all((final / f).is_file() for f in FILES.values()):
-                    raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    os.environ[ENV] = str(final)
+            work.rename(final)
+        except OSError:
+            # Another session made them in the meantime: use theirs.
+            if not _whole(final):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return final
 
 
@@ -116,7 +158,27 @@ def _train(out: pathlib.Path) -> None:
     # (pyspark's gateway); wait for it, so the archive is whole when this process ends.
     gateway.shutdown()
     gateway.proc.stdin.close()
-    gateway.proc.wait(timeout=300)
+    gateway.proc.wait(timeout=120)
+    # The executor writes its archive as it exits too, stopped by the local-cluster worker
+    # in the driver: wait until no JVM is still writing into `out`.
+    deadline = time.monotonic() + 120
+    while _writers(out):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"a JVM is still writing its archive into {out}")
+        time.sleep(0.2)
+
+
+def _writers(out: pathlib.Path) -> list[int]:
+    """The processes whose command line names `out` (the training's JVMs until they exit)."""
+    pids = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if str(out).encode() in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
 
 
 if __name__ == "__main__":

@@ -83,24 +83,29 @@ async fn push_split(
     out
 }
 
-/// Pushes `n` batches of `map` to partition `p` as [`push_following`] does, but after each
-/// one waits until the worker it went to has its answer to any split it asked for (a
-/// worker asks in the background; without the wait, a loaded machine could fill a
-/// memory-only worker before the answer comes, and the push would be refused).
+/// Pushes `n` batches of `map` to partition `p` as [`push_following`] does, but before a
+/// push that would leave the worker it goes to without room for one more batch while that
+/// worker's ask for a split is unanswered, waits for the answer. Pushes go on while a
+/// worker asks (its headroom takes them, as in production); only the last batch that
+/// fits waits, so a loaded machine, where the background ask may come back late, cannot
+/// fill a memory-only worker and have a push refused.
 async fn push_paced(c: &Cluster, addr: &str, app: &str, p: u32, map: u32, n: u32) -> Pushed {
     let mut out = Pushed::default();
     let mut route = (p, addr.to_string());
     for seq in 0..n {
         let (slot, at) = route.clone();
+        let worker = &c.node(&at).worker;
+        let budget = &worker.store.budget;
+        if budget.total() - budget.used() < 2 * BATCH as u64 {
+            common::eventually("the worker's ask for a split is answered", || async {
+                worker
+                    .store
+                    .partition(app, 0, slot)
+                    .is_ok_and(|(_, part)| !part.split.asking())
+            })
+            .await;
+        }
         push_more(&mut out, &mut route, app, p, map, seq..seq + 1).await;
-        common::eventually("the worker's ask for a split is answered", || async {
-            c.node(&at)
-                .worker
-                .store
-                .partition(app, 0, slot)
-                .map_or(true, |(_, part)| !part.split.asking())
-        })
-        .await;
     }
     out
 }

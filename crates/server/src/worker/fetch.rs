@@ -97,7 +97,12 @@ pub async fn stream<W: FileSink>(
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
         limit = (limit * 2).min(FETCH_CHUNK);
-        let (spans, _) = plan_spans(chunk);
+        // The chunk's runs of adjacent file records (the checked read groups them itself).
+        let spans = if zero_copy {
+            plan_spans(chunk).0
+        } else {
+            Vec::new()
+        };
         if zero_copy && !spans.iter().any(|s| s.object) {
             match write_records(w, request_id, &view, chunk, &spans).await {
                 Ok(sent) => m.zero_copy_bytes.fetch_add(sent, Ordering::Relaxed),

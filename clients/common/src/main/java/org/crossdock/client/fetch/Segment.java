@@ -332,7 +332,7 @@ public final class Segment {
   /**
    * Checks received stored records and queues their batches: what only a record needs (its map
    * is in the range, its attempt is the committed one: its CRC covers the payload alone, and the
-   * worker checked nothing), then what every batch needs ({@link #accept}). Returns their payload
+   * worker checked nothing), then what every batch needs ({@link #acceptOne}). Returns their payload
    * bytes. A record that fails leaves the ones before it queued.
    */
   long acceptRecords(String addr, List<Structures.StoredBatch> records) throws CrossdockException {
