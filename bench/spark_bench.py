@@ -201,6 +201,7 @@ class Build:
         shutil.copy2(HERE / "services.py", workdir / "services.py")
         shutil.copy2(HERE / "spark_workloads.py", workdir / "spark_workloads.py")
         shutil.copy2(ROOT / "tests" / "spark" / "harness.py", workdir / "harness.py")
+        shutil.copy2(ROOT / "tests" / "spark" / "jvm_archive.py", workdir / "jvm_archive.py")
         self.sha256 = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
                        for p in (self.binary, self.jar, self.script, workdir / "spark_workloads.py")}
 

@@ -71,6 +71,17 @@ fi
 # Debian's Chromium, the browser the web UI's test loads the pages in (headless).
 command -v chromium >/dev/null 2>&1 || apt_install chromium
 
+# The tools built from the registries for the tests (s3s-fs below, the deployment linters
+# of setup-deploy-tools.sh) are kept once per machine, by version, in the user's cache (as
+# cargo, pip and Maven keep theirs), and .tools links there: a fresh clone of the repository
+# does not build them again (s3s-fs alone takes about two minutes). CROSSDOCK_TOOLS_DIR
+# names another place; a checkout whose .tools is a directory of its own keeps it.
+TOOLS_DIR=${CROSSDOCK_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/crossdock/tools}
+if [[ ! -e .tools && ! -L .tools ]]; then
+  mkdir -p "$TOOLS_DIR"
+  ln -s "$TOOLS_DIR" .tools
+fi
+
 # An S3-compatible server for the object-store tests: s3s-fs (the s3s project's S3
 # server over a directory), built from crates.io into .tools/. The version is pinned to
 # one that builds with the stable toolchain installed above.

@@ -154,16 +154,21 @@ def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, s
         "spark.network.timeout": "120s",
         "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     }
-    if QUICK_JIT:
-        conf["spark.executor.extraJavaOptions"] += " " + QUICK_JIT_OPTION
-        conf["spark.driver.extraJavaOptions"] = QUICK_JIT_OPTION
-    # The test suite's class-data archives (jvm_archive.py), when it made them.
     for kind in ("executor", "driver"):
-        option = jvm_archive.java_options(kind)
+        option = suite_java_options(kind)
         if option:
             key = f"spark.{kind}.extraJavaOptions"
             conf[key] = f"{conf.get(key, '')} {option}".strip()
     return conf
+
+
+def suite_java_options(kind: str) -> str:
+    """The JVM options the test suite gives `kind`'s ("driver" or "executor") JVMs and the
+    benchmarks do not: C1 only (QUICK_JIT) and the class-data archive (jvm_archive.py), each
+    when set for this process; "" for a benchmark."""
+    options = [QUICK_JIT_OPTION] if QUICK_JIT else []
+    options.append(jvm_archive.java_options(kind))
+    return " ".join(o for o in options if o)
 
 
 @contextlib.contextmanager

@@ -19,12 +19,11 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from harness import (  # noqa: E402
-    QUICK_JIT,
-    QUICK_JIT_OPTION,
     ProcessCluster,
     SparkStandalone,
     crossdock_conf,
     spark_session,
+    suite_java_options,
 )
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
@@ -50,9 +49,10 @@ def _conf(crossdock, spark, **extra) -> dict[str, str]:
         # Long enough that a task waits for its host's core on a loaded machine, so the
         # test sees the preference and never a timing accident.
         "spark.locality.wait": "30s",
-        # The suite's JVMs compile with C1 only, as harness.base_conf sets it (conftest.py).
-        **({"spark.driver.extraJavaOptions": QUICK_JIT_OPTION,
-            "spark.executor.extraJavaOptions": QUICK_JIT_OPTION} if QUICK_JIT else {}),
+        # The suite's JVM options (C1 only, the class-data archives), as harness.base_conf
+        # sets them (conftest.py).
+        **{f"spark.{kind}.extraJavaOptions": o for kind in ("driver", "executor")
+           if (o := suite_java_options(kind))},
         **extra,
     }
 
