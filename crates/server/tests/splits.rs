@@ -96,7 +96,7 @@ async fn push_paced(c: &Cluster, addr: &str, app: &str, p: u32, map: u32, n: u32
         let (slot, at) = route.clone();
         let worker = &c.node(&at).worker;
         let budget = &worker.store.budget;
-        if budget.total() - budget.used() < 2 * BATCH as u64 {
+        if budget.total().saturating_sub(budget.used()) < 2 * BATCH as u64 {
             common::eventually("the worker's ask for a split is answered", || async {
                 worker
                     .store

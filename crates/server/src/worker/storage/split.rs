@@ -59,8 +59,8 @@ impl SplitMark {
     }
 
     /// True while this worker's ask for a split is unanswered. The ask begins before the
-    /// push that set it off is answered, so a pusher that waits for this after each answer
-    /// lands a known number of batches before the redirect (the tests do).
+    /// push that set it off is answered, so a pusher that checks this after an answer knows
+    /// whether a redirect may still come (the tests wait on it before filling a worker).
     pub fn asking(&self) -> bool {
         matches!(*self.state.lock().expect("split lock"), State::Asking)
     }
