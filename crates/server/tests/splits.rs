@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use crossdock_client::ShuffleStatus;
@@ -428,111 +427,4 @@ async fn after_a_splits_worker_is_lost_the_split_slot_redirects_to_its_new_worke
         read_all(&after, "m", 0, 0, 2).await,
         expected(&[&m0, &m1], &[0, 1])
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_host() {
-    // Three hosts, one worker each, the workers' own splits off: only the coordinator's
-    // re-placement splits. Nine partitions in blocks of three; every map gives the first
-    // block's partitions three times the others' bytes, so that host would read 9 of 15
-    // units. Maps 0 and 1 make the prediction (10% of 20 maps).
-    const MAPS: u32 = 20;
-    const HOSTS: &[&str] = &["h0", "h1", "h2"];
-    let opts = WorkerOpts {
-        split_bytes: 0,
-        memory_only: false,
-        hosts: HOSTS,
-    };
-    let tenancy = crossdock_server::worker::config::Tenancy::default();
-    let c = Cluster::start_full(3, 1, Durability::Memory, None, 64 << 20, tenancy, opts).await;
-    c.coord.register_app("r", 60_000).await.unwrap();
-    let placement = c.coord.register_shuffle("r", 0, MAPS, 9).await.unwrap();
-    let hot = placement.worker_of(0).unwrap().clone();
-    let heavy: Vec<u32> = (0..9)
-        .filter(|&p| placement.worker_of(p).unwrap().addr == hot.addr)
-        .collect();
-    assert_eq!(heavy.len(), 3, "blocks of three");
-    let batches = |p: u32| if heavy.contains(&p) { 3 } else { 1 };
-
-    // Where each partition's pushes go, learned from redirects as the engine clients do: a
-    // map's stream of a partition stays in the slot its first batch went to, and the maps
-    // after it start in the slot a redirect named.
-    let mut route: BTreeMap<u32, (u32, String)> = (0..9)
-        .map(|p| (p, (p, placement.worker_of(p).unwrap().addr.clone())))
-        .collect();
-    // pushed[map][partition]
-    let mut pushed: Vec<Vec<Pushed>> = Vec::new();
-    let mut redirected_after_prediction = false;
-    for map in 0..MAPS {
-        let mut per_partition = Vec::new();
-        for p in 0..9 {
-            let mut out = Pushed::default();
-            let (slot, addr) = route[&p].clone();
-            for seq in 0..batches(p) {
-                let data = payload(map, p, seq, BATCH);
-                let redirect = push_routed(&addr, "r", slot, (map, 0, seq), &data)
-                    .await
-                    .unwrap();
-                *out.per_slot.entry(slot).or_default() += data.len() as u64;
-                out.batches.push((slot, seq, data));
-                if let Some(r) = redirect {
-                    redirected_after_prediction |= map > 1;
-                    route.insert(p, (r.slot, r.addr));
-                }
-            }
-            per_partition.push(out);
-        }
-        let mut all = Pushed::default();
-        for out in &per_partition {
-            all.per_slot.extend(out.per_slot.iter());
-        }
-        assert_eq!(commit(&c, "r", map, &all).await, CommitStatus::Committed);
-        pushed.push(per_partition);
-        if map == 1 {
-            // The re-placement runs in the background after the predicting commit; a move
-            // is counted once the old slot's worker was told.
-            let moved = || {
-                c.coordinator
-                    .metrics
-                    .rebalanced_partitions
-                    .load(Ordering::Relaxed)
-            };
-            for _ in 0..500 {
-                if moved() >= 2 {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            // The 3 of one heavy partition to a cold host, then a 1 of that host onward.
-            assert_eq!(moved(), 2, "the hot host's partitions were not re-placed");
-            assert_eq!(c.status("r").await.slots_of(heavy[0]).len(), 2);
-        }
-    }
-    assert!(
-        redirected_after_prediction,
-        "no push followed the re-placement"
-    );
-
-    let status = c.status("r").await;
-    let slots = status.slots_of(heavy[0]);
-    assert_eq!(slots.len(), 2, "{slots:?}");
-    let moved_to = status.placement.worker_of(slots[1]).unwrap();
-    assert_ne!(moved_to.host, hot.host, "continued on another host");
-    // Most of the partition's bytes are on the new host: maps 0 and 1 (before the move)
-    // and map 2 (whose first batch learnt of it) stayed, maps 3 to 19 went there.
-    let (old, new) = (
-        status.partition_bytes[slots[0] as usize],
-        status.partition_bytes[slots[1] as usize],
-    );
-    assert_eq!((old, new), (9 * BATCH as u64, 51 * BATCH as u64));
-    // Every partition reads back exactly once.
-    for p in 0..9 {
-        let of_p: Vec<&Pushed> = pushed.iter().map(|m| &m[p as usize]).collect();
-        let maps: Vec<u32> = (0..MAPS).collect();
-        assert_eq!(
-            read_all(&status, "r", p, 0, MAPS).await,
-            expected(&of_p, &maps),
-            "partition {p}"
-        );
-    }
 }

@@ -106,13 +106,13 @@ impl CoordinatorMetrics {
             (
                 "crossdock_coordinator_rebalanced_partitions_total",
                 "counter",
-                "Partitions continued on another host once their shuffle's sizes were predicted.",
+                "Partitions continued on another host once their shuffle's sizes were predicted (a partition of shuffles sharing a layout, a join's sides, counts once).",
                 get(&self.rebalanced_partitions),
             ),
             (
                 "crossdock_coordinator_rebalanced_bytes_total",
                 "counter",
-                "Predicted bytes of the partitions continued on another host.",
+                "Predicted bytes of the partitions continued on another host (summed over the shuffles sharing a layout).",
                 get(&self.rebalanced_bytes),
             ),
             (

@@ -12,6 +12,9 @@
 //! slot). A Spark driver that asks for the placement after the map stage sees the
 //! partition's new host as the one holding most of it, and runs the reduce task there.
 //!
+//! Shuffles sharing a layout (a join's sides) are decided together, their sizes summed,
+//! and a partition moves in each of them to the same worker (`state/rebalance.rs`).
+//!
 //! Moves are soft: a failed one leaves the partition where it is, which stays exact.
 
 use std::sync::Arc;
@@ -21,8 +24,9 @@ use super::node::Coordinator;
 use super::split;
 use super::state::rebalance::REBALANCE_TOLERANCE;
 
-/// Re-places the shuffle in the background, if the coordinator does (`--rebalance`). Called
-/// once per shuffle, by the commit that made its prediction, under that commit's guard: the
+/// Re-places the shuffle, with those sharing its layout once each has its prediction, in
+/// the background, if the coordinator does (`--rebalance`). Called once per shuffle, by the
+/// commit that made its prediction, under that commit's guard: the
 /// moves take the shuffle's layout guard, so they must not be awaited there.
 pub fn after_prediction(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
     if !coord.cfg.rebalance {
@@ -36,25 +40,34 @@ async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
     let decided = coord
         .lock()
         .rebalance_moves(app_id, shuffle_id, REBALANCE_TOLERANCE);
-    let Some((shuffle, moves)) = decided else {
+    let Some(decided) = decided else {
         return;
     };
-    for m in moves {
-        // A join's other side that registered since took this layout: leave both alone.
-        if coord.lock().shuffle_partnered(app_id, shuffle_id) {
+    let ids: Vec<u32> = decided.shuffles.iter().map(|(id, _)| *id).collect();
+    for m in decided.moves {
+        // A shuffle that registered since took this layout (a join's other side), or a
+        // side went away: the rest of the moves would part the sides, so none is made.
+        if coord.lock().layout_group(app_id, shuffle_id).as_ref() != Some(&ids) {
+            tracing::info!(app = %app_id, shuffle_id, shuffles = ?ids, "layout changed; re-placement stopped");
             break;
         }
-        match split::split_to(coord, app_id, shuffle_id, &shuffle, m.partition, m.target).await {
-            // Every map committed meanwhile, or the partition already continues there.
-            Ok(None) => {}
-            Ok(Some(slot)) => {
-                CoordinatorMetrics::add(&coord.metrics.rebalanced_partitions, 1);
-                CoordinatorMetrics::add(&coord.metrics.rebalanced_bytes, m.bytes);
-                tracing::info!(app = %app_id, shuffle_id, partition = m.partition, slot, worker = m.target, predicted_bytes = m.bytes, "partition continued on another host");
+        let mut moved = false;
+        for (id, shuffle) in &decided.shuffles {
+            match split::split_to(coord, app_id, *id, shuffle, m.partition, m.target).await {
+                // Every map committed meanwhile, or the partition already continues there.
+                Ok(None) => {}
+                Ok(Some(slot)) => {
+                    moved = true;
+                    tracing::info!(app = %app_id, shuffle_id = *id, partition = m.partition, slot, worker = m.target, predicted_bytes = m.bytes, "partition continued on another host");
+                }
+                Err(e) => {
+                    tracing::warn!(app = %app_id, shuffle_id = *id, partition = m.partition, error = %e, "could not continue a partition on another host")
+                }
             }
-            Err(e) => {
-                tracing::warn!(app = %app_id, shuffle_id, partition = m.partition, error = %e, "could not continue a partition on another host")
-            }
+        }
+        if moved {
+            CoordinatorMetrics::add(&coord.metrics.rebalanced_partitions, 1);
+            CoordinatorMetrics::add(&coord.metrics.rebalanced_bytes, m.bytes);
         }
     }
 }

@@ -70,23 +70,47 @@ pub async fn push_routed(
     addr: &str,
     app: &str,
     partition: u32,
+    batch: (u32, u32, u32),
+    data: &[u8],
+) -> Result<Option<Redirect>, ClientError> {
+    push_routed_in(0, addr, app, partition, batch, data).await
+}
+
+/// [`push_routed`] to a partition of shuffle `shuffle`.
+pub async fn push_routed_in(
+    shuffle: u32,
+    addr: &str,
+    app: &str,
+    partition: u32,
     (map, attempt, seq): (u32, u32, u32),
     data: &[u8],
 ) -> Result<Option<Redirect>, ClientError> {
     let w = WorkerClient::connect(addr, &app_keys(app)).await?;
-    let p = w
-        .push(&header(app, partition, map, attempt, seq, data), data)
-        .await?;
+    let mut h = header(app, partition, map, attempt, seq, data);
+    h.shuffle_id = shuffle;
+    let p = w.push(&h, data).await?;
     w.finish_push(p).await
 }
 
 /// A reader of maps `[start, end)` of a partition of shuffle 0.
 pub fn reader(addr: &str, app: &str, partition: u32, start: u32, end: u32) -> PartitionReader {
+    reader_in(0, addr, app, partition, start, end)
+}
+
+/// [`reader`] of a partition of shuffle `shuffle`.
+pub fn reader_in(
+    shuffle: u32,
+    addr: &str,
+    app: &str,
+    partition: u32,
+    start: u32,
+    end: u32,
+) -> PartitionReader {
     PartitionReader::new(
         addr,
         FetchRange {
             app_id: app.into(),
-            shuffle_id: 0,
+            shuffle_id: shuffle,
             partition,
             start_map: start,
             end_map: end,

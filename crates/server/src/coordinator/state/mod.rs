@@ -415,21 +415,22 @@ impl State {
         Some(p.sizes)
     }
 
-    /// The partitions of a predicted shuffle to continue on other hosts, and the shuffle
-    /// (see [`rebalance::moves`]).
+    /// The partitions of a predicted shuffle, and of the shuffles sharing its layout, to
+    /// continue on other hosts, deciding them (see [`rebalance::moves`]).
     pub fn rebalance_moves(
         &self,
         app_id: &str,
         shuffle_id: u32,
         tol: f64,
-    ) -> Option<(Arc<ShuffleEntry>, Vec<rebalance::PlannedMove>)> {
+    ) -> Option<rebalance::Decided> {
         rebalance::moves(&self.members, &self.apps, app_id, shuffle_id, tol)
     }
 
-    /// Whether a shuffle shares its layout with another of its app (see
-    /// [`rebalance::partnered`]); true for an unknown shuffle.
-    pub fn shuffle_partnered(&self, app_id: &str, shuffle_id: u32) -> bool {
-        rebalance::partnered(&self.apps, app_id, shuffle_id)
+    /// The ids of the shuffles sharing shuffle `shuffle_id`'s layout, itself included (see
+    /// [`rebalance::layout_group`]); `None` for an unknown shuffle or unknown links.
+    pub fn layout_group(&self, app_id: &str, shuffle_id: u32) -> Option<Vec<u32>> {
+        let group = rebalance::layout_group(&self.apps, app_id, shuffle_id)?;
+        Some(group.into_iter().map(|(id, _)| id).collect())
     }
 
     /// A size prior for a new shuffle of `num_partitions` partitions of `app_id`, for

@@ -350,17 +350,16 @@ fn a_predicted_shuffle_moves_off_its_hot_host_unless_it_shares_its_layout() {
         .forecast
         .predicted
         .is_some());
-    let (_, moves) = st.rebalance_moves("a", 0, 0.1).unwrap();
+    let decided = st.rebalance_moves("a", 0, 0.1).unwrap();
+    assert_eq!(decided.shuffles.len(), 1, "a shuffle of its own");
+    let moves = decided.moves;
     // Predicted loads 24000 / 8000, MinHeap's largest 16000, the bound 17600: one 6000 fits
     // (room 9600), and after it none.
     assert_eq!(moves.len(), 1, "{moves:?}");
     assert!(heavy.contains(&moves[0].partition));
     assert_ne!(moves[0].target, hot);
     assert_eq!(moves[0].bytes, 6000, "predicted for 20 maps");
-    // A shuffle of as many partitions registered now takes its layout (a join's other
-    // side): then neither moves alone.
-    let b = plan(&mut st, 1);
-    assert_eq!(b.partner, Some(0));
+    // Decided once.
     assert!(st.rebalance_moves("a", 0, 0.1).is_none());
     // One host only: nothing to decide.
     let mut one = state_with_workers(2);
@@ -381,4 +380,70 @@ fn a_predicted_shuffle_moves_off_its_hot_host_unless_it_shares_its_layout() {
     e.record_commit(0, AttemptId(0), &stats, &[]);
     assert_eq!(e.prediction().map(|p| p.observed), Some(1));
     assert!(few.rebalance_moves("a", 0, 0.1).is_none());
+}
+
+/// Two hosts, one worker each; app "a" with shuffles 0 and 1 of 20 maps and 8 partitions
+/// registered together (1 takes 0's layout: a join's sides); the partitions of 0's first
+/// worker are the hot block.
+fn join_sides() -> (State, Arc<ShuffleEntry>, Arc<ShuffleEntry>, Vec<u32>) {
+    let mut st = State::default();
+    labelled(&mut st, "10.0.0.1:7001", "", "");
+    labelled(&mut st, "10.0.0.2:7001", "", "");
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let a = new_shuffle(&mut st, 0, 20, 8);
+    let b = new_shuffle(&mut st, 1, 20, 8);
+    assert_eq!(b.partner, Some(0));
+    let hot = a.lock().copies(0).0;
+    let heavy = (0..8).filter(|&p| a.lock().copies(p).0 == hot).collect();
+    (st, a, b, heavy)
+}
+
+/// Commits maps `maps` of `e`, each writing `bytes(p)` to partition `p`.
+fn commit_maps(e: &ShuffleEntry, maps: std::ops::Range<u32>, bytes: impl Fn(u32) -> u64) {
+    let stats: Vec<PartitionStat> = (0..8).map(|p| stat(p, bytes(p))).collect();
+    for m in maps {
+        e.record_commit(m, AttemptId(0), &stats, &[]);
+    }
+}
+
+#[test]
+fn a_joins_sides_are_re_placed_together_on_their_summed_sizes() {
+    let (st, a, b, heavy) = join_sides();
+    let hot = a.lock().copies(heavy[0]).0;
+    // Side 0 writes three times more to the hot block; side 1 is even. Side 0 predicted
+    // alone decides nothing yet: its partner's prediction will.
+    commit_maps(&a, 0..2, |p| if heavy.contains(&p) { 300 } else { 100 });
+    assert!(a.prediction().is_some());
+    assert!(st.rebalance_moves("a", 0, 0.1).is_none());
+    commit_maps(&b, 0..2, |_| 100);
+    let decided = st.rebalance_moves("a", 1, 0.1).unwrap();
+    let ids: Vec<u32> = decided.shuffles.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [0, 1]);
+    // Summed over 20 maps: 8000 a hot partition, 4000 a cold one; hosts 32000 / 16000,
+    // MinHeap's largest 24000, the bound 26400: one hot partition moves, for both sides.
+    assert_eq!(decided.moves.len(), 1, "{:?}", decided.moves);
+    let m = &decided.moves[0];
+    assert!(heavy.contains(&m.partition));
+    assert_ne!(m.target, hot);
+    assert_eq!(m.bytes, 8000, "both sides' predicted bytes");
+    assert_eq!(st.layout_group("a", 0), Some(vec![0, 1]));
+    // Decided once, whichever side asks.
+    assert!(st.rebalance_moves("a", 0, 0.1).is_none());
+    assert!(st.rebalance_moves("a", 1, 0.1).is_none());
+}
+
+#[test]
+fn a_join_side_whose_maps_all_committed_keeps_both_sides_where_they_are() {
+    let (st, a, b, heavy) = join_sides();
+    // Side 0 is all written before side 1's prediction: its bytes cannot follow a move.
+    commit_maps(&a, 0..20, |p| if heavy.contains(&p) { 300 } else { 100 });
+    commit_maps(&b, 0..2, |p| if heavy.contains(&p) { 300 } else { 100 });
+    assert!(st.rebalance_moves("a", 1, 0.1).is_none());
+    // A shuffle without partners is its own group; a partner unregistered since is no
+    // longer in it.
+    let (mut st, _a, _b, _) = join_sides();
+    assert_eq!(st.layout_group("a", 1), Some(vec![0, 1]));
+    st.remove_shuffle("a", 0);
+    assert_eq!(st.layout_group("a", 1), Some(vec![1]));
+    assert_eq!(st.layout_group("a", 0), None, "unknown");
 }

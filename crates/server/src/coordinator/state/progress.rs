@@ -383,6 +383,9 @@ pub struct ShuffleEntry {
     pub partner: Option<u32>,
     /// Rebuilt from the journal after a coordinator restart: its partner is unknown.
     pub replayed: bool,
+    /// Whether its re-placement was decided (`state::rebalance::moves`): a layout is
+    /// re-placed once, by whichever of its shuffles' predictions completed the set.
+    pub rebalance_decided: std::sync::atomic::AtomicBool,
 }
 
 /// What [`ShuffleEntry::record_commit`] changed besides the commit itself.
@@ -432,6 +435,7 @@ impl ShuffleEntry {
             registered_at: std::time::Instant::now(),
             partner: None,
             replayed: false,
+            rebalance_decided: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

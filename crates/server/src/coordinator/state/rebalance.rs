@@ -7,8 +7,18 @@
 //! each host. A partition is where its next pushes go (the primary of its chain's last
 //! slot); a move continues it on a worker of the other host, so that the bytes of its
 //! remaining maps land there.
+//!
+//! Shuffles that share a layout (a join's sides: the later took the earlier's primaries
+//! when it registered, `State::partner_layout`) are decided together, as SCache's
+//! accumulate scheduling does for the shuffles of one job (paper 003 §3.2.4, Algorithm 2):
+//! their predicted sizes are summed per partition, since reduce task `p` reads partition
+//! `p` of each, and partition `p` of every one of them moves to the same worker. So a
+//! join's hot partitions leave their host as a pair and the reduce task that joins them
+//! still finds both sides on one host. The group is decided once every member has its
+//! prediction and none has finished its maps (bytes already all written cannot follow).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossdock_policy::rebalance::rebalance_from;
@@ -33,29 +43,62 @@ pub struct PlannedMove {
     pub partition: u32,
     /// The worker (on the other host) the partition continues on.
     pub target: u32,
-    /// Its predicted bytes.
+    /// Its predicted bytes, summed over the layout's shuffles.
     pub bytes: u64,
 }
 
-/// The moves that balance a predicted shuffle's partitions over the hosts of `members`,
-/// with the shuffle (`State::rebalance_moves`); `None` when there is nothing to decide: no
-/// prediction or one from fewer than [`MIN_OBSERVED_MAPS`] maps, fewer than two hosts, a
-/// partition whose next pushes go to no live worker (a relocation is due), or a shuffle
-/// that may share its layout ([`partnered`]). A host whose workers have no room left
-/// counts (it may be the one to relieve) but takes no partition.
+/// A decided re-placement: the shuffles that share the layout (by id, with the one whose
+/// prediction completed the set among them) and the partitions to move in every one.
+#[derive(Debug)]
+pub struct Decided {
+    pub shuffles: Vec<(u32, Arc<ShuffleEntry>)>,
+    pub moves: Vec<PlannedMove>,
+}
+
+/// The moves that balance the predicted partitions of shuffle `shuffle_id` and of the
+/// shuffles sharing its layout ([`layout_group`]) over the hosts of `members`, deciding
+/// the group (`State::rebalance_moves`). `None` when there is nothing to decide now or
+/// ever: the group was decided already; a shuffle of it has no prediction yet (its own
+/// will decide), one from fewer than [`MIN_OBSERVED_MAPS`] maps, or every map committed;
+/// the group includes a shuffle rebuilt after a coordinator restart (links unknown);
+/// fewer than two hosts; a partition whose next pushes go to no live worker (a relocation
+/// is due). A host whose workers have no room left counts (it may be the one to relieve)
+/// but takes no partition. Only the outcomes that settle the group mark it decided.
 pub fn moves(
     members: &Membership,
     apps: &Apps,
     app_id: &str,
     shuffle_id: u32,
     tol: f64,
-) -> Option<(Arc<ShuffleEntry>, Vec<PlannedMove>)> {
-    let shuffle = apps.shuffle(app_id, shuffle_id).ok()?;
-    let prediction = shuffle.prediction()?;
-    if prediction.observed < MIN_OBSERVED_MAPS || partnered(apps, app_id, shuffle_id) {
+) -> Option<Decided> {
+    let group = layout_group(apps, app_id, shuffle_id)?;
+    let decided = |group: &[(u32, Arc<ShuffleEntry>)]| {
+        for (_, s) in group {
+            s.rebalance_decided.store(true, Ordering::Relaxed);
+        }
+    };
+    if group
+        .iter()
+        .any(|(_, s)| s.rebalance_decided.load(Ordering::Relaxed))
+    {
         return None;
     }
-    let sizes = prediction.sizes;
+    // Summed predicted sizes (Algorithm 2's accumulation), once every side has them.
+    let num_partitions = group[0].1.num_partitions as usize;
+    let mut sizes = vec![0u64; num_partitions];
+    for (_, s) in &group {
+        let prediction = s.prediction()?;
+        if prediction.observed < MIN_OBSERVED_MAPS
+            || s.lock().committed() >= s.num_maps
+            || prediction.sizes.len() != num_partitions
+        {
+            decided(&group);
+            return None;
+        }
+        for (total, b) in sizes.iter_mut().zip(prediction.sizes.iter()) {
+            *total += b;
+        }
+    }
     // Hosts with a live worker, and those of their workers that have room.
     let mut hosts: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for w in members.iter().filter(|w| w.alive) {
@@ -65,13 +108,16 @@ pub fn moves(
         }
     }
     if hosts.len() < 2 {
+        decided(&group);
         return None;
     }
     let index: BTreeMap<&str, usize> = hosts.keys().enumerate().map(|(i, h)| (*h, i)).collect();
+    // Where each partition's next pushes go: the group's sides share the layout, so the
+    // first (the one the others copied) speaks for all.
     let current: Vec<usize> = {
-        let p = shuffle.lock();
-        let mut out = Vec::with_capacity(sizes.len());
-        for part in 0..sizes.len() as u32 {
+        let p = group[0].1.lock();
+        let mut out = Vec::with_capacity(num_partitions);
+        for part in 0..num_partitions as u32 {
             let w = p.copies(p.chain_tail(part)).0;
             if w == NO_WORKER || !members.is_alive(w) {
                 return None;
@@ -81,9 +127,9 @@ pub fn moves(
         }
         out
     };
-    let decided = rebalance_from(&current, &sizes, hosts.len(), tol);
+    let chosen = rebalance_from(&current, &sizes, hosts.len(), tol);
     let names: Vec<&str> = hosts.keys().copied().collect();
-    let moves = decided
+    let moves = chosen
         .moves
         .iter()
         .filter_map(|m| {
@@ -101,18 +147,47 @@ pub fn moves(
             })
         })
         .collect();
-    Some((shuffle, moves))
+    decided(&group);
+    Some(Decided {
+        shuffles: group,
+        moves,
+    })
 }
 
-/// Whether shuffle `shuffle_id` of `app_id` may share its layout with another of the app,
-/// so that moving it alone could part a join's sides: it took another's primaries when it
-/// registered, another took its own (`State::partner_layout`), or it was rebuilt after a
-/// coordinator restart (the link is soft state, so unknown). True for an unknown shuffle.
-pub fn partnered(apps: &Apps, app_id: &str, shuffle_id: u32) -> bool {
-    let (Ok(shuffle), Ok(app)) = (apps.shuffle(app_id, shuffle_id), apps.get(app_id)) else {
-        return true;
-    };
-    shuffle.partner.is_some()
-        || shuffle.replayed
-        || app.shuffles().any(|(_, s)| s.partner == Some(shuffle_id))
+/// The shuffles of `app_id` that share shuffle `shuffle_id`'s layout, itself included,
+/// ordered by id: those linked to it through partner links (`ShuffleEntry::partner`, one
+/// side took the other's primaries), transitively. `None` for an unknown shuffle or a
+/// group with a shuffle rebuilt after a coordinator restart (the links are soft state,
+/// so its partners are unknown). A partner unregistered since is left out.
+pub fn layout_group(
+    apps: &Apps,
+    app_id: &str,
+    shuffle_id: u32,
+) -> Option<Vec<(u32, Arc<ShuffleEntry>)>> {
+    let app = apps.get(app_id).ok()?;
+    let mut group: BTreeMap<u32, Arc<ShuffleEntry>> = BTreeMap::new();
+    let mut next = vec![shuffle_id];
+    while let Some(id) = next.pop() {
+        if group.contains_key(&id) {
+            continue;
+        }
+        let Ok(s) = apps.shuffle(app_id, id) else {
+            // A partner unregistered since (its reduce stage is over) shares nothing now.
+            if id == shuffle_id {
+                return None;
+            }
+            continue;
+        };
+        if s.replayed {
+            return None;
+        }
+        next.extend(s.partner);
+        next.extend(
+            app.shuffles()
+                .filter(|(_, other)| other.partner == Some(id))
+                .map(|(other_id, _)| other_id),
+        );
+        group.insert(id, s);
+    }
+    Some(group.into_iter().collect())
 }
