@@ -15,6 +15,10 @@
 //! none fits, the one that leaves the larger of the two hosts' loads smallest, if that is
 //! below the sending host's load (so a host of a few large partitions still sheds one).
 //!
+//! A live shuffle's bytes already pushed stay where they landed: [`rebalance_over`] takes
+//! them as host loads no move changes, so that only the bytes still to come follow a
+//! partition that moves, and MinHeap's bound is reached from those loads.
+//!
 //! Guarantees (tested below): a placement already within the bound moves nothing; a
 //! partition moves at most once, always off a host above the bound; the two hosts of a
 //! move both end below the sender's load before it, so the largest load never grows and
@@ -69,13 +73,26 @@ impl Rebalance {
 /// # Panics
 /// If `current` and `sizes` differ in length or a host index is not below `hosts`.
 pub fn rebalance_from(current: &[usize], sizes: &[u64], hosts: usize, tol: f64) -> Rebalance {
+    rebalance_over(current, sizes, &vec![0; hosts], tol)
+}
+
+/// [`rebalance_from`] over hosts that already carry bytes no move takes away, `base[h]` on
+/// host `h` (`base.len()` hosts): a live shuffle's bytes already pushed stay where they
+/// landed, and only the bytes still to come (`sizes`) follow a partition that moves. The
+/// bound is MinHeap's largest load when it places `sizes` onto hosts starting from `base`;
+/// with every base 0 this is [`rebalance_from`] exactly.
+///
+/// # Panics
+/// If `current` and `sizes` differ in length or a host index is not below `base.len()`.
+pub fn rebalance_over(current: &[usize], sizes: &[u64], base: &[u64], tol: f64) -> Rebalance {
+    let hosts = base.len();
     assert_eq!(current.len(), sizes.len(), "one host per partition");
     assert!(
         current.iter().all(|&h| h < hosts),
         "a host index is out of range"
     );
     let mut host_of = current.to_vec();
-    let mut loads = vec![0u64; hosts];
+    let mut loads = base.to_vec();
     for (&h, &s) in current.iter().zip(sizes) {
         loads[h] += s;
     }
@@ -87,8 +104,12 @@ pub fn rebalance_from(current: &[usize], sizes: &[u64], hosts: usize, tol: f64) 
             bound: 0,
         };
     }
-    let infos: Vec<ReduceInfo> = sizes.iter().map(|&size| ReduceInfo::sized(size)).collect();
-    let ideal = min_heap_schedule(1, hosts, &infos, false).max_load();
+    let ideal = if base.iter().all(|&b| b == 0) {
+        let infos: Vec<ReduceInfo> = sizes.iter().map(|&size| ReduceInfo::sized(size)).collect();
+        min_heap_schedule(1, hosts, &infos, false).max_load()
+    } else {
+        min_heap_from(sizes, base)
+    };
     let bound = ((1.0 + tol.max(0.0)) * ideal as f64).floor() as u64;
     let bound = bound.max(ideal);
     let mut moves = Vec::new();
@@ -145,6 +166,29 @@ pub fn rebalance_from(current: &[usize], sizes: &[u64], hosts: usize, tol: f64) 
         moves,
         bound,
     }
+}
+
+/// The largest host load of SCache's MinHeap (largest first onto the least loaded host,
+/// ties to the lower index: Algorithm 1 without the locality pass) placing `sizes` onto
+/// hosts that start at loads `base`.
+fn min_heap_from(sizes: &[u64], base: &[u64]) -> u64 {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut order: Vec<u64> = sizes.to_vec();
+    order.sort_unstable_by_key(|&s| Reverse(s));
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = base
+        .iter()
+        .enumerate()
+        .map(|(h, &b)| Reverse((b, h)))
+        .collect();
+    for s in order {
+        let Reverse((load, h)) = heap.pop().expect("hosts > 0");
+        heap.push(Reverse((load + s, h)));
+    }
+    heap.into_iter()
+        .map(|Reverse((load, _))| load)
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -261,9 +305,39 @@ mod tests {
     }
 
     #[test]
+    fn bytes_already_on_a_host_count_and_stay_there() {
+        // Even bytes still to come, but 300 already on host 0: alone the sizes are
+        // balanced; with the base, host 0 carries 500 against 200. MinHeap from the bases
+        // reaches 400 (the bound 440), so one partition of host 0 moves, its 100 only.
+        let (current, sizes) = (vec![0, 0, 1, 1], vec![100; 4]);
+        assert!(rebalance_from(&current, &sizes, 2, 0.1).moves.is_empty());
+        let r = rebalance_over(&current, &sizes, &[300, 0], 0.1);
+        assert_eq!(r.bound, 440);
+        assert_eq!(r.moves.len(), 1, "{r:?}");
+        assert_eq!((r.moves[0].from, r.moves[0].to), (0, 1));
+        assert_eq!(r.loads, vec![400, 300]);
+    }
+
+    #[test]
+    fn min_heap_from_no_base_is_scaches_min_heap() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200 {
+            let hosts = 1 + (next(&mut s) % 5) as usize;
+            let sizes: Vec<u64> = (0..(next(&mut s) % 30))
+                .map(|_| next(&mut s) % 500)
+                .collect();
+            let infos: Vec<ReduceInfo> = sizes.iter().map(|&z| ReduceInfo::sized(z)).collect();
+            assert_eq!(
+                min_heap_from(&sizes, &vec![0; hosts]),
+                min_heap_schedule(1, hosts, &infos, false).max_load()
+            );
+        }
+    }
+
+    #[test]
     fn random_placements_keep_the_guarantees() {
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..500 {
+        for round in 0..1000 {
             let hosts = 1 + (next(&mut s) % 6) as usize;
             let n = (next(&mut s) % 40) as usize;
             // Heavy-tailed sizes: mostly small, a few large.
@@ -281,16 +355,26 @@ mod tests {
                 .map(|_| (next(&mut s) % hosts as u64) as usize)
                 .collect();
             let tol = (next(&mut s) % 30) as f64 / 100.0;
-            let r = rebalance_from(&current, &sizes, hosts, tol);
+            // Half the cases with bytes already on the hosts.
+            let base: Vec<u64> = (0..hosts)
+                .map(|_| {
+                    if round % 2 == 0 {
+                        0
+                    } else {
+                        next(&mut s) % 5000
+                    }
+                })
+                .collect();
+            let r = rebalance_over(&current, &sizes, &base, tol);
             let before = {
-                let mut l = vec![0u64; hosts];
+                let mut l = base.clone();
                 for (&h, &z) in current.iter().zip(&sizes) {
                     l[h] += z;
                 }
                 l
             };
             // Loads agree with the hosts, and the largest load never grows.
-            let mut l = vec![0u64; hosts];
+            let mut l = base.clone();
             for (&h, &z) in r.host_of.iter().zip(&sizes) {
                 l[h] += z;
             }

@@ -353,12 +353,13 @@ fn a_predicted_shuffle_moves_off_its_hot_host_unless_it_shares_its_layout() {
     let decided = st.rebalance_moves("a", 0, 0.1).unwrap();
     assert_eq!(decided.shuffles.len(), 1, "a shuffle of its own");
     let moves = decided.moves;
-    // Predicted loads 24000 / 8000, MinHeap's largest 16000, the bound 17600: one 6000 fits
-    // (room 9600), and after it none.
+    // Predicted loads 24000 / 8000, of which 2400 / 800 committed (they stay); MinHeap of
+    // the bytes to come from those reaches 16800, the bound 18480: one hot partition's
+    // 5400 to come fits (room 10480), and after it none.
     assert_eq!(moves.len(), 1, "{moves:?}");
     assert!(heavy.contains(&moves[0].partition));
     assert_ne!(moves[0].target, hot);
-    assert_eq!(moves[0].bytes, 6000, "predicted for 20 maps");
+    assert_eq!(moves[0].bytes, 5400, "predicted for maps 2 to 19");
     // Decided once.
     assert!(st.rebalance_moves("a", 0, 0.1).is_none());
     // One host only: nothing to decide.
@@ -419,13 +420,14 @@ fn a_joins_sides_are_re_placed_together_on_their_summed_sizes() {
     let decided = st.rebalance_moves("a", 1, 0.1).unwrap();
     let ids: Vec<u32> = decided.shuffles.iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, [0, 1]);
-    // Summed over 20 maps: 8000 a hot partition, 4000 a cold one; hosts 32000 / 16000,
-    // MinHeap's largest 24000, the bound 26400: one hot partition moves, for both sides.
+    // Summed over 20 maps: 8000 a hot partition, 4000 a cold one; hosts 32000 / 16000, of
+    // which 3200 / 1600 committed; MinHeap of the rest from there reaches 24800, the bound
+    // 27280: one hot partition moves, for both sides.
     assert_eq!(decided.moves.len(), 1, "{:?}", decided.moves);
     let m = &decided.moves[0];
     assert!(heavy.contains(&m.partition));
     assert_ne!(m.target, hot);
-    assert_eq!(m.bytes, 8000, "both sides' predicted bytes");
+    assert_eq!(m.bytes, 5400 + 1800, "both sides' bytes to come");
     assert_eq!(st.layout_group("a", 0), Some(vec![0, 1]));
     // Decided once, whichever side asks.
     assert!(st.rebalance_moves("a", 0, 0.1).is_none());
@@ -433,11 +435,22 @@ fn a_joins_sides_are_re_placed_together_on_their_summed_sizes() {
 }
 
 #[test]
-fn a_join_side_whose_maps_all_committed_keeps_both_sides_where_they_are() {
+fn a_join_side_whose_maps_all_committed_weighs_where_its_bytes_are() {
     let (st, a, b, heavy) = join_sides();
-    // Side 0 is all written before side 1's prediction: its bytes cannot follow a move.
+    // Side 0 is all written before side 1's prediction: its bytes stay (24000 / 8000 on
+    // the two hosts), only side 1's bytes to come can move (5400 a hot partition).
     commit_maps(&a, 0..20, |p| if heavy.contains(&p) { 300 } else { 100 });
     commit_maps(&b, 0..2, |p| if heavy.contains(&p) { 300 } else { 100 });
+    let decided = st.rebalance_moves("a", 1, 0.1).unwrap();
+    assert_eq!(decided.shuffles.len(), 2);
+    // Hosts 48000 / 16000, MinHeap from the committed 26400 / 8800 reaches 32200 (bound
+    // 35420): three of side 1's hot partitions go.
+    let moved: Vec<u64> = decided.moves.iter().map(|m| m.bytes).collect();
+    assert_eq!(moved, [5400, 5400, 5400], "{:?}", decided.moves);
+    // Every side complete: nothing to decide.
+    let (st, a, b, _) = join_sides();
+    commit_maps(&a, 0..20, |_| 100);
+    commit_maps(&b, 0..20, |_| 100);
     assert!(st.rebalance_moves("a", 1, 0.1).is_none());
     // A shuffle without partners is its own group; a partner unregistered since is no
     // longer in it.

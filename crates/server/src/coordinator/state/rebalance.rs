@@ -1,6 +1,6 @@
 //! Which partitions of a shuffle move to another host once its sizes are predicted
 //! (SCache's placement on predicted sizes, issue 13), decided over the state by the pure
-//! policy [`rebalance_from`]; `coordinator::rebalance` carries the moves out.
+//! policy [`rebalance_over`]; `coordinator::rebalance` carries the moves out.
 //!
 //! The unit is the host, not the worker: a reduce task runs on a host and reads every
 //! worker there locally, and the load to balance is the bytes reduce tasks will read on
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crossdock_policy::rebalance::rebalance_from;
+use crossdock_policy::rebalance::rebalance_over;
 use crossdock_proto::NO_WORKER;
 
 use super::apps::Apps;
@@ -43,7 +43,7 @@ pub struct PlannedMove {
     pub partition: u32,
     /// The worker (on the other host) the partition continues on.
     pub target: u32,
-    /// Its predicted bytes, summed over the layout's shuffles.
+    /// Its predicted bytes still to come, summed over the layout's shuffles.
     pub bytes: u64,
 }
 
@@ -57,13 +57,20 @@ pub struct Decided {
 
 /// The moves that balance the predicted partitions of shuffle `shuffle_id` and of the
 /// shuffles sharing its layout ([`layout_group`]) over the hosts of `members`, deciding
-/// the group (`State::rebalance_moves`). `None` when there is nothing to decide now or
-/// ever: the group was decided already; a shuffle of it has no prediction yet (its own
-/// will decide), one from fewer than [`MIN_OBSERVED_MAPS`] maps, or every map committed;
-/// the group includes a shuffle rebuilt after a coordinator restart (links unknown);
-/// fewer than two hosts; a partition whose next pushes go to no live worker (a relocation
-/// is due). A host whose workers have no room left counts (it may be the one to relieve)
-/// but takes no partition. Only the outcomes that settle the group mark it decided.
+/// the group (`State::rebalance_moves`). The load of a host is what reduce tasks will read
+/// there: the bytes already committed, which stay on their slots' hosts whatever moves,
+/// and the bytes still to come (each side's prediction less what it committed), which
+/// follow a partition that moves ([`rebalance_over`]).
+///
+/// `None` when there is nothing to decide now or ever: the group was decided already; a
+/// side still writing has no prediction yet (its own will decide); every side committed
+/// every map; the side with the most bytes to come predicted from fewer than
+/// [`MIN_OBSERVED_MAPS`] maps (a smaller side may rest on one: a join's small side of few
+/// maps barely weighs on the sums); the group includes a shuffle rebuilt after a
+/// coordinator restart (links unknown); fewer than two hosts; a slot on no live worker (a
+/// relocation is due). A host whose workers have no room left counts (it may be the one to
+/// relieve) but takes no partition. Only the outcomes that settle the group mark it
+/// decided.
 pub fn moves(
     members: &Membership,
     apps: &Apps,
@@ -83,22 +90,6 @@ pub fn moves(
     {
         return None;
     }
-    // Summed predicted sizes (Algorithm 2's accumulation), once every side has them.
-    let num_partitions = group[0].1.num_partitions as usize;
-    let mut sizes = vec![0u64; num_partitions];
-    for (_, s) in &group {
-        let prediction = s.prediction()?;
-        if prediction.observed < MIN_OBSERVED_MAPS
-            || s.lock().committed() >= s.num_maps
-            || prediction.sizes.len() != num_partitions
-        {
-            decided(&group);
-            return None;
-        }
-        for (total, b) in sizes.iter_mut().zip(prediction.sizes.iter()) {
-            *total += b;
-        }
-    }
     // Hosts with a live worker, and those of their workers that have room.
     let mut hosts: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for w in members.iter().filter(|w| w.alive) {
@@ -112,22 +103,63 @@ pub fn moves(
         return None;
     }
     let index: BTreeMap<&str, usize> = hosts.keys().enumerate().map(|(i, h)| (*h, i)).collect();
+    let host_index = |w: u32| -> Option<usize> {
+        if w == NO_WORKER || !members.is_alive(w) {
+            return None;
+        }
+        index.get(members.labels_of(w).host.as_str()).copied()
+    };
+    // Bytes committed per host, and bytes to come per partition summed over the sides
+    // (Algorithm 2's accumulation).
+    let num_partitions = group[0].1.num_partitions as usize;
+    let mut base = vec![0u64; hosts.len()];
+    let mut sizes = vec![0u64; num_partitions];
+    // (bytes to come, maps its prediction rests on) of the side with the most to come.
+    let mut largest: Option<(u64, u32)> = None;
+    for (_, s) in &group {
+        let prediction = s.prediction();
+        let p = s.lock();
+        for (slot, &b) in p.partition_bytes().iter().enumerate() {
+            base[host_index(p.copies(slot as u32).0)?] += b;
+        }
+        if p.committed() >= s.num_maps {
+            continue;
+        }
+        let prediction = prediction?;
+        let committed = p.logical_bytes();
+        if prediction.sizes.len() != num_partitions || committed.len() != num_partitions {
+            decided(&group);
+            return None;
+        }
+        let mut to_come = 0;
+        for ((total, &predicted), &done) in sizes
+            .iter_mut()
+            .zip(prediction.sizes.iter())
+            .zip(&committed)
+        {
+            let rest = predicted.saturating_sub(done);
+            *total += rest;
+            to_come += rest;
+        }
+        if largest.is_none_or(|(most, _)| to_come > most) {
+            largest = Some((to_come, prediction.observed));
+        }
+    }
+    if largest.is_none_or(|(_, observed)| observed < MIN_OBSERVED_MAPS) {
+        decided(&group);
+        return None;
+    }
     // Where each partition's next pushes go: the group's sides share the layout, so the
     // first (the one the others copied) speaks for all.
     let current: Vec<usize> = {
         let p = group[0].1.lock();
         let mut out = Vec::with_capacity(num_partitions);
         for part in 0..num_partitions as u32 {
-            let w = p.copies(p.chain_tail(part)).0;
-            if w == NO_WORKER || !members.is_alive(w) {
-                return None;
-            }
-            let host = members.labels_of(w).host;
-            out.push(*index.get(host.as_str())?);
+            out.push(host_index(p.copies(p.chain_tail(part)).0)?);
         }
         out
     };
-    let chosen = rebalance_from(&current, &sizes, hosts.len(), tol);
+    let chosen = rebalance_over(&current, &sizes, &base, tol);
     let names: Vec<&str> = hosts.keys().copied().collect();
     let moves = chosen
         .moves
