@@ -60,7 +60,8 @@ pub struct Decided {
 /// the group (`State::rebalance_moves`). The load of a host is what reduce tasks will read
 /// there: the bytes already committed, which stay on their slots' hosts whatever moves,
 /// and the bytes still to come (each side's prediction less what it committed), which
-/// follow a partition that moves ([`rebalance_over`]).
+/// follow a partition that moves ([`rebalance_over`]). Only a partition most of whose
+/// bytes are still to come may move.
 ///
 /// `None` when there is nothing to decide now or ever: the group was decided already; a
 /// side still writing has no prediction yet (its own will decide); every side committed
@@ -114,6 +115,8 @@ pub fn moves(
     let num_partitions = group[0].1.num_partitions as usize;
     let mut base = vec![0u64; hosts.len()];
     let mut sizes = vec![0u64; num_partitions];
+    // Bytes committed per partition, summed over the sides.
+    let mut done_all = vec![0u64; num_partitions];
     // (bytes to come, maps its prediction rests on) of the side with the most to come.
     let mut largest: Option<(u64, u32)> = None;
     for (_, s) in &group {
@@ -122,12 +125,19 @@ pub fn moves(
         for (slot, &b) in p.partition_bytes().iter().enumerate() {
             base[host_index(p.copies(slot as u32).0)?] += b;
         }
+        let committed = p.logical_bytes();
+        if committed.len() != num_partitions {
+            decided(&group);
+            return None;
+        }
+        for (sum, &b) in done_all.iter_mut().zip(&committed) {
+            *sum += b;
+        }
         if p.committed() >= s.num_maps {
             continue;
         }
         let prediction = prediction?;
-        let committed = p.logical_bytes();
-        if prediction.sizes.len() != num_partitions || committed.len() != num_partitions {
+        if prediction.sizes.len() != num_partitions {
             decided(&group);
             return None;
         }
@@ -159,6 +169,16 @@ pub fn moves(
         }
         out
     };
+    // A partition moves only while most of its bytes are still to come: its reduce task
+    // then runs on the new host, the one holding most of it, and reads the rest across. One
+    // whose committed bytes outweigh the rest (a join side written before the other was
+    // predicted) stays, its bytes to come counted where it is.
+    for (part, rest) in sizes.iter_mut().enumerate() {
+        if done_all[part] >= *rest {
+            base[current[part]] += *rest;
+            *rest = 0;
+        }
+    }
     let chosen = rebalance_over(&current, &sizes, &base, tol);
     let names: Vec<&str> = hosts.keys().copied().collect();
     let moves = chosen
