@@ -355,14 +355,13 @@ mod tests {
                 .map(|_| (next(&mut s) % hosts as u64) as usize)
                 .collect();
             let tol = (next(&mut s) % 30) as f64 / 100.0;
-            // Half the cases with bytes already on the hosts.
+            // A third of the cases with no bytes already on the hosts, a third with a few,
+            // a third with more than the sizes (a join side that finished its maps).
             let base: Vec<u64> = (0..hosts)
-                .map(|_| {
-                    if round % 2 == 0 {
-                        0
-                    } else {
-                        next(&mut s) % 5000
-                    }
+                .map(|_| match round % 3 {
+                    0 => 0,
+                    1 => next(&mut s) % 5000,
+                    _ => next(&mut s) % 400_000,
                 })
                 .collect();
             let r = rebalance_over(&current, &sizes, &base, tol);

@@ -52,6 +52,7 @@ async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
             break;
         }
         let mut moved = false;
+        let mut failed = false;
         for (id, shuffle) in &decided.shuffles {
             match split::split_to(coord, app_id, *id, shuffle, m.partition, m.target).await {
                 // Every map committed meanwhile, or the partition already continues there.
@@ -61,6 +62,7 @@ async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
                     tracing::info!(app = %app_id, shuffle_id = *id, partition = m.partition, slot, worker = m.target, predicted_bytes = m.bytes, "partition continued on another host");
                 }
                 Err(e) => {
+                    failed = true;
                     tracing::warn!(app = %app_id, shuffle_id = *id, partition = m.partition, error = %e, "could not continue a partition on another host")
                 }
             }
@@ -68,6 +70,13 @@ async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
         if moved {
             CoordinatorMetrics::add(&coord.metrics.rebalanced_partitions, 1);
             CoordinatorMetrics::add(&coord.metrics.rebalanced_bytes, m.bytes);
+        }
+        if failed && decided.shuffles.len() > 1 {
+            // A side may now continue the partition elsewhere than another: no more moves,
+            // so that at most this partition's sides are parted (its reduce task reads the
+            // parted side across hosts; the data stays exact).
+            tracing::warn!(app = %app_id, shuffle_id, partition = m.partition, shuffles = ?ids, "a join side's move failed; re-placement stopped");
+            break;
         }
     }
 }

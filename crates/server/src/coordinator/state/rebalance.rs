@@ -14,8 +14,9 @@
 //! their predicted sizes are summed per partition, since reduce task `p` reads partition
 //! `p` of each, and partition `p` of every one of them moves to the same worker. So a
 //! join's hot partitions leave their host as a pair and the reduce task that joins them
-//! still finds both sides on one host. The group is decided once every member has its
-//! prediction and none has finished its maps (bytes already all written cannot follow).
+//! still finds both sides on one host. The group is decided once, when every side still
+//! writing has its prediction; a side that finished its maps takes part with its bytes
+//! where they are (bytes already pushed never follow a move).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -114,16 +115,22 @@ pub fn moves(
     // (Algorithm 2's accumulation).
     let num_partitions = group[0].1.num_partitions as usize;
     let mut base = vec![0u64; hosts.len()];
-    let mut sizes = vec![0u64; num_partitions];
     // Bytes committed per partition, summed over the sides.
     let mut done_all = vec![0u64; num_partitions];
+    // Of each side still writing: its bytes to come per partition, and the host its next
+    // pushes of each partition go to (its chain's last slot).
+    let mut open: Vec<(Vec<u64>, Vec<usize>)> = Vec::new();
     // (bytes to come, maps its prediction rests on) of the side with the most to come.
     let mut largest: Option<(u64, u32)> = None;
     for (_, s) in &group {
         let prediction = s.prediction();
         let p = s.lock();
         for (slot, &b) in p.partition_bytes().iter().enumerate() {
-            base[host_index(p.copies(slot as u32).0)?] += b;
+            // An empty slot weighs nothing, wherever it is; bytes on a lost worker wait for
+            // their relocation (the group is asked again by a later prediction, if any).
+            if b > 0 {
+                base[host_index(p.copies(slot as u32).0)?] += b;
+            }
         }
         let committed = p.logical_bytes();
         if committed.len() != num_partitions {
@@ -141,42 +148,45 @@ pub fn moves(
             decided(&group);
             return None;
         }
-        let mut to_come = 0;
-        for ((total, &predicted), &done) in sizes
-            .iter_mut()
-            .zip(prediction.sizes.iter())
+        let rest: Vec<u64> = prediction
+            .sizes
+            .iter()
             .zip(&committed)
-        {
-            let rest = predicted.saturating_sub(done);
-            *total += rest;
-            to_come += rest;
+            .map(|(&predicted, &done)| predicted.saturating_sub(done))
+            .collect();
+        let mut tails = Vec::with_capacity(num_partitions);
+        for part in 0..num_partitions as u32 {
+            tails.push(host_index(p.copies(p.chain_tail(part)).0)?);
         }
+        let to_come: u64 = rest.iter().sum();
         if largest.is_none_or(|(most, _)| to_come > most) {
             largest = Some((to_come, prediction.observed));
         }
+        open.push((rest, tails));
     }
     if largest.is_none_or(|(_, observed)| observed < MIN_OBSERVED_MAPS) {
         decided(&group);
         return None;
     }
-    // Where each partition's next pushes go: the group's sides share the layout, so the
-    // first (the one the others copied) speaks for all.
-    let current: Vec<usize> = {
-        let p = group[0].1.lock();
-        let mut out = Vec::with_capacity(num_partitions);
-        for part in 0..num_partitions as u32 {
-            out.push(host_index(p.copies(p.chain_tail(part)).0)?);
-        }
-        out
-    };
-    // A partition moves only while most of its bytes are still to come: its reduce task
-    // then runs on the new host, the one holding most of it, and reads the rest across. One
-    // whose committed bytes outweigh the rest (a join side written before the other was
-    // predicted) stays, its bytes to come counted where it is.
-    for (part, rest) in sizes.iter_mut().enumerate() {
-        if done_all[part] >= *rest {
-            base[current[part]] += *rest;
-            *rest = 0;
+    // Where each partition's next pushes go, and its bytes to come. A partition moves only
+    // when the sides still writing continue it on one host (they share the layout, but a
+    // worker's own split of one side, or a move that failed on one side, can part them),
+    // and while most of its bytes are still to come: its reduce task then runs on the new
+    // host, the one holding most of it, and reads the rest across. One whose committed
+    // bytes outweigh the rest (a join side written before the other was predicted) stays.
+    // A partition that stays has its bytes to come counted where each side puts them.
+    let mut current = vec![0usize; num_partitions];
+    let mut sizes = vec![0u64; num_partitions];
+    for part in 0..num_partitions {
+        let host = open[0].1[part];
+        let rest: u64 = open.iter().map(|(r, _)| r[part]).sum();
+        current[part] = host;
+        if open.iter().all(|(_, t)| t[part] == host) && done_all[part] < rest {
+            sizes[part] = rest;
+        } else {
+            for (r, t) in &open {
+                base[t[part]] += r[part];
+            }
         }
     }
     let chosen = rebalance_over(&current, &sizes, &base, tol);
