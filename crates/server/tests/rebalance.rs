@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use crossdock_client::ShuffleStatus;
-use crossdock_proto::{AttemptId, CommitStatus, Durability, PartitionStat};
+use crossdock_proto::{CommitStatus, Durability};
 
 use common::nodes::{Cluster, WorkerOpts};
 use common::{payload, push_routed_in, read_batches, reader_in};
@@ -30,20 +30,7 @@ struct Pushed {
 }
 
 async fn commit(c: &Cluster, shuffle: u32, map: u32, pushed: &Pushed) -> CommitStatus {
-    let stats = pushed
-        .per_slot
-        .iter()
-        .map(|(&partition, &bytes)| PartitionStat {
-            partition,
-            bytes,
-            records: 1,
-        })
-        .collect();
-    c.coord
-        .commit_map("r", shuffle, map, AttemptId(0), stats)
-        .await
-        .unwrap()
-        .0
+    c.commit_slots("r", shuffle, map, &pushed.per_slot).await
 }
 
 /// Every batch of partition `p` of `shuffle` that a reader of all maps gets from all its

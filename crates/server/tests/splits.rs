@@ -110,20 +110,7 @@ async fn push_paced(c: &Cluster, addr: &str, app: &str, p: u32, map: u32, n: u32
 }
 
 async fn commit(c: &Cluster, app: &str, map: u32, pushed: &Pushed) -> CommitStatus {
-    let stats = pushed
-        .per_slot
-        .iter()
-        .map(|(&partition, &bytes)| PartitionStat {
-            partition,
-            bytes,
-            records: 1,
-        })
-        .collect();
-    c.coord
-        .commit_map(app, 0, map, AttemptId(0), stats)
-        .await
-        .unwrap()
-        .0
+    c.commit_slots(app, 0, map, &pushed.per_slot).await
 }
 
 /// Every batch of partition `p` a reader of maps `[start, end)` gets from all its slots,

@@ -265,6 +265,30 @@ impl Cluster {
     pub async fn status(&self, app: &str) -> ShuffleStatus {
         self.coord.shuffle_status(app, 0).await.unwrap()
     }
+
+    /// Commits attempt 0 of `map` of shuffle `shuffle` with `bytes` per slot (one record
+    /// each), as a map task that pushed them does.
+    pub async fn commit_slots(
+        &self,
+        app: &str,
+        shuffle: u32,
+        map: u32,
+        bytes: &std::collections::BTreeMap<u32, u64>,
+    ) -> CommitStatus {
+        let stats = bytes
+            .iter()
+            .map(|(&partition, &bytes)| crossdock_proto::PartitionStat {
+                partition,
+                bytes,
+                records: 1,
+            })
+            .collect();
+        self.coord
+            .commit_map(app, shuffle, map, AttemptId(0), stats)
+            .await
+            .unwrap()
+            .0
+    }
 }
 
 /// Pushes one batch (sequence number 0) to the worker at `addr`.
