@@ -11,7 +11,9 @@ instead of 10.9-12.5 s.
 `ensure()` (called once per test session by conftest.py) records the archives with one small
 training application, a driver's and an executor's, in `target/spark-cds/KEY`, where KEY
 is a hash of the Java runtime and of Spark's jars, so another JDK or pyspark gets its own
-pair and a stale pair is never used (old pairs are not removed). It then names the directory
+pair and a stale pair is never used; making a new pair removes the other keys' pairs
+(about 230 MB each: a runtime or pyspark that changed leaves its old pair unused) and any
+training directory a killed run left over an hour ago. It then names the directory
 in CROSSDOCK_TEST_JVM_ARCHIVES, which the applications the tests start through
 `harness.base_conf` (in-process or as child processes) read through `java_options`. An
 archive the JVM finds unusable is ignored by the JVM (`-Xshare:auto`): the application
@@ -127,7 +129,20 @@ def _make() -> pathlib.Path | None:
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _prune(final)
     return final
+
+
+def _prune(keep: pathlib.Path) -> None:
+    """Removes the pairs of other keys beside `keep` (a JVM that mapped one keeps reading it;
+    one started later runs without it) and training directories over an hour old (a session
+    still training has touched its own within minutes)."""
+    for d in keep.parent.iterdir():
+        if d == keep or not d.is_dir():
+            continue
+        if d.name.startswith("training-") and time.time() - d.stat().st_mtime < 3600:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _train(out: pathlib.Path) -> None:
