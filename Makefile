@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-sql test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-durability bench-multi-app bench-congestion clean
+.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-sql test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-placement bench-durability bench-multi-app bench-congestion clean
 
 all: build
 
@@ -105,6 +105,12 @@ bench-native: build
 ## Zipf alpha 0 to 3, 3 runs each (ALLTOALL_ARGS="--runs 5 ...")
 bench-alltoall: build
 	$(BIN) bench alltoall --json $(ALLTOALL_ARGS)
+
+## bench-placement: SCache's placement on a skewed shuffle (Zipf 1.3) through 3 worker processes labelled as
+## hosts: the hosts' load with the placement at registration and with re-placement on the prediction, 3 runs
+## (PLACEMENT_ARGS="--alpha 2 ...")
+bench-placement: build
+	$(BIN) bench placement --json $(PLACEMENT_ARGS)
 
 ## bench-multi-app: a large Spark application and three small ones started during it, each against its
 ## time alone: vanilla, one Crossdock service in FIFO order, and in fair completion order (MULTI_APP_ARGS="--runs 3")

@@ -232,6 +232,39 @@ fn the_all_to_all_bench_fails_what_overflows_and_checks_what_completes() {
 }
 
 #[test]
+fn the_placement_bench_re_places_a_skewed_shuffle_and_reads_every_byte_back() {
+    // Three worker processes labelled as hosts, a Zipf 1.3 shuffle of 20 maps: placed in
+    // blocks at registration the largest host holds about 1.7× the mean; re-placed on the
+    // prediction, partitions move and the balance comes within reach of MinHeap's. Every
+    // byte of both modes is read back (the bench fails otherwise).
+    let out = run(&[
+        "bench",
+        "placement",
+        "--bytes",
+        "12MiB",
+        "--batch-size",
+        "64KiB",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let j = bench_json(&out);
+    let (blocks, moved) = (&j["modes"]["blocks"], &j["modes"]["re-placed"]);
+    assert_eq!(blocks["partitions_moved"], 0.0);
+    assert!(moved["partitions_moved"].as_f64().unwrap() >= 1.0, "{j}");
+    let (before, after) = (
+        blocks["max_over_mean"].as_f64().unwrap(),
+        moved["max_over_mean"].as_f64().unwrap(),
+    );
+    assert!(before > 1.5 && after < 1.4, "{j}");
+    assert!(
+        after >= j["min_heap_max_over_mean"].as_f64().unwrap() - 0.2,
+        "{j}"
+    );
+    assert!(moved["verified"].as_bool().unwrap());
+}
+
+#[test]
 fn bad_settings_fail_fast_with_a_clear_message() {
     let out = run(&["worker", "--listen", "127.0.0.1:0"]);
     assert!(!out.status.success());

@@ -27,6 +27,8 @@ mod alltoall;
 mod baseline;
 mod child;
 mod embedded;
+mod placement;
+mod procs;
 
 use baseline::{loopback_tcp_gbps, memcpy_gbps};
 use embedded::Embedded;
@@ -43,6 +45,8 @@ pub enum BenchKind {
     PushFetch(PushFetchArgs),
     /// The skew paper's all-to-all (CSA, DSA, SMS) on memory-only workers.
     Alltoall(alltoall::AllToAllArgs),
+    /// SCache's placement on a skewed shuffle: hosts' load with and without re-placement.
+    Placement(placement::PlacementArgs),
 }
 
 #[derive(Args, Clone)]
@@ -128,6 +132,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         BenchKind::PushFetch(a) => push_fetch(a).await,
         BenchKind::Alltoall(a) => alltoall::run(a).await,
+        BenchKind::Placement(a) => placement::run(a).await,
     }
 }
 

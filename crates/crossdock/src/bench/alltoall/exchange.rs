@@ -14,8 +14,8 @@ use crossdock_policy::skew::pairwise_peers;
 use crossdock_proto::{checksum, AttemptId, CommitStatus, ErrorCode, PartitionStat, PushHeader};
 use tokio::sync::{Barrier, Semaphore};
 
-use super::procs::Procs;
 use super::{by_rank, Algo, AllToAllArgs, RunOutcome, Sizes};
+use crate::bench::procs::Procs;
 use crate::bench::Pool;
 
 /// How long one exchange may take before it is reported as stuck.

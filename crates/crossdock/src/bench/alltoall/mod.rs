@@ -25,11 +25,10 @@
 //! and delegated bytes, and each worker's peak RSS against its budget; beside them the
 //! simulator's verdict on the same data and the paper's.
 //!
-//! Parts: [`procs`] starts the coordinator and workers, [`exchange`] runs one exchange and
+//! Parts: `bench::procs` starts the coordinator and workers, [`exchange`] runs one exchange and
 //! reads it back, [`report`] prints the table.
 
 mod exchange;
-mod procs;
 mod report;
 
 use std::collections::HashMap;
@@ -40,9 +39,9 @@ use clap::{Args, Parser, ValueEnum};
 use crossdock_sim::skew::SkewArgs;
 
 use super::Pool;
+use crate::bench::procs::Procs;
 use crate::config::{human_bytes, parse_size};
 use exchange::one_run;
-use procs::Procs;
 use report::report;
 
 /// Arguments of `crossdock bench alltoall` (defaults: the paper's Exp. 1 scaled to one host).

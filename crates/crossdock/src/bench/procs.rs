@@ -1,5 +1,6 @@
-//! The cluster of one method: a `crossdock coordinator` and P `crossdock worker`
-//! processes, memory-only, each its own process so that its RSS is its own.
+//! A cluster of processes for a bench run: a `crossdock coordinator` and P `crossdock
+//! worker` processes, each its own process so that its RSS is its own, on loopback
+//! without authentication (the benches' own throwaway cluster).
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use anyhow::{bail, Result};
 use crossdock_client::{CoordinatorClient, Keyring, WorkerClient};
 use crossdock_proto::Message;
 
-use crate::bench::child::{spawn_announcing, stop};
+use super::child::{spawn_announcing, stop};
 
 /// A coordinator and P worker processes, stopped when dropped.
 pub struct Procs {
@@ -20,11 +21,33 @@ pub struct Procs {
 
 impl Procs {
     /// Starts the coordinator and `p` memory-only workers of `memory` bytes that delegate
-    /// (split under memory pressure) or never split.
+    /// (split under memory pressure) or never split: the all-to-all's cluster.
     pub fn start(p: usize, memory: u64, delegate: bool) -> Result<Procs> {
-        let dir = tempfile::Builder::new()
-            .prefix("crossdock-alltoall-")
-            .tempdir()?;
+        // Splits by size are out of reach (the data is far smaller): SMS's workers split
+        // only under memory pressure; CSA's and DSA's never.
+        let split = if delegate { "1TiB" } else { "off" };
+        let worker = [
+            "--memory-only",
+            "--memory",
+            &memory.to_string(),
+            "--split-size",
+            split,
+        ]
+        .map(String::from)
+        .to_vec();
+        Procs::launch("crossdock-alltoall-", &[], p, |_| worker.clone())
+    }
+
+    /// Starts a coordinator (memory durability, with `coordinator` added to its
+    /// arguments) and `p` workers, worker `i` with `worker(i)` added to its arguments,
+    /// each with a data directory of its own under a temporary directory named `prefix…`.
+    pub fn launch(
+        prefix: &str,
+        coordinator: &[String],
+        p: usize,
+        worker: impl Fn(usize) -> Vec<String>,
+    ) -> Result<Procs> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
         let exe = std::env::current_exe()?;
         let mut procs = Procs {
             coordinator: String::new(),
@@ -37,26 +60,18 @@ impl Procs {
         coord
             .args(["coordinator", "--listen", "127.0.0.1:0", "--no-auth"])
             .args(["--metrics-listen", "off", "--durability", "memory"])
+            .args(coordinator)
             .arg("--data-dir")
             .arg(root.join("coordinator"));
         procs.coordinator = procs.spawn(coord, "crossdock coordinator listening on ")?;
-        // Splits by size are out of reach (the data is far smaller): SMS's workers split
-        // only under memory pressure; CSA's and DSA's never.
-        let split = if delegate { "1TiB" } else { "off" };
         for i in 0..p {
             let mut w = Command::new(&exe);
-            w.args([
-                "worker",
-                "--listen",
-                "127.0.0.1:0",
-                "--no-auth",
-                "--memory-only",
-            ])
-            .args(["--coordinator", &procs.coordinator])
-            .args(["--memory", &memory.to_string(), "--split-size", split])
-            .args(["--metrics-listen", "off"])
-            .arg("--data-dir")
-            .arg(root.join(format!("w{i}")));
+            w.args(["worker", "--listen", "127.0.0.1:0", "--no-auth"])
+                .args(["--coordinator", &procs.coordinator])
+                .args(["--metrics-listen", "off"])
+                .args(worker(i))
+                .arg("--data-dir")
+                .arg(root.join(format!("w{i}")));
             let addr = procs.spawn(w, "crossdock worker listening on ")?;
             procs.workers.push(addr);
         }
