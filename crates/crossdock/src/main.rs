@@ -166,8 +166,9 @@ struct StandaloneArgs {
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
     prediction_threshold: Option<f64>,
     /// Once a shuffle's partition sizes are predicted, continue partitions on other hosts
-    /// until every host's predicted load is within 10% of SCache's MinHeap placement;
-    /// true or false [default: false]. Needs workers on two hosts or more.
+    /// until every host's predicted load is within 10% of SCache's MinHeap placement (a
+    /// join's two sides together); true or false [default: false]. Needs workers on two
+    /// hosts or more.
     #[arg(long, env = "CROSSDOCK_REBALANCE")]
     rebalance: Option<bool>,
     #[command(flatten)]
@@ -208,8 +209,9 @@ struct CoordinatorArgs {
     #[arg(long, env = "CROSSDOCK_PREDICTION_THRESHOLD")]
     prediction_threshold: Option<f64>,
     /// Once a shuffle's partition sizes are predicted, continue partitions on other hosts
-    /// until every host's predicted load is within 10% of SCache's MinHeap placement;
-    /// true or false [default: false]. Needs workers on two hosts or more.
+    /// until every host's predicted load is within 10% of SCache's MinHeap placement (a
+    /// join's two sides together); true or false [default: false]. Needs workers on two
+    /// hosts or more.
     #[arg(long, env = "CROSSDOCK_REBALANCE")]
     rebalance: Option<bool>,
     #[command(flatten)]

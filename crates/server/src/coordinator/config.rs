@@ -57,8 +57,9 @@ pub struct CoordinatorConfig {
     pub prediction_threshold: f64,
     /// Once a shuffle's sizes are predicted, continue partitions on other hosts until every
     /// host's predicted load is within 10% of SCache's MinHeap placement
-    /// (`coordinator::rebalance`). Off by default until measured on a cluster: a join's
-    /// sides are recognised by the timing of their registrations.
+    /// (`coordinator::rebalance`), a join's two sides together. Off by default: on the
+    /// emulated cluster it balances the hosts' bytes without shortening the jobs measured,
+    /// and a join's sides are recognised by the timing of their registrations.
     pub rebalance: bool,
 }
 
