@@ -570,7 +570,15 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
     if len({m.name for m in modes}) != len(modes):
         raise SystemExit("two modes have the same name")
     build = Build(workdir / "build")
-    out = pathlib.Path(args.out) if args.out else ROOT / "bench-results" / f"{prefix}-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
+    stamp = f"{prefix}-{datetime.datetime.now():%Y%m%d-%H%M%S}.json"
+    out = pathlib.Path(args.out) if args.out else ROOT / "bench-results" / stamp
+    if out.is_dir():
+        # A directory: the report goes in it, under the name it would have had.
+        out = out / stamp
+    # Found out now, not when the report is written after the whole suite.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(out.parent, os.W_OK):
+        raise SystemExit(f"--out {args.out}: cannot write in {out.parent}")
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "machine": _machine(),
             "command": " ".join(shlex.quote(a) for a in sys.argv), "git": _git(), "build_sha256": build.sha256,
             "backend": backend.describe(), "modes": [{"name": m.name, **m.describe()} for m in modes],
@@ -680,7 +688,7 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
     ap.add_argument("--build", action="append", metavar="NAME=DIR",
                     help="Crossdock from another build as one more mode, run exactly as the crossdock mode: DIR holds its "
                          "`crossdock` binary and `crossdock-spark.jar` (bench/peers/crossdock-at.sh REV makes them); repeatable")
-    ap.add_argument("--out", default=None, help="JSON file [bench-results/<kind>-<timestamp>.json]; plots go next to it")
+    ap.add_argument("--out", default=None, help="JSON file, or a directory to write it in under its default name [bench-results/<kind>-<timestamp>.json]; plots go next to it")
     ap.add_argument("--plot-only", metavar="FILE", help="draw the plots of an existing result JSON and exit")
     ap.add_argument("--app-timeout", type=float, default=1200, help="seconds before one application is killed and counted failed [1200]")
     ap.add_argument("--keep-logs", action="store_true", help="keep every run's driver and service logs (printed path)")
