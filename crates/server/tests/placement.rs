@@ -1,21 +1,27 @@
-//! Re-placement once a shuffle's sizes are predicted (SCache's placement on predicted
-//! sizes, issue 13): the coordinator continues a hot host's partitions on another host,
-//! the pushers follow the workers' redirects, and every byte reads back once. A join's
-//! two sides (shuffles sharing a layout) move together: their sizes are summed and
-//! partition `p` of both continues on the same worker. Real coordinator and workers on
-//! loopback, labelled as three hosts.
+//! Where partitions go, on a real coordinator and workers on loopback: the coordinator
+//! predicts each shuffle's partition sizes from its first maps and scores the prediction;
+//! workers' host and zone labels reach the clients and put replicas across zones; and
+//! re-placement once sizes are predicted (SCache's placement on predicted sizes, issue
+//! 13): the coordinator continues a hot host's partitions on another host, the pushers
+//! follow the workers' redirects, and every byte reads back once. A join's two sides
+//! (shuffles sharing a layout) move together: their sizes are summed and partition `p` of
+//! both continues on the same worker.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::Bytes;
-use crossdock_client::ShuffleStatus;
-use crossdock_proto::{CommitStatus, Durability};
+use crossdock_client::{CoordinatorClient, Keyring, ShuffleStatus};
+use crossdock_proto::{AttemptId, CommitStatus, Durability};
+use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
+use crossdock_server::worker::{Worker, WorkerConfig};
 
+use common::embedded::{push, Cluster as Embedded};
 use common::nodes::{Cluster, WorkerOpts};
-use common::{payload, push_routed_in, read_batches, reader_in};
+use common::{payload, push_routed_in, read_batches, reader_in, stat};
 
 const BATCH: usize = 64 << 10;
 const MAPS: u32 = 20;
@@ -219,4 +225,156 @@ async fn once_sizes_are_predicted_a_hot_hosts_partition_continues_on_another_hos
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joins_two_sides_are_re_placed_together_once_both_are_predicted() {
     hot_block_re_placed(2).await;
+}
+
+/// The value of the sample `name` (a full series name, with its labels) on a metrics page.
+fn sample(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {name} in\n{page}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_predicts_partition_sizes_and_scores_the_prediction() {
+    let c = Embedded::start(2, 64 << 20).await;
+    let app = "app-predict";
+    // 10 maps at the default threshold (10%): the first commit predicts. Map 0 writes
+    // 100 bytes to each partition, maps 1-9 write 50, 100, 150 and 200: the prediction
+    // (1000 everywhere) misses the shape of the final sizes.
+    let placement = c.shuffle(app, 10, 4).await;
+    let written = |map: u32, p: u32| if map == 0 { 100 } else { 50 * (p as usize + 1) };
+    for map in 0..10 {
+        let mut stats = Vec::new();
+        for p in 0..4 {
+            let d = payload(map, p, 0, written(map, p));
+            push(&placement, app, p, map, 0, 0, &d).await.unwrap();
+            stats.push(stat(p, d.len()));
+        }
+        c.coord
+            .commit_map(app, 0, map, AttemptId(0), stats)
+            .await
+            .unwrap();
+        if map == 0 {
+            let predicted = c.sa.coordinator.lock().predicted_sizes(app, 0);
+            assert_eq!(&*predicted.unwrap(), &[1000; 4], "extrapolated from map 0");
+            assert!(
+                c.sa.coordinator.lock().size_prior(app, 4).is_none(),
+                "not complete"
+            );
+        }
+    }
+    let final_sizes = [550u64, 1000, 1450, 1900];
+    let prior = c.sa.coordinator.lock().size_prior(app, 4).unwrap();
+    assert_eq!(
+        &*prior, &final_sizes,
+        "the completed shuffle is the app's prior"
+    );
+
+    // The figures, computed here from their definitions.
+    let total: u64 = final_sizes.iter().sum();
+    let errors: Vec<f64> = final_sizes
+        .iter()
+        .map(|&t| 0.25 - t as f64 / total as f64)
+        .collect();
+    let std = (errors.iter().map(|e| e * e).sum::<f64>() / 4.0).sqrt();
+    let total_error = (4000.0 - total as f64).abs() / total as f64;
+    let page = c.coordinator_metrics().await;
+    assert_eq!(
+        sample(&page, "crossdock_coordinator_predictions_total"),
+        1.0
+    );
+    assert_eq!(
+        sample(&page, "crossdock_coordinator_prediction_error_count"),
+        1.0
+    );
+    let got = sample(&page, "crossdock_coordinator_prediction_error_sum");
+    assert!((got - std).abs() < 1e-12, "std {got}, expected {std}");
+    // About 0.103 and 0.184: both in the (0.1, 0.2] bucket.
+    for name in ["prediction_error", "prediction_total_error"] {
+        let bucket = |le: &str| {
+            sample(
+                &page,
+                &format!("crossdock_coordinator_{name}_bucket{{le=\"{le}\"}}"),
+            )
+        };
+        assert_eq!((bucket("0.1"), bucket("0.2")), (0.0, 1.0), "{name}");
+    }
+    let got = sample(&page, "crossdock_coordinator_prediction_total_error_sum");
+    assert!((got - total_error).abs() < 1e-12, "{got} vs {total_error}");
+}
+
+/// Workers' `--host`/`--zone` labels reach the clients in every worker record, and with
+/// replication each partition's replica sits in the other zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_labels_reach_clients_and_replicas_cross_zones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let mut cfg = CoordinatorConfig::new("127.0.0.1:0", dir.path().join("c"));
+    cfg.replication = 2;
+    cfg.secret = Some(common::secret());
+    let coord = Coordinator::start(cfg, shutdown.clone()).await.unwrap();
+    // (host label, zone): two workers in zone a, one in b; the last one unlabelled host.
+    let labels = [("node-a1", "a"), ("node-a2", "a"), ("", "b")];
+    let mut workers = Vec::new();
+    for (i, (host, zone)) in labels.iter().enumerate() {
+        let w = Worker::start(
+            WorkerConfig {
+                listen: "127.0.0.1:0".into(),
+                advertise: None,
+                host: host.to_string(),
+                zone: zone.to_string(),
+                coordinator: coord.addr.to_string(),
+                memory: 32 << 20,
+                data_dir: dir.path().join(format!("w{i}")),
+                extra_data_dirs: Vec::new(),
+                object_store: None,
+                disk_quota: None,
+                limits: Default::default(),
+                secret: Some(common::secret()),
+                tls: None,
+                tenancy: Default::default(),
+                split_bytes: crossdock_server::worker::config::DEFAULT_SPLIT_BYTES,
+                memory_only: false,
+                zero_copy_fetch: true,
+            },
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        workers.push(w);
+    }
+    while coord.lock().counts().2 < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let client = CoordinatorClient::connect(&coord.addr.to_string(), &Keyring::new())
+        .await
+        .unwrap();
+    client.register_app("a", 60_000).await.unwrap();
+    let placement = client.register_shuffle("a", 0, 1, 12).await.unwrap();
+    let label_of = |addr: &str| {
+        let i = workers.iter().position(|w| w.advertised == addr).unwrap();
+        labels[i]
+    };
+    for info in &placement.workers {
+        let (host, zone) = label_of(&info.addr);
+        let want_host = if host.is_empty() { "127.0.0.1" } else { host };
+        assert_eq!((info.host.as_str(), info.zone.as_str()), (want_host, zone));
+    }
+    let zone_of = |id: u32| {
+        let w = placement.workers.iter().find(|w| w.id == id).unwrap();
+        w.zone.clone()
+    };
+    for p in 0..12 {
+        let (w, r) = (
+            placement.partition_workers[p],
+            placement.partition_replicas[p],
+        );
+        assert_ne!(
+            zone_of(w),
+            zone_of(r),
+            "partition {p}: both copies in one zone"
+        );
+    }
 }
