@@ -138,11 +138,15 @@ def _prune(keep: pathlib.Path) -> None:
     one started later runs without it) and training directories over an hour old (a session
     still training has touched its own within minutes)."""
     for d in keep.parent.iterdir():
-        if d == keep or not d.is_dir():
+        try:
+            if d == keep or not d.is_dir():
+                continue
+            if d.name.startswith("training-") and time.time() - d.stat().st_mtime < 3600:
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            # Renamed or removed by another session meanwhile: nothing to prune.
             continue
-        if d.name.startswith("training-") and time.time() - d.stat().st_mtime < 3600:
-            continue
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _train(out: pathlib.Path) -> None:

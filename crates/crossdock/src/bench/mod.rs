@@ -160,6 +160,11 @@ impl Pool {
         }
     }
 
+    /// The largest slice it gives.
+    pub(super) fn batch(&self) -> usize {
+        self.data.len() - Self::SIZE
+    }
+
     pub(super) fn slice(&self, map: u32, partition: u32, seq: u32, len: usize) -> &[u8] {
         let mut h = (map as u64) << 40 ^ (partition as u64) << 20 ^ seq as u64;
         h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);

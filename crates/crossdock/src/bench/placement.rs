@@ -19,7 +19,7 @@
 //! `i mod H`) and MinHeap from scratch, the bounds the paper compares.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -28,7 +28,9 @@ use crossdock_client::{
     WorkerClient,
 };
 use crossdock_policy::placement::{min_heap_schedule, ReduceInfo};
+use crossdock_policy::size_prediction::maps_to_observe;
 use crossdock_proto::{checksum, AttemptId, CommitStatus, PartitionStat, PushHeader};
+use crossdock_server::coordinator::config::DEFAULT_PREDICTION_THRESHOLD;
 
 use super::procs::Procs;
 use super::Pool;
@@ -72,7 +74,7 @@ struct Outcome {
     loads: Vec<u64>,
     /// Bytes read across hosts by reduce tasks on their partitions' hosts.
     remote: u64,
-    /// Partitions with more than one slot (continued on another host).
+    /// Partitions with bytes in more than one slot (continued on another host).
     moved: u32,
     push_secs: f64,
 }
@@ -80,11 +82,24 @@ struct Outcome {
 /// Unacknowledged batches a map keeps in flight.
 const WINDOW: usize = 16;
 
+/// Fewest maps whose prediction (at 10% of them) rests on two.
+const MIN_MAPS: u32 = 11;
+
+/// How long the split slots must stay as they are, after the predicting commit, for the
+/// re-placement to count as carried out.
+const SETTLED: Duration = Duration::from_millis(1000);
+
 pub async fn run(a: PlacementArgs) -> Result<()> {
     let total = parse_size(&a.bytes)?;
     let batch = parse_size(&a.batch_size)?;
-    if a.hosts < 2 || a.maps == 0 || a.partitions == 0 || a.runs == 0 || batch == 0 {
-        bail!("--hosts must be at least 2; --maps, --partitions, --runs and --batch-size positive");
+    if a.hosts < 2 || a.runs == 0 || batch == 0 {
+        bail!("--hosts must be at least 2; --runs and --batch-size positive");
+    }
+    if a.partitions < a.hosts as u32 {
+        bail!("--partitions must be at least --hosts: every host gets partitions");
+    }
+    if a.maps < MIN_MAPS {
+        bail!("--maps must be at least {MIN_MAPS}: the coordinator re-places only on a prediction from two maps or more, made at 10% of them");
     }
     if a.alpha.is_nan() || a.alpha < 0.0 {
         bail!("--alpha must be 0 or more");
@@ -182,6 +197,9 @@ async fn one_run(
         .map(|p| (p, placement.worker_of(p).expect("placed").addr.clone()))
         .collect();
     let mut clients: HashMap<String, WorkerClient> = HashMap::new();
+    // The commit that makes the prediction (the coordinator's default threshold).
+    let predicting = maps_to_observe(a.maps as usize, DEFAULT_PREDICTION_THRESHOLD) as u32;
+    let mut waited = Duration::ZERO;
     let started = Instant::now();
     for m in 0..a.maps {
         let mut per_slot: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
@@ -189,9 +207,11 @@ async fn one_run(
         for p in 0..a.partitions {
             let mut left = share(sizes[p as usize], m, a.maps);
             let mut seq = 0u32;
+            // A map's stream of a partition stays in the slot its first batch goes to, as
+            // the engine clients' (`MapPusher`); a redirect serves the maps after it.
+            let (slot, addr) = route[p as usize].clone();
             while left > 0 {
                 let len = left.min(batch);
-                let (slot, addr) = route[p as usize].clone();
                 if !clients.contains_key(&addr) {
                     clients.insert(addr.clone(), WorkerClient::connect(&addr, &keyring).await?);
                 }
@@ -206,7 +226,7 @@ async fn one_run(
                     crc32c: checksum(payload),
                 };
                 let pending = clients[&addr].push(&header, payload).await?;
-                inflight.push_back((p, slot, addr, len, pending));
+                inflight.push_back((p, slot, addr.clone(), len, pending));
                 if inflight.len() >= WINDOW {
                     let f = inflight.pop_front().expect("non-empty");
                     settle(&clients, f, &mut route, &mut per_slot).await?;
@@ -230,8 +250,11 @@ async fn one_run(
             (CommitStatus::Committed, _) => {}
             (other, _) => bail!("map {m}'s commit answered {other:?}"),
         }
+        if rebalance && m + 1 == predicting {
+            waited = settle_moves(&coord, &app).await?;
+        }
     }
-    let push_secs = started.elapsed().as_secs_f64();
+    let push_secs = (started.elapsed() - waited).as_secs_f64();
     let status = coord.shuffle_status(&app, 0).await?;
     for p in 0..a.partitions {
         check_partition(&status, &keyring, &app, pool, sizes, p).await?;
@@ -239,6 +262,29 @@ async fn one_run(
     let outcome = loads(&status, a.hosts, push_secs)?;
     coord.unregister_app(&app).await?;
     Ok(outcome)
+}
+
+/// Waits, after the commit that made the prediction, until the re-placement it started in
+/// the coordinator has been carried out: until the shuffle's split slots have stayed as
+/// they are for [`SETTLED`] (at most 20 s). Real maps take far longer than the decision,
+/// so the next maps start after it; here a map takes a millisecond, and without the wait
+/// the measurement would depend on which map the background decision happens to meet.
+/// Returns the time waited, which is not push time.
+async fn settle_moves(coord: &CoordinatorClient, app: &str) -> Result<Duration> {
+    let began = Instant::now();
+    let (mut splits, mut since) = (usize::MAX, Instant::now());
+    loop {
+        let now = coord.shuffle_status(app, 0).await?.split_parents.len();
+        if now != splits {
+            (splits, since) = (now, Instant::now());
+        } else if since.elapsed() >= SETTLED {
+            return Ok(began.elapsed());
+        }
+        if began.elapsed() > Duration::from_secs(20) {
+            bail!("the re-placement was still making splits after 20 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits for one push's acknowledgement, counts it in its slot and follows a redirect.
@@ -272,6 +318,7 @@ async fn check_partition(
     let mut seen = HashSet::new();
     let mut got = vec![0u64; maps as usize];
     for slot in status.slots_of(p) {
+        let mut in_slot = 0u64;
         let addr = &status.placement.worker_of(slot).expect("placed").addr;
         let range = FetchRange {
             app_id: app.to_string(),
@@ -282,6 +329,13 @@ async fn check_partition(
         };
         let mut reader = PartitionReader::new(addr, range, keyring);
         while let Some(b) = reader.next_batch().await? {
+            if b.map_id >= maps || b.payload.len() > pool.batch() {
+                bail!(
+                    "partition {p}: slot {slot} gave a batch of map {} and {} bytes",
+                    b.map_id,
+                    b.payload.len()
+                );
+            }
             let want = pool.slice(b.map_id, p, b.batch_seq, b.payload.len());
             if b.payload[..] != want[..] || !seen.insert((b.map_id, b.batch_seq)) {
                 bail!(
@@ -291,6 +345,15 @@ async fn check_partition(
                 );
             }
             got[b.map_id as usize] += b.payload.len() as u64;
+            in_slot += b.payload.len() as u64;
+        }
+        // The hosts' loads are counted from the committed bytes per slot: they must be
+        // what the slot holds.
+        if in_slot != status.partition_bytes[slot as usize] {
+            bail!(
+                "partition {p}: slot {slot} holds {in_slot} bytes, its commits count {}",
+                status.partition_bytes[slot as usize]
+            );
         }
     }
     for (m, &g) in got.iter().enumerate() {
@@ -324,7 +387,11 @@ fn loads(status: &ShuffleStatus, hosts: usize, push_secs: f64) -> Result<Outcome
     };
     for p in 0..status.num_partitions {
         let slots = status.slots_of(p);
-        out.moved += u32::from(slots.len() > 1);
+        let holding = slots
+            .iter()
+            .filter(|&&s| status.partition_bytes[s as usize] > 0)
+            .count();
+        out.moved += u32::from(holding > 1);
         let mut on = vec![0u64; hosts];
         for slot in slots {
             on[host_of_slot(slot)?] += status.partition_bytes[slot as usize];

@@ -92,7 +92,7 @@ impl Procs {
         let coord = CoordinatorClient::connect(&self.coordinator, &Keyring::new()).await?;
         let deadline = Instant::now() + Duration::from_secs(30);
         for probe in 0.. {
-            let app = format!("alltoall-probe-{}-{probe}", std::process::id());
+            let app = format!("bench-probe-{}-{probe}", std::process::id());
             coord.register_app(&app, 60_000).await?;
             let placed = coord.register_shuffle(&app, 0, 1, parts).await?;
             coord.unregister_app(&app).await?;

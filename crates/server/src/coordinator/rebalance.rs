@@ -63,7 +63,9 @@ async fn run(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
                 }
                 Err(e) => {
                     failed = true;
-                    tracing::warn!(app = %app_id, shuffle_id = *id, partition = m.partition, error = %e, "could not continue a partition on another host")
+                    tracing::warn!(app = %app_id, shuffle_id = *id, partition = m.partition, error = %e, "could not continue a partition on another host");
+                    // The sides not moved yet stay with the others that did not move.
+                    break;
                 }
             }
         }
