@@ -174,6 +174,20 @@ impl Pool {
     }
 }
 
+/// A map's commit figures from its acknowledged (bytes, records) per slot.
+pub(super) fn slot_stats(
+    per_slot: &std::collections::BTreeMap<u32, (u64, u64)>,
+) -> Vec<PartitionStat> {
+    per_slot
+        .iter()
+        .map(|(&partition, &(bytes, records))| PartitionStat {
+            partition,
+            bytes,
+            records,
+        })
+        .collect()
+}
+
 /// Batch sizes a map writes to a partition: `total` bytes cut into `batch`-sized pieces.
 fn batches_for(total: u64, batch: u64) -> Vec<usize> {
     let mut out = vec![batch as usize; (total / batch) as usize];

@@ -29,7 +29,7 @@ use crossdock_client::{
 };
 use crossdock_policy::placement::{min_heap_schedule, ReduceInfo};
 use crossdock_policy::size_prediction::maps_to_observe;
-use crossdock_proto::{checksum, AttemptId, CommitStatus, PartitionStat, PushHeader};
+use crossdock_proto::{checksum, AttemptId, CommitStatus, PushHeader};
 use crossdock_server::coordinator::config::DEFAULT_PREDICTION_THRESHOLD;
 
 use super::procs::Procs;
@@ -238,14 +238,7 @@ async fn one_run(
         while let Some(f) = inflight.pop_front() {
             settle(&clients, f, &mut route, &mut per_slot).await?;
         }
-        let stats = per_slot
-            .iter()
-            .map(|(&partition, &(bytes, records))| PartitionStat {
-                partition,
-                bytes,
-                records,
-            })
-            .collect();
+        let stats = super::slot_stats(&per_slot);
         match coord.commit_map(&app, 0, m, AttemptId(0), stats).await? {
             (CommitStatus::Committed, _) => {}
             (other, _) => bail!("map {m}'s commit answered {other:?}"),

@@ -11,7 +11,7 @@ use crossdock_client::{
     CoordinatorClient, FetchRange, Keyring, PartitionReader, Placement, WorkerClient,
 };
 use crossdock_policy::skew::pairwise_peers;
-use crossdock_proto::{checksum, AttemptId, CommitStatus, ErrorCode, PartitionStat, PushHeader};
+use crossdock_proto::{checksum, AttemptId, CommitStatus, ErrorCode, PushHeader};
 use tokio::sync::{Barrier, Semaphore};
 
 use super::{by_rank, Algo, AllToAllArgs, RunOutcome, Sizes};
@@ -242,14 +242,7 @@ async fn pusher(s: &Shared, coord: &CoordinatorClient, i: usize) -> Vec<(String,
         settle(s, &clients, f, &mut route, &mut acked, &mut per_slot).await;
     }
     if !s.failed.load(Ordering::Acquire) {
-        let stats = per_slot
-            .iter()
-            .map(|(&partition, &(bytes, records))| PartitionStat {
-                partition,
-                bytes,
-                records,
-            })
-            .collect();
+        let stats = crate::bench::slot_stats(&per_slot);
         match coord
             .commit_map(&s.app, 0, i as u32, AttemptId(0), stats)
             .await

@@ -69,8 +69,8 @@ pub struct Decided {
 /// every map; the side with the most bytes to come predicted from fewer than
 /// [`MIN_OBSERVED_MAPS`] maps (a smaller side may rest on one: a join's small side of few
 /// maps barely weighs on the sums); the group includes a shuffle rebuilt after a
-/// coordinator restart (links unknown); fewer than two hosts; a slot on no live worker (a
-/// relocation is due). A host whose workers have no room left counts (it may be the one to
+/// coordinator restart (links unknown); fewer than two hosts; a slot holding bytes, or a
+/// partition's last slot, on no live worker (a relocation is due). A host whose workers have no room left counts (it may be the one to
 /// relieve) but takes no partition. Only the outcomes that settle the group mark it
 /// decided.
 pub fn moves(
