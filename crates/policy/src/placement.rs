@@ -97,6 +97,54 @@ pub fn locality_tolerance(prob: f64, m: usize) -> f64 {
     ((prob - inv) / (1.0 - inv) / 10.0).clamp(0.0, 0.1)
 }
 
+/// The heap pass of SCache's Algorithm 1, from given host loads: reduces largest first
+/// (equal sizes in index order), each onto the least-loaded host (ties to the lower host
+/// index).
+struct LargestFirst {
+    /// The reduces in the order they were placed.
+    order: Vec<usize>,
+    host_of: Vec<usize>,
+    /// `base` plus what each host received.
+    loads: Vec<u64>,
+}
+
+fn largest_first(sizes: &[u64], base: &[u64]) -> LargestFirst {
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&r| (Reverse(sizes[r]), r));
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = base
+        .iter()
+        .enumerate()
+        .map(|(h, &b)| Reverse((b, h)))
+        .collect();
+    let mut host_of = vec![0usize; sizes.len()];
+    let mut loads = base.to_vec();
+    for &r in &order {
+        let Reverse((load, h)) = heap.pop().expect("at least one host");
+        host_of[r] = h;
+        loads[h] = load + sizes[r];
+        heap.push(Reverse((loads[h], h)));
+    }
+    LargestFirst {
+        order,
+        host_of,
+        loads,
+    }
+}
+
+/// The largest host load of MinHeap's heap pass (no locality swap) when the hosts start
+/// with the loads `base` (one per host, at least one host): what a live re-placement can
+/// reach when the bytes already pushed stay where they are
+/// ([`crate::rebalance::rebalance_over`]). With zero bases it is
+/// `min_heap_schedule(_, base.len(), _, false).max_load()`.
+pub fn min_heap_max_load(sizes: &[u64], base: &[u64]) -> u64 {
+    assert!(!base.is_empty(), "at least one host");
+    largest_first(sizes, base)
+        .loads
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+}
+
 /// SCache Algorithm 1 over `hosts` hosts (`m` input partitions): largest reduces first onto
 /// the least-loaded host (ties to the lower host index); then, if `swap`, the locality pass
 /// that moves a reduce to its dominant host when a swap keeps both hosts within
@@ -110,18 +158,16 @@ pub fn min_heap_schedule(m: usize, hosts: usize, reduces: &[ReduceInfo], swap: b
             sealed: Vec::new(),
         };
     }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&r| (Reverse(reduces[r].size), r));
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = (0..hosts).map(|h| Reverse((0, h))).collect();
-    let mut host_of = vec![0usize; n];
-    let mut loads = vec![0u64; hosts];
+    let sizes: Vec<u64> = reduces.iter().map(|r| r.size).collect();
+    let LargestFirst {
+        order,
+        host_of,
+        loads,
+    } = largest_first(&sizes, &vec![0; hosts]);
+    let (mut host_of, mut loads) = (host_of, loads);
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); hosts];
     for &r in &order {
-        let Reverse((load, h)) = heap.pop().expect("hosts > 0");
-        host_of[r] = h;
-        loads[h] = load + reduces[r].size;
-        members[h].push(r);
-        heap.push(Reverse((loads[h], h)));
+        members[host_of[r]].push(r);
     }
     let mut sealed = vec![false; n];
     if swap {
@@ -269,6 +315,15 @@ mod tests {
 
     fn r(size: u64, prob: f64, host: Option<usize>) -> ReduceInfo {
         ReduceInfo { size, prob, host }
+    }
+
+    #[test]
+    fn min_heap_from_base_loads_fills_the_light_host_first() {
+        // Host 0 starts at 6: 5 and 4 go to host 1 (0, then 5), 3 to host 0 (6 < 9).
+        assert_eq!(min_heap_max_load(&[5, 4, 3], &[6, 0]), 9);
+        // A base above everything else stays the largest load.
+        assert_eq!(min_heap_max_load(&[2, 2], &[20, 0, 0]), 20);
+        assert_eq!(min_heap_max_load(&[], &[3, 1]), 3);
     }
 
     #[test]

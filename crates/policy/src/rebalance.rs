@@ -28,7 +28,7 @@
 //! load no higher than before; with many partitions per host, as a shuffle has, small ones
 //! fill the gap.
 
-use crate::placement::{min_heap_schedule, ReduceInfo};
+use crate::placement::min_heap_max_load;
 
 /// One partition's move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,12 +104,7 @@ pub fn rebalance_over(current: &[usize], sizes: &[u64], base: &[u64], tol: f64) 
             bound: 0,
         };
     }
-    let ideal = if base.iter().all(|&b| b == 0) {
-        let infos: Vec<ReduceInfo> = sizes.iter().map(|&size| ReduceInfo::sized(size)).collect();
-        min_heap_schedule(1, hosts, &infos, false).max_load()
-    } else {
-        min_heap_from(sizes, base)
-    };
+    let ideal = min_heap_max_load(sizes, base);
     let bound = ((1.0 + tol.max(0.0)) * ideal as f64).floor() as u64;
     let bound = bound.max(ideal);
     let mut moves = Vec::new();
@@ -168,32 +163,10 @@ pub fn rebalance_over(current: &[usize], sizes: &[u64], base: &[u64], tol: f64) 
     }
 }
 
-/// The largest host load of SCache's MinHeap (largest first onto the least loaded host,
-/// ties to the lower index: Algorithm 1 without the locality pass) placing `sizes` onto
-/// hosts that start at loads `base`.
-fn min_heap_from(sizes: &[u64], base: &[u64]) -> u64 {
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-    let mut order: Vec<u64> = sizes.to_vec();
-    order.sort_unstable_by_key(|&s| Reverse(s));
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = base
-        .iter()
-        .enumerate()
-        .map(|(h, &b)| Reverse((b, h)))
-        .collect();
-    for s in order {
-        let Reverse((load, h)) = heap.pop().expect("hosts > 0");
-        heap.push(Reverse((load + s, h)));
-    }
-    heap.into_iter()
-        .map(|Reverse((load, _))| load)
-        .max()
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::{min_heap_schedule, ReduceInfo};
 
     /// Contiguous blocks of equal counts, as the coordinator places before sizes are known.
     fn blocks(n: usize, hosts: usize) -> Vec<usize> {
@@ -319,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn min_heap_from_no_base_is_scaches_min_heap() {
+    fn min_heap_max_load_without_base_is_scaches_min_heap() {
         let mut s = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..200 {
             let hosts = 1 + (next(&mut s) % 5) as usize;
@@ -328,7 +301,7 @@ mod tests {
                 .collect();
             let infos: Vec<ReduceInfo> = sizes.iter().map(|&z| ReduceInfo::sized(z)).collect();
             assert_eq!(
-                min_heap_from(&sizes, &vec![0; hosts]),
+                min_heap_max_load(&sizes, &vec![0; hosts]),
                 min_heap_schedule(1, hosts, &infos, false).max_load()
             );
         }
