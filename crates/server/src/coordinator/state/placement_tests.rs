@@ -490,3 +490,53 @@ fn a_partition_whose_sides_continue_on_different_hosts_stays() {
     assert_eq!(decided.moves[0].partition, heavy[1]);
     assert_eq!(decided.moves[0].bytes, 7200);
 }
+
+#[test]
+fn an_empty_slot_on_a_lost_worker_weighs_nothing_and_bytes_there_wait_for_relocation() {
+    let mut st = State::default();
+    let w0 = labelled(&mut st, "10.0.0.1:7001", "", "");
+    let w1 = labelled(&mut st, "10.0.0.2:7001", "", "");
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let a = new_shuffle(&mut st, 0, 20, 8);
+    // A third host joins later; a cold partition continued on it (a split) and from there
+    // back on its own host, then the third host's worker is lost. Its slot never received
+    // a byte. The decision is then the one without that detour: one hot partition moves.
+    let lost = labelled(&mut st, "10.0.0.3:7001", "", "");
+    let hot = a.lock().copies(0).0;
+    let heavy: Vec<u32> = (0..8).filter(|&p| a.lock().copies(p).0 == hot).collect();
+    let cold = (0..8).find(|p| !heavy.contains(p)).unwrap();
+    let other = if hot == w0 { w1 } else { w0 };
+    let via = a.lock().add_split(cold, lost, NO_WORKER);
+    a.lock().add_split(via, other, NO_WORKER);
+    assert!(st.mark_lost(lost));
+    commit_maps(&a, 0..2, |p| if heavy.contains(&p) { 300 } else { 100 });
+    let decided = st.rebalance_moves("a", 0, 0.1);
+    let moves = decided
+        .expect("an empty slot does not hold the decision")
+        .moves;
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert!(heavy.contains(&moves[0].partition));
+    assert_eq!((moves[0].target, moves[0].bytes), (other, 5400));
+
+    // Bytes on a lost worker: nothing is decided until they are relocated, and the
+    // shuffle is not marked decided (a later prediction asks again).
+    let mut st = State::default();
+    labelled(&mut st, "10.0.0.1:7001", "", "");
+    labelled(&mut st, "10.0.0.2:7001", "", "");
+    labelled(&mut st, "10.0.0.3:7001", "", "");
+    st.register_app("a", 1000, Instant::now()).unwrap();
+    let a = new_shuffle(&mut st, 0, 20, 8);
+    let hot = a.lock().copies(0).0;
+    commit_maps(&a, 0..2, |p| {
+        if a.lock().copies(p).0 == hot {
+            300
+        } else {
+            100
+        }
+    });
+    assert!(st.mark_lost(hot));
+    assert!(st.rebalance_moves("a", 0, 0.1).is_none());
+    assert!(!a
+        .rebalance_decided
+        .load(std::sync::atomic::Ordering::Relaxed));
+}
