@@ -3,7 +3,7 @@
 
 A worker that spills writes each batch into its partition file through the page cache: the
 kernel copies the bytes into fresh page-cache pages (on this VM about 1.5x a socket copy
-per byte, `docs/benchmarks.md`), and fetches of spilled data `pread` them back from there.
+per byte, `docs/benchmarks-service.md`), and fetches of spilled data `pread` them back from there.
 `O_DIRECT` skips that copy, but needs buffers, offsets and lengths aligned to the device's
 blocks (so the batches would be copied into an aligned buffer in user space first), and
 then every fetch of spilled data reads the device, not memory.

@@ -4,7 +4,7 @@
 //! give it back with `munmap` when freed, so each pushed batch and fetched chunk costs
 //! page faults and the kernel zeroing fresh pages. Serving them from the heap instead
 //! measured about 20% more push and fetch throughput (`crossdock bench push-fetch`,
-//! docs/benchmarks.md). The arena count is capped so idle per-thread arenas cannot
+//! docs/benchmarks-service.md). The arena count is capped so idle per-thread arenas cannot
 //! inflate the resident set (a known failure of JVM shuffle servers on glibc), and the
 //! heap keeps at most 128 MiB of free memory before trimming; after an application's or
 //! shuffle's data is deleted every arena is trimmed ([`trim`], `crossdock_server::heap`).
