@@ -15,6 +15,7 @@ use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
+use super::rebalance;
 use super::state::{Relocation, ShuffleEntry, StateError};
 
 /// Moves every shuffle off a worker just marked lost (see [`State::relocate`](super::state::State::relocate)) and
@@ -88,6 +89,12 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
         let (lost_partitions, kept_by_replica) = (r.lost.len(), r.degraded_partitions);
         let revoked = apply_relocation(coord, &app_id, shuffle_id, &s, r).await;
         tracing::warn!(app = %app_id, shuffle_id, worker = lost, lost_partitions, kept_by_replica, revoked_maps = revoked, "moved a shuffle off a lost worker");
+        // A re-placement that met copies on the lost worker waited, undecided, for this
+        // relocation (`state::rebalance::moves`); nothing else would ask again for a shuffle
+        // already predicted. Spawned: it takes the layout guard held here.
+        if s.prediction().is_some() {
+            rebalance::after_prediction(coord, &app_id, shuffle_id);
+        }
     }
 }
 

@@ -539,4 +539,8 @@ fn an_empty_slot_on_a_lost_worker_weighs_nothing_and_bytes_there_wait_for_reloca
     assert!(!a
         .rebalance_decided
         .load(std::sync::atomic::Ordering::Relaxed));
+    // Once relocated (`recovery` asks again after a relocation), the group is decided over
+    // the hosts left.
+    st.relocate("a", 0, &a, hot, &std::collections::BTreeSet::new());
+    assert!(st.rebalance_moves("a", 0, 0.1).is_some());
 }

@@ -70,9 +70,9 @@ pub struct Decided {
 /// [`MIN_OBSERVED_MAPS`] maps (a smaller side may rest on one: a join's small side of few
 /// maps barely weighs on the sums); the group includes a shuffle rebuilt after a
 /// coordinator restart (links unknown); fewer than two hosts; a slot holding bytes, or a
-/// partition's last slot, on no live worker (a relocation is due). A host whose workers have no room left counts (it may be the one to
-/// relieve) but takes no partition. Only the outcomes that settle the group mark it
-/// decided.
+/// partition's last slot, on no live worker (a relocation is due; it asks again). A host
+/// whose workers have no room left counts (it may be the one to relieve) but takes no
+/// partition. Only the outcomes that settle the group mark it decided.
 pub fn moves(
     members: &Membership,
     apps: &Apps,
@@ -127,7 +127,7 @@ pub fn moves(
         let p = s.lock();
         for (slot, &b) in p.partition_bytes().iter().enumerate() {
             // An empty slot weighs nothing, wherever it is; bytes on a lost worker wait for
-            // their relocation (the group is asked again by a later prediction, if any).
+            // their relocation (`coordinator::recovery` asks again once it is done).
             if b > 0 {
                 base[host_index(p.copies(slot as u32).0)?] += b;
             }
