@@ -161,10 +161,9 @@ pub fn min_heap_schedule(m: usize, hosts: usize, reduces: &[ReduceInfo], swap: b
     let sizes: Vec<u64> = reduces.iter().map(|r| r.size).collect();
     let LargestFirst {
         order,
-        host_of,
-        loads,
+        mut host_of,
+        mut loads,
     } = largest_first(&sizes, &vec![0; hosts]);
-    let (mut host_of, mut loads) = (host_of, loads);
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); hosts];
     for &r in &order {
         members[host_of[r]].push(r);
@@ -318,7 +317,7 @@ mod tests {
     }
 
     #[test]
-    fn min_heap_from_base_loads_fills_the_light_host_first() {
+    fn min_heap_max_load_from_base_loads_fills_the_light_host_first() {
         // Host 0 starts at 6: 5 and 4 go to host 1 (0, then 5), 3 to host 0 (6 < 9).
         assert_eq!(min_heap_max_load(&[5, 4, 3], &[6, 0]), 9);
         // A base above everything else stays the largest load.

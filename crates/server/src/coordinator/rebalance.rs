@@ -7,7 +7,8 @@
 //! ([`crossdock_policy::rebalance`], through `State::rebalance_moves`) which partitions
 //! should continue on another host for the hosts' predicted loads to stay within 10% of
 //! SCache's MinHeap, and continues each there as a split the coordinator chooses
-//! ([`split::split_to`]): the bytes of the remaining maps land on the new host, the bytes
+//! ([`split::split_to`]; a decision that meets copies on a lost worker waits for their
+//! relocation, after which `recovery` asks again): the bytes of the remaining maps land on the new host, the bytes
 //! already pushed stay where they are and are read from there (the reader reads every
 //! slot). A Spark driver that asks for the placement after the map stage sees the
 //! partition's new host as the one holding most of it, and runs the reduce task there.
@@ -25,9 +26,11 @@ use super::split;
 use super::state::rebalance::REBALANCE_TOLERANCE;
 
 /// Re-places the shuffle, with those sharing its layout once each has its prediction, in
-/// the background, if the coordinator does (`--rebalance`). Called once per shuffle, by the
-/// commit that made its prediction, under that commit's guard: the
-/// moves take the shuffle's layout guard, so they must not be awaited there.
+/// the background, if the coordinator does (`--rebalance`). Called by the commit that made
+/// the shuffle's prediction, under that commit's guard (the moves take the shuffle's
+/// layout guard, so they must not be awaited there), and again once the shuffles on a lost
+/// worker were relocated (`recovery`: a decision that met the lost worker's copies waited
+/// for that). A group already decided is not decided again.
 pub fn after_prediction(coord: &Arc<Coordinator>, app_id: &str, shuffle_id: u32) {
     if !coord.cfg.rebalance {
         return;

@@ -68,6 +68,7 @@ pub async fn handle_restart(coord: &Arc<Coordinator>, worker: u32, addr: &str) {
 
 async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<&str>) {
     let shuffles = coord.lock().shuffles_on(lost);
+    let mut predicted = Vec::new();
     for (app_id, shuffle_id, s) in shuffles {
         let _serial = s.layout_guard().await;
         let mut keep = BTreeSet::new();
@@ -89,12 +90,17 @@ async fn relocate_all(coord: &Arc<Coordinator>, lost: u32, restarted_at: Option<
         let (lost_partitions, kept_by_replica) = (r.lost.len(), r.degraded_partitions);
         let revoked = apply_relocation(coord, &app_id, shuffle_id, &s, r).await;
         tracing::warn!(app = %app_id, shuffle_id, worker = lost, lost_partitions, kept_by_replica, revoked_maps = revoked, "moved a shuffle off a lost worker");
-        // A re-placement that met copies on the lost worker waited, undecided, for this
-        // relocation (`state::rebalance::moves`); nothing else would ask again for a shuffle
-        // already predicted. Spawned: it takes the layout guard held here.
         if s.prediction().is_some() {
-            rebalance::after_prediction(coord, &app_id, shuffle_id);
+            predicted.push((app_id, shuffle_id));
         }
+    }
+    // A re-placement that met copies on the lost worker waited, undecided, for this
+    // relocation (`state::rebalance::moves`); nothing else would ask again for a shuffle
+    // already predicted. Asked once every shuffle is relocated: a join's sides are decided
+    // together, and deciding while a partner's revoked bytes still counted would misjudge
+    // them. (A group is decided once; the other sides' asks find it so.)
+    for (app_id, shuffle_id) in predicted {
+        rebalance::after_prediction(coord, &app_id, shuffle_id);
     }
 }
 

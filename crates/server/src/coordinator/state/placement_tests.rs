@@ -539,8 +539,18 @@ fn an_empty_slot_on_a_lost_worker_weighs_nothing_and_bytes_there_wait_for_reloca
     assert!(!a
         .rebalance_decided
         .load(std::sync::atomic::Ordering::Relaxed));
-    // Once relocated (`recovery` asks again after a relocation), the group is decided over
-    // the hosts left.
-    st.relocate("a", 0, &a, hot, &std::collections::BTreeSet::new());
-    assert!(st.rebalance_moves("a", 0, 0.1).is_some());
+    // Once relocated, as `recovery` does it (the maps that wrote into the lost block are
+    // revoked, to run again), and asked again: decided over the hosts left.
+    let r = st.relocate("a", 0, &a, hot, &BTreeSet::new());
+    assert_eq!(a.lock().revoke_maps_touching(&r.lost), vec![0, 1]);
+    let decided = st
+        .rebalance_moves("a", 0, 0.1)
+        .expect("decided once relocated");
+    assert!(decided
+        .moves
+        .iter()
+        .all(|m| m.target != hot && st.is_alive(m.target)));
+    assert!(a
+        .rebalance_decided
+        .load(std::sync::atomic::Ordering::Relaxed));
 }
