@@ -97,9 +97,7 @@ pub fn locality_tolerance(prob: f64, m: usize) -> f64 {
     ((prob - inv) / (1.0 - inv) / 10.0).clamp(0.0, 0.1)
 }
 
-/// The heap pass of SCache's Algorithm 1, from given host loads: reduces largest first
-/// (equal sizes in index order), each onto the least-loaded host (ties to the lower host
-/// index).
+/// What [`largest_first`] placed.
 struct LargestFirst {
     /// The reduces in the order they were placed.
     order: Vec<usize>,
@@ -108,6 +106,9 @@ struct LargestFirst {
     loads: Vec<u64>,
 }
 
+/// The heap pass of SCache's Algorithm 1, from the host loads `base` (at least one host):
+/// reduces largest first (equal sizes in index order), each onto the least-loaded host
+/// (ties to the lower host index).
 fn largest_first(sizes: &[u64], base: &[u64]) -> LargestFirst {
     let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.sort_by_key(|&r| (Reverse(sizes[r]), r));
