@@ -123,11 +123,17 @@ class RealServerTest {
 
   /** The reduce tasks' reader, reading maps [start, end) of one partition from {@code addr}. */
   static FetchScheduler fetcher(String addr, String app, int shuffle, int part, int start, int end) {
+    return fetcher(addr, app, shuffle, part, start, end, new FetchMonitor(), TIMEOUT, 3);
+  }
+
+  /** The same, as one of the tasks of the executor whose reads share {@code monitor}. */
+  static FetchScheduler fetcher(String addr, String app, int shuffle, int part, int start, int end,
+      FetchMonitor monitor, int readTimeoutMs, int maxRetries) {
     FetchScheduler.Settings settings = new FetchScheduler.Settings(app, CrossdockServer.token(app),
-        shuffle,
-        FetchScheduler.Policy.ADAPTIVE, 48 << 20, 2 << 20, 3000, TIMEOUT, 3, 200);
+        shuffle, FetchScheduler.Policy.ADAPTIVE, 48 << 20, 2 << 20, 3000, readTimeoutMs,
+        maxRetries, 200);
     return new FetchScheduler(settings, List.of(new Segment(part, start, end, 1, List.of(addr))),
-        new FetchMonitor(), new FetchSchedulerTest.Counting(), a -> false);
+        monitor, new FetchSchedulerTest.Counting(), a -> false);
   }
 
   /** The worker's error behind a read that no copy could serve. */
@@ -341,6 +347,77 @@ class RealServerTest {
       assertEquals(2, proxy.connections(), "the read went on over a second connection");
       assertArrayEquals(expected(0, 0, 1, 4, map -> size), got.toByteArray(),
           "every byte once, in order");
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void anExecutorsReadsShareOneConnectionPerWorker() throws Exception {
+    String app = "java-reuse";
+    Placement pl = registerShuffle(app, 1, 1, 2);
+    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 2, 1000, 1 << 20));
+    FetchMonitor monitor = new FetchMonitor();
+    try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 0, 64 << 10)) {
+      for (int i = 0; i < 3; i++) {
+        // Idle past the read timeout between reads: an idle connection does not time out.
+        Thread.sleep(i == 2 ? 1500 : 0);
+        try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, 1000, 3)) {
+          assertArrayEquals(expected(0, 0, 1, 2, map -> 1000), readAll(f, null), "read " + i);
+        }
+      }
+      assertEquals(1, proxy.connections(), "three reads, one connection");
+      assertEquals(1, monitor.connectionsOpened());
+      assertEquals(2, monitor.connectionsReused());
+      assertEquals(1, monitor.connectionsIdle(), "given back after each read");
+      // A read of another shuffle of the app takes it too (the shuffle is named per request).
+      Placement other = coord.registerShuffle(app, 2, 1, 4);
+      coord.commitMap(app, 2, 0, 0, pushMap(app, 2, other, 0, 0, 1, 500, 1 << 20));
+      int part = 0;
+      while (!other.addrOf(part).equals(pl.addrOf(0))) {
+        part++; // 4 partitions over 2 workers: some are on the proxied one
+      }
+      try (FetchScheduler f = fetcher(proxy.addr(), app, 2, part, 0, 1, monitor, 1000, 3)) {
+        assertArrayEquals(expected(part, 0, 1, 1, map -> 500), readAll(f, null));
+      }
+      assertEquals(1, proxy.connections());
+      assertEquals(3, monitor.connectionsReused());
+      // Another app never gets it: its token was not proved on it.
+      String app2 = "java-reuse-2";
+      Placement pl2 = registerShuffle(app2, 1, 1, 4);
+      coord.commitMap(app2, 1, 0, 0, pushMap(app2, 1, pl2, 0, 0, 1, 300, 1 << 20));
+      int part2 = 0;
+      while (!pl2.addrOf(part2).equals(pl.addrOf(0))) {
+        part2++;
+      }
+      try (FetchScheduler f = fetcher(proxy.addr(), app2, 1, part2, 0, 1, monitor, 1000, 3)) {
+        assertArrayEquals(expected(part2, 0, 1, 1, map -> 300), readAll(f, null));
+      }
+      assertEquals(2, proxy.connections(), "the second app opened its own");
+      assertEquals(2, monitor.connectionsIdle());
+      coord.unregisterApp(app2);
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void aReadOnAConnectionThatDiedWhileIdleUsesUpNoRetry() throws Exception {
+    String app = "java-stale";
+    Placement pl = registerShuffle(app, 1, 1, 1);
+    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 2, 1000, 1 << 20));
+    FetchMonitor monitor = new FetchMonitor();
+    try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 0, 64 << 10)) {
+      try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, 1000, 0)) {
+        readAll(f, null);
+      }
+      // The idle connection's peer goes silent (no close, no reset): the next read's request
+      // on it gets no answer and times out. Allowed no retry, the read still succeeds, over a
+      // new connection: the stale one's failure was not the worker's.
+      proxy.freeze();
+      try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, 1000, 0)) {
+        assertArrayEquals(expected(0, 0, 1, 2, map -> 1000), readAll(f, null));
+      }
+      assertEquals(1, monitor.connectionsReused(), "the second read took the idle connection");
+      assertEquals(2, proxy.connections(), "and went on over a new one");
     }
     coord.unregisterApp(app);
   }

@@ -13,7 +13,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * A TCP proxy to a real worker whose answers crawl: every read of up to {@code chunk} bytes from
  * the worker is held for {@code delayMs} before it goes on to the client (a worker behind a slow
  * link, for readers that should move away from it). {@link #cut} breaks the connections open
- * now, as a network fault would; new ones are still accepted.
+ * now, as a network fault would; {@link #freeze} makes them silently drop what they carry (a
+ * peer gone without a word); new ones are still accepted and carry data.
  */
 public final class SlowProxy implements AutoCloseable {
   private final ServerSocket server;
@@ -22,6 +23,8 @@ public final class SlowProxy implements AutoCloseable {
   private final int chunk;
   private final List<Socket> open = new CopyOnWriteArrayList<>();
   private final AtomicInteger accepted = new AtomicInteger();
+  /** Connections numbered below this drop what they carry. */
+  private volatile int frozenBelow;
 
   public SlowProxy(String target, long delayMs, int chunk) throws IOException {
     this.server = new ServerSocket(0);
@@ -42,19 +45,19 @@ public final class SlowProxy implements AutoCloseable {
     while (!server.isClosed()) {
       try {
         Socket client = server.accept();
-        accepted.incrementAndGet();
+        int n = accepted.getAndIncrement();
         Socket worker = Net.connect("worker", target, 3000);
         open.add(client);
         open.add(worker);
-        pipe(client.getInputStream(), worker.getOutputStream(), 0, client, worker);
-        pipe(worker.getInputStream(), client.getOutputStream(), delayMs, client, worker);
+        pipe(n, client.getInputStream(), worker.getOutputStream(), 0, client, worker);
+        pipe(n, worker.getInputStream(), client.getOutputStream(), delayMs, client, worker);
       } catch (IOException e) {
         return;
       }
     }
   }
 
-  private void pipe(InputStream in, OutputStream out, long delay, Socket a, Socket b) {
+  private void pipe(int conn, InputStream in, OutputStream out, long delay, Socket a, Socket b) {
     Thread t = new Thread(() -> {
       byte[] buf = new byte[chunk];
       try {
@@ -62,6 +65,9 @@ public final class SlowProxy implements AutoCloseable {
         while ((n = in.read(buf)) > 0) {
           if (delay > 0) {
             Thread.sleep(delay);
+          }
+          if (conn < frozenBelow) {
+            continue;
           }
           out.write(buf, 0, n);
           out.flush();
@@ -92,6 +98,11 @@ public final class SlowProxy implements AutoCloseable {
       s.close();
     }
     open.clear();
+  }
+
+  /** Makes every connection accepted so far drop what it carries, both ways, and stay open. */
+  public void freeze() {
+    frozenBelow = accepted.get();
   }
 
   @Override

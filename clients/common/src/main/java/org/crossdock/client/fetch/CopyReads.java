@@ -12,7 +12,8 @@ import org.crossdock.protocol.ErrorCode;
 /**
  * What a reduce task's two readers share ({@link FetchScheduler}, which reads segments one after
  * the other, and {@link RunReader}, which reads sorted runs side by side for a merge): one
- * pipelined connection per worker, the bookkeeping of received bytes, and the rule for a copy
+ * pipelined connection per worker (taken from the executor's idle ones when it can, given back
+ * at the end), the bookkeeping of received bytes, and the rule for a copy
  * that fails a request. A broken connection is asked again on the same copy (up to {@code
  * maxRetries} times without progress); a copy that cannot serve is left for another copy, the
  * request resuming after its last batch (every copy holds the same batches under the same ids),
@@ -30,7 +31,8 @@ abstract class CopyReads implements SourceStream.Events {
   final Map<String, SourceStream> streams = new HashMap<>();
   private final String appId;
   private final byte[] appToken;
-  private final int shuffleId;
+  /** What the read's connections are bound to while it uses them. */
+  private final SourceStream.Binding binding;
   private final int connectTimeoutMs;
   private final int readTimeoutMs;
   private final int maxRetries;
@@ -64,7 +66,7 @@ abstract class CopyReads implements SourceStream.Events {
       int readTimeoutMs, int maxRetries, FetchMonitor monitor, Predicate<String> local) {
     this.appId = appId;
     this.appToken = appToken;
-    this.shuffleId = shuffleId;
+    this.binding = new SourceStream.Binding(lock, this, shuffleId);
     this.connectTimeoutMs = connectTimeoutMs;
     this.readTimeoutMs = readTimeoutMs;
     this.maxRetries = maxRetries;
@@ -132,8 +134,12 @@ abstract class CopyReads implements SourceStream.Events {
   private SourceStream stream(String source) {
     SourceStream st = streams.get(source);
     if (st == null || st.isClosed()) {
-      st = new SourceStream(source, appId, appToken, shuffleId, lock, this, connectTimeoutMs,
-          readTimeoutMs);
+      st = monitor.idle.take(source, appId, appToken, binding);
+      if (st == null) {
+        st = new SourceStream(source, appId, appToken, binding, monitor.idle, connectTimeoutMs,
+            readTimeoutMs);
+        monitor.idle.opened();
+      }
       streams.put(source, st);
     }
     return st;
@@ -382,7 +388,11 @@ abstract class CopyReads implements SourceStream.Events {
     return true;
   }
 
-  /** Closes every connection, settling what the monitor counted for their unanswered requests. */
+  /**
+   * Ends the read's use of its connections: those with nothing unanswered go back to the
+   * executor's idle ones, the others are closed, settling what the monitor counted for their
+   * unanswered requests.
+   */
   final void closeStreams() {
     for (Map.Entry<String, java.util.ArrayDeque<Segment>> e : held.entrySet()) {
       for (Segment s : e.getValue()) {
@@ -391,6 +401,9 @@ abstract class CopyReads implements SourceStream.Events {
     }
     held.clear();
     for (SourceStream st : streams.values()) {
+      if (st.release()) {
+        continue;
+      }
       st.close();
       for (Segment s : st.drainPending()) {
         arrivedAll(st.addr, s);

@@ -19,6 +19,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code +1} keeps the load counting when the waits are zero. Ties go to the copy listed first
  * (the primary), which is the paper's static order: every executor agrees on it.
  *
+ * <p>It also keeps the executor's idle fetch connections ({@link IdleStreams}), so a task does
+ * not open a connection to a worker that an earlier task of the app already opened.
+ *
  * <p>The paper's Algorithm 1 compares against {@code Score[id]} (the reader's own executor); that
  * is a misprint for the best score so far, which is what {@link #choose} does.
  */
@@ -30,6 +33,8 @@ public final class FetchMonitor {
 
   private final ConcurrentHashMap<String, Source> sources = new ConcurrentHashMap<>();
   private volatile Learned learned;
+  /** Fetch connections between tasks. */
+  final IdleStreams idle = new IdleStreams();
 
   /**
    * Where the executor's last adaptive read left its {@link ElasticLimit}: the limit and the
@@ -139,6 +144,21 @@ public final class FetchMonitor {
       }
     }
     return best;
+  }
+
+  /** Fetch connections the executor's reads opened (none was idle to take). */
+  public long connectionsOpened() {
+    return idle.openedCount();
+  }
+
+  /** Times a read took an idle connection instead of opening one. */
+  public long connectionsReused() {
+    return idle.reusedCount();
+  }
+
+  /** Fetch connections idle now. */
+  public int connectionsIdle() {
+    return idle.idleCount();
   }
 
   /** Forgets everything (tests). */

@@ -4,9 +4,11 @@ import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.Closeable;
 import java.io.DataInputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -17,16 +19,23 @@ import org.crossdock.protocol.Codec;
 import org.crossdock.protocol.Message;
 
 /**
- * One reduce task's connection to one worker, carrying many fetches at once. Requests are written
- * as they are issued, without waiting for the previous ones to end; the worker streams their
- * answers back to back, in request order, so a task reading several small pieces from a worker
- * pays no round trip between them (the paper's request aggregation, done by pipelining).
+ * A connection to one worker, carrying many fetches of one reduce task at once. Requests are
+ * written as they are issued, without waiting for the previous ones to end; the worker streams
+ * their answers back to back, in request order, so a task reading several small pieces from a
+ * worker pays no round trip between them (the paper's request aggregation, done by pipelining).
  *
  * <p>A thread of its own connects (so an unreachable worker never blocks the task), writes the
  * requests queued meanwhile, and reads: every batch is checked (order, CRC32C; {@link
  * Segment#accept}) and handed to the {@link Events} under the scheduler's lock. When the
  * connection breaks, every request still unanswered is handed back ({@link Events#broken}) with
  * its resume point, to be asked again.
+ *
+ * <p>The connection outlives its task: when the task ends with nothing unanswered on it, it goes
+ * to the executor's {@link IdleStreams} ({@link #release}) and the next task reading the same
+ * worker for the same app takes it, with its thread: the thread hands frames to whichever read
+ * the connection is bound to ({@link Binding}). A connection taken from there that fails before
+ * its first answer was most likely closed by the worker while idle: its requests are asked
+ * again without using up a retry.
  */
 final class SourceStream implements Closeable {
   /** What the stream tells its scheduler; called with the scheduler's lock held. */
@@ -44,16 +53,33 @@ final class SourceStream implements Closeable {
     void broken(SourceStream src, List<Segment> unanswered, CrossdockException e);
   }
 
+  /**
+   * The read a connection serves: the lock its frames are handed over under, what it tells,
+   * and the shuffle its requests name.
+   */
+  record Binding(Object lock, Events events, int shuffleId) {}
+
   private record Request(long id, Segment segment) {}
 
   final String addr;
+  /** Its key among the idle connections: worker, app and token. */
+  final Object poolKey;
   private final String appId;
   private final byte[] appToken;
-  private final int shuffleId;
-  private final Object lock;
-  private final Events events;
+  private final IdleStreams idle;
   private final int connectTimeoutMs;
   private final int readTimeoutMs;
+  /**
+   * The read served now; null while idle. It changes only with nothing unanswered: set by
+   * {@link IdleStreams#take} under the idle list's lock and the new read's, cleared by {@link
+   * #release} under the old read's and the idle list's. The fields below are the bound read's,
+   * used under its lock.
+   */
+  private volatile Binding binding;
+  /** Taken from the idle list and nothing answered since: a failure now costs no retry. */
+  private boolean stale;
+  /** When a request was last written or a frame last arrived ({@link System#nanoTime}). */
+  private long lastActivityNanos;
 
   /** Requests written (or to write once connected) and not yet answered, in order. */
   private final ArrayDeque<Request> pending = new ArrayDeque<>();
@@ -62,20 +88,25 @@ final class SourceStream implements Closeable {
   private long nextId = 1;
   private Socket socket;
   private OutputStream out;
-  private boolean closed;
+  private volatile boolean closed;
   private boolean connected;
   private boolean everConnected;
 
-  SourceStream(String addr, String appId, byte[] appToken, int shuffleId, Object lock,
-      Events events, int connectTimeoutMs, int readTimeoutMs) {
+  /**
+   * Opens a connection to {@code addr} for the read {@code b}, on a thread of its own; it goes
+   * back to {@code idle} (null: nowhere) when released.
+   */
+  SourceStream(String addr, String appId, byte[] appToken, Binding b, IdleStreams idle,
+      int connectTimeoutMs, int readTimeoutMs) {
     this.addr = addr;
+    this.poolKey = IdleStreams.key(addr, appId, appToken);
     this.appId = appId;
     this.appToken = appToken;
-    this.shuffleId = shuffleId;
-    this.lock = lock;
-    this.events = events;
+    this.binding = b;
+    this.idle = idle;
     this.connectTimeoutMs = connectTimeoutMs;
     this.readTimeoutMs = readTimeoutMs;
+    this.lastActivityNanos = System.nanoTime();
     Thread t = new Thread(this::run, "crossdock-fetch-" + addr);
     t.setDaemon(true);
     t.start();
@@ -85,6 +116,7 @@ final class SourceStream implements Closeable {
   void send(Segment s) {
     Request r = new Request(nextId++, s);
     pending.add(r);
+    lastActivityNanos = System.nanoTime();
     if (!connected) {
       unsent.add(r);
       return;
@@ -103,6 +135,7 @@ final class SourceStream implements Closeable {
   }
 
   private void write(List<Request> requests) throws IOException {
+    int shuffleId = binding.shuffleId();
     for (Request r : requests) {
       out.write(Codec.encodeFrame(r.segment().request(appId, shuffleId), r.id()));
     }
@@ -121,7 +154,8 @@ final class SourceStream implements Closeable {
       }
       s.setSoTimeout(readTimeoutMs);
       s.setReceiveBufferSize(1 << 20);
-      synchronized (lock) {
+      // Not released before it is connected: the read that opened it is bound until then.
+      synchronized (binding.lock()) {
         socket = s;
         if (closed) {
           closeSocket();
@@ -140,18 +174,74 @@ final class SourceStream implements Closeable {
     }
     try {
       while (true) {
-        Codec.Frame f = StreamFrames.read(in, addr);
-        synchronized (lock) {
-          if (closed) {
-            return;
-          }
-          dispatch(f);
+        awaitFrame(in);
+        if (!handOver(StreamFrames.read(in, addr))) {
+          return;
         }
       }
     } catch (CrossdockException e) {
       fail(recordsFallback(e));
     } catch (IOException e) {
       fail(recordsFallback(CrossdockException.transport(addr, "fetch stream broke", e)));
+    }
+  }
+
+  /**
+   * Blocks until the next frame's first byte has arrived. The read timeout fails the connection
+   * only when requests have waited that long with nothing arriving; an idle connection, or one
+   * whose read is busy with what it has, just goes on waiting.
+   */
+  private void awaitFrame(DataInputStream in) throws IOException {
+    while (true) {
+      try {
+        in.mark(1);
+        if (in.read() < 0) {
+          throw new EOFException("the worker closed the connection");
+        }
+        in.reset();
+        return;
+      } catch (SocketTimeoutException e) {
+        if (!quiet()) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /** Whether nothing is overdue: no request unanswered, or progress within the read timeout. */
+  private boolean quiet() {
+    Binding b = binding;
+    if (b == null) {
+      return true;
+    }
+    synchronized (b.lock()) {
+      return binding != b || pending.isEmpty()
+          || System.nanoTime() - lastActivityNanos < readTimeoutMs * 1_000_000L;
+    }
+  }
+
+  /**
+   * Hands a frame to the read the connection is bound to, under its lock; false once the
+   * connection was closed. A frame on an idle connection answers nothing: a protocol error.
+   */
+  private boolean handOver(Codec.Frame f) throws CrossdockException {
+    while (true) {
+      Binding b = binding;
+      if (b == null) {
+        throw CrossdockException.protocol(addr, "a frame on an idle fetch connection", null);
+      }
+      synchronized (b.lock()) {
+        if (binding != b) {
+          continue; // taken by another read just now
+        }
+        if (closed) {
+          return false;
+        }
+        lastActivityNanos = System.nanoTime();
+        stale = false;
+        dispatch(f, b.events());
+        return true;
+      }
     }
   }
 
@@ -165,10 +255,14 @@ final class SourceStream implements Closeable {
    * records. Other failures are returned as they are.
    */
   private CrossdockException recordsFallback(CrossdockException e) {
-    synchronized (lock) {
+    Binding b = binding;
+    if (b == null) {
+      return e; // idle: nothing was asked
+    }
+    synchronized (b.lock()) {
       Request head = pending.peek();
       // A closed stream's requests were taken back already (drainPending).
-      if (closed || head == null) {
+      if (binding != b || closed || head == null) {
         return e;
       }
       Segment h = head.segment();
@@ -194,7 +288,7 @@ final class SourceStream implements Closeable {
   }
 
   /** Hands a frame to the request it answers. Called with the lock held. */
-  private void dispatch(Codec.Frame f) throws CrossdockException {
+  private void dispatch(Codec.Frame f, Events events) throws CrossdockException {
     Request head = pending.peek();
     if (head == null || f.header().requestId() != head.id()) {
       throw CrossdockException.protocol(addr, "answer to request " + f.header().requestId()
@@ -241,20 +335,64 @@ final class SourceStream implements Closeable {
     CrossdockException ce = e instanceof CrossdockException c
         ? c
         : CrossdockException.transport(addr, "fetch stream broke", e);
-    synchronized (lock) {
-      closeSocket();
-      if (closed) {
+    while (true) {
+      Binding b = binding;
+      if (b == null) {
+        // Idle (the worker closed it, most likely): out of the idle list, nobody to tell. If a
+        // read took it meanwhile, the binding is set by now and that read is told below.
+        if ((idle != null && idle.remove(this)) || closed) {
+          closed = true;
+          closeSocket();
+          return;
+        }
+        continue;
+      }
+      synchronized (b.lock()) {
+        if (binding != b) {
+          continue;
+        }
+        closeSocket();
+        if (closed) {
+          return;
+        }
+        closed = true;
+        List<Segment> unanswered = new ArrayList<>();
+        for (Request r : pending) {
+          unanswered.add(r.segment());
+          if (stale) {
+            r.segment().freeRetry = true;
+          }
+        }
+        pending.clear();
+        unsent.clear();
+        b.events().broken(this, unanswered, ce);
         return;
       }
-      closed = true;
-      List<Segment> unanswered = new ArrayList<>();
-      for (Request r : pending) {
-        unanswered.add(r.segment());
-      }
-      pending.clear();
-      unsent.clear();
-      events.broken(this, unanswered, ce);
     }
+  }
+
+  /**
+   * Gives the connection back to the executor's idle list for the next task, if it is
+   * connected and nothing on it is unanswered; false if it was not kept (the caller closes it).
+   * Call with the read's lock held.
+   */
+  boolean release() {
+    if (idle == null || closed || !connected || !pending.isEmpty() || !unsent.isEmpty()) {
+      return false;
+    }
+    return idle.put(this);
+  }
+
+  /** Leaves the read it served; called by {@link IdleStreams#put} under its lock. */
+  void unbind() {
+    binding = null;
+  }
+
+  /** Serves the read {@code b}; called by {@link IdleStreams#take} under its lock and b's. */
+  void bindIdle(Binding b) {
+    stale = true;
+    lastActivityNanos = System.nanoTime();
+    binding = b;
   }
 
   /** False if the worker could not even be connected to. Call with the lock held. */
