@@ -11,7 +11,7 @@ export SPARK_35_VERSION := 3.5.8
 JAR := clients/spark/target/crossdock-spark.jar
 MVN_FLAGS := -B -q -T 1 -Dspark.version=$(SPARK_VERSION)
 
-.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-sql test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-placement bench-durability bench-multi-app bench-congestion clean
+.PHONY: all setup build build-spark-3.5 build-mapreduce demo-mapreduce bench-mapreduce test test-sql test-failures test-spark-3.5 fuzz demo demo-native bench bench-spark bench-sql bench-cluster bench-prediction bench-native bench-alltoall bench-placement bench-durability bench-multi-app bench-congestion clean
 
 all: build
 
@@ -40,6 +40,10 @@ test: setup
 ## test-sql: the TPC-H test with all 22 queries (make test runs one query of each shape)
 test-sql: build
 	CROSSDOCK_TEST_TPCH_QUERIES=1-22 .venv/bin/python -m pytest -q -p no:cacheprovider tests/spark/test_tpch.py
+
+## test-failures: every Spark failure test, with those make test leaves out (marked long)
+test-failures: build
+	.venv/bin/python -m pytest -q -p no:cacheprovider tests/spark/test_failures.py
 
 ## test-spark-3.5: every Spark test on Spark 3.5 (make test runs a part of them)
 test-spark-3.5: build build-spark-3.5

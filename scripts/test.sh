@@ -51,7 +51,8 @@ rm -rf clients/mapreduce/target/surefire-reports
 run mvn -B -q -T 1 -f clients/mapreduce/pom.xml package
 # Real Spark (local-cluster mode) through a real `crossdock standalone`, against vanilla Spark.
 rm -f target/pytest-spark.xml
-run .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 --junitxml=target/pytest-spark.xml tests/spark
+# Tests marked long (each with a sibling here) are left to `make test-failures`.
+run .venv/bin/python -m pytest -q -p no:cacheprovider -m "not long" --durations=25 --junitxml=target/pytest-spark.xml tests/spark
 # Spark 3.5: the client built from the same sources (Maven profile spark-3.5) with its
 # Spark-level Java tests (the protocol and policy ones do not depend on Spark), and the core
 # of the Spark tests on pyspark 3.5 (`make test-spark-3.5` runs them all).

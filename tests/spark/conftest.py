@@ -12,6 +12,9 @@ import jvm_archive  # noqa: E402
 
 
 def pytest_configure(config):
+    # `make test` leaves these out (-m "not long"); `make test-failures` runs them. Each has a
+    # sibling in make test that goes through the same recovery path.
+    config.addinivalue_line("markers", "long: a test that only the long make targets run")
     # Class-data archives for the applications' JVMs (jvm_archive.py): made once per Java
     # runtime and Spark build, about half a minute, then reused.
     jvm_archive.ensure()

@@ -188,6 +188,9 @@ def test_worker_killed_after_map_stage_with_two_copies_recomputes_nothing():
     assert r["map_stage_attempts"] == 1, r
 
 
+# Long: the sorted shuffle's failover is also run by the kill before its merge, and a kill
+# during the map stage with two copies by the unsorted test.
+@pytest.mark.long
 def test_sorted_shuffle_with_a_worker_killed_during_its_map_stage_and_two_copies_is_exact():
     # The maps push sorted runs to two copies; half of them commit, a worker dies, the rest
     # push to the survivors; the reducers merge the runs, in key order, every record once.
@@ -208,6 +211,9 @@ def test_sorted_shuffle_with_a_worker_killed_before_its_merge_and_two_copies_rec
     assert r["map_tasks_recomputed"] == 0 and r["map_stage_attempts"] == 1, r
 
 
+# Long: reads from the object store after a loss are also run by the full disk's eviction
+# test, and by the Rust object-tier tests.
+@pytest.mark.long
 def test_worker_killed_after_map_stage_with_one_copy_in_the_object_store_recomputes_nothing():
     r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS,
                        durability="object-store", object_store=object_store_url())
@@ -235,6 +241,8 @@ def test_corrupt_partition_files_are_caught_and_the_replicas_read():
     assert r["map_tasks_recomputed"] == 0, r
 
 
+# Long: lost data without a replica is recomputed also in the deleted files' test.
+@pytest.mark.long
 def test_corrupt_partition_files_without_a_replica_are_recomputed():
     r = run_with_fault(replication=1, block="reducers", commits_before_kill=MAPS,
                        fault="corrupt-file", durability="disk")

@@ -4,8 +4,9 @@ multi-way joins, semi- and anti-joins, subqueries and AQE's coalesced and skew-s
 over a real `crossdock standalone`. The benchmark runs the same queries at scale 1 and 10
 (`make bench-sql`); this is its short, exact version.
 
-`make test` runs the queries of `QUERIES` (every shape of the 22, in about half the time);
-`make test-sql` runs all 22 (CROSSDOCK_TEST_TPCH_QUERIES=1-22, any list `--queries` takes).
+`make test` runs the queries of `QUERIES` (every shape of the 22, in about a third of the
+time); `make test-sql` runs all 22 (CROSSDOCK_TEST_TPCH_QUERIES=1-22, any list `--queries`
+takes).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from harness import Standalone, base_conf, crossdock_conf  # noqa: E402
 import tpch  # noqa: E402
 
 SCALE_FACTOR = 0.01
-# One query of each shape: a global aggregation (1), correlated scalar subqueries (2, 22),
-# EXISTS as a semi-join (4), six-way joins (7, 9), HAVING over a scalar subquery (11), an
-# outer join (13), NOT IN as a null-aware anti-join (16), IN over an aggregate (18), nested
-# IN subqueries (20), EXISTS with NOT EXISTS (21).
-QUERIES = os.environ.get("CROSSDOCK_TEST_TPCH_QUERIES", "1,2,4,7,9,11,13,16,18,20,21,22")
+# One query of each shape: correlated scalar subqueries (2, 22), six-way joins (7, 9), an
+# outer join (13), NOT IN as a null-aware anti-join (16), IN over an aggregate (18), EXISTS
+# with NOT EXISTS as semi- and anti-joins (21). (Left to `make test-sql`, each with a sibling
+# here: the global aggregation of 1, the EXISTS of 4, the scalar subquery in HAVING of 11,
+# the nested IN of 20.)
+QUERIES = os.environ.get("CROSSDOCK_TEST_TPCH_QUERIES", "2,7,9,13,16,18,21,22")
 
 
 @pytest.fixture(scope="module")
