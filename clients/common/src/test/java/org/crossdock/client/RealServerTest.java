@@ -395,6 +395,13 @@ class RealServerTest {
       assertEquals(2, proxy.connections(), "the second app opened its own");
       assertEquals(2, monitor.connectionsIdle());
       coord.unregisterApp(app2);
+      // Closed on the worker's side while idle, they leave the idle list at once.
+      proxy.cut();
+      long deadline = System.nanoTime() + 10_000_000_000L;
+      while (monitor.connectionsIdle() > 0 && System.nanoTime() < deadline) {
+        Thread.sleep(5);
+      }
+      assertEquals(0, monitor.connectionsIdle(), "closed connections are not kept");
     }
     coord.unregisterApp(app);
   }
@@ -418,6 +425,29 @@ class RealServerTest {
       }
       assertEquals(1, monitor.connectionsReused(), "the second read took the idle connection");
       assertEquals(2, proxy.connections(), "and went on over a new one");
+    }
+    coord.unregisterApp(app);
+  }
+
+  @Test
+  void aReadClosedWithAnswersOnTheWayDoesNotGiveItsConnectionBack() throws Exception {
+    String app = "java-unfinished";
+    Placement pl = registerShuffle(app, 1, 1, 1);
+    int size = 3 << 20;
+    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 4, size, 64 << 20));
+    FetchMonitor monitor = new FetchMonitor();
+    // Paced at 256 KiB per 20 ms: the 12 MiB take about a second, so when the read is closed
+    // after its first batch, the rest is still on its way.
+    try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 20, 256 << 10)) {
+      try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, TIMEOUT, 3)) {
+        assertEquals(0, f.next().batch().batchSeq());
+      }
+      assertEquals(0, monitor.connectionsIdle(), "a connection with answers on the way is closed");
+      try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, TIMEOUT, 3)) {
+        assertArrayEquals(expected(0, 0, 1, 4, map -> size), readAll(f, null));
+      }
+      assertEquals(2, proxy.connections(), "the next read opened its own");
+      assertEquals(0, monitor.connectionsReused());
     }
     coord.unregisterApp(app);
   }

@@ -215,6 +215,7 @@ abstract class CopyReads implements SourceStream.Events {
     s.monitorInFlight -= a;
     s.retries = 0;
     s.refusals = 0;
+    s.staleRetried = false;
     s.bufferedBytes += bytes;
     buffered += bytes;
     peakBuffered = Math.max(peakBuffered, buffered);

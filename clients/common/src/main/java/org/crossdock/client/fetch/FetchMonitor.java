@@ -164,5 +164,6 @@ public final class FetchMonitor {
   /** Forgets everything (tests). */
   void reset() {
     sources.clear();
+    idle.closeAll();
   }
 }

@@ -2,7 +2,9 @@ package org.crossdock.client.fetch;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -18,8 +20,11 @@ import java.util.Map;
  * <p>An idle connection's thread keeps reading: when the worker closes it (its idle timeout, a
  * restart), the thread takes it out of here and closes it. One the worker closed just before a
  * task took it fails that task's first request, which is asked again without using up a retry
- * ({@link SourceStream}). At most {@link #MAX_PER_KEY} idle connections are kept per key (an
- * executor runs at most as many tasks at once as it has cores); more are closed.
+ * ({@link SourceStream}), and the key's other idle connections are closed, so the retry opens a
+ * new one. At most {@link #MAX_PER_KEY} idle connections are kept per key (an executor runs at
+ * most as many tasks at once as it has cores); more are closed. An idle connection is closed
+ * after {@link SourceStream#IDLE_LIMIT_NANOS} (so a finished app's do not linger), and TCP
+ * keepalive ends one whose host vanished.
  */
 final class IdleStreams {
   /** The most idle connections kept per worker and app. */
@@ -72,6 +77,33 @@ final class IdleStreams {
     st.unbind();
     q.addLast(st);
     return true;
+  }
+
+  /** Closes every idle connection of {@code key} (a worker and app whose connection died). */
+  void closeIdle(Object key) {
+    ArrayDeque<SourceStream> q;
+    synchronized (this) {
+      q = idle.remove(key);
+    }
+    if (q != null) {
+      for (SourceStream st : q) {
+        st.closeIdle();
+      }
+    }
+  }
+
+  /** Closes every idle connection. */
+  void closeAll() {
+    List<ArrayDeque<SourceStream>> all;
+    synchronized (this) {
+      all = new ArrayList<>(idle.values());
+      idle.clear();
+    }
+    for (ArrayDeque<SourceStream> q : all) {
+      for (SourceStream st : q) {
+        st.closeIdle();
+      }
+    }
   }
 
   /** Removes {@code st} if it is idle here; false if a task has taken it. */

@@ -96,6 +96,12 @@ public final class Segment {
   int retries;
   /** The next transport failure is a fallback from stored records: its retry is free. */
   boolean freeRetry;
+  /**
+   * A free retry was granted for a connection taken idle that failed, and nothing arrived
+   * since: the next such failure costs a retry (a request that breaks every connection it is
+   * sent on must not go on for free on connections other tasks keep giving back).
+   */
+  boolean staleRetried;
   /** Copies given up on because they could not be reached. */
   final List<String> unreachable = new ArrayList<>();
   /**

@@ -61,6 +61,12 @@ final class SourceStream implements Closeable {
 
   private record Request(long id, Segment segment) {}
 
+  /**
+   * An idle connection is closed by the client after this long (the worker's own idle timeout
+   * is 600 s by default): it is checked at each read timeout, so it may live up to one more.
+   */
+  static final long IDLE_LIMIT_NANOS = 300_000_000_000L;
+
   final String addr;
   /** Its key among the idle connections: worker, app and token. */
   final Object poolKey;
@@ -78,8 +84,13 @@ final class SourceStream implements Closeable {
   private volatile Binding binding;
   /** Taken from the idle list and nothing answered since: a failure now costs no retry. */
   private boolean stale;
-  /** When a request was last written or a frame last arrived ({@link System#nanoTime}). */
+  /**
+   * When the connection last made progress ({@link System#nanoTime}): a frame arrived, or a
+   * request was written while none was unanswered.
+   */
   private long lastActivityNanos;
+  /** When it went idle ({@link System#nanoTime}); read by its own thread only while idle. */
+  private volatile long idleSinceNanos;
 
   /** Requests written (or to write once connected) and not yet answered, in order. */
   private final ArrayDeque<Request> pending = new ArrayDeque<>();
@@ -115,8 +126,10 @@ final class SourceStream implements Closeable {
   /** Requests the rest of {@code s}. Call with the scheduler's lock held. */
   void send(Segment s) {
     Request r = new Request(nextId++, s);
+    if (pending.isEmpty()) {
+      lastActivityNanos = System.nanoTime(); // the clock runs from the oldest unanswered one
+    }
     pending.add(r);
-    lastActivityNanos = System.nanoTime();
     if (!connected) {
       unsent.add(r);
       return;
@@ -154,6 +167,7 @@ final class SourceStream implements Closeable {
       }
       s.setSoTimeout(readTimeoutMs);
       s.setReceiveBufferSize(1 << 20);
+      keepAlive(s);
       // Not released before it is connected: the read that opened it is bound until then.
       synchronized (binding.lock()) {
         socket = s;
@@ -172,17 +186,22 @@ final class SourceStream implements Closeable {
       fail(e);
       return;
     }
+    // The read being served when the frame that failed began (null: idle): a failure is
+    // charged to it, not to a read that took the connection since.
+    Binding at = null;
     try {
       while (true) {
+        at = binding;
         awaitFrame(in);
+        at = binding;
         if (!handOver(StreamFrames.read(in, addr))) {
           return;
         }
       }
     } catch (CrossdockException e) {
-      fail(recordsFallback(e));
+      fail(recordsFallback(e, at));
     } catch (IOException e) {
-      fail(recordsFallback(CrossdockException.transport(addr, "fetch stream broke", e)));
+      fail(recordsFallback(CrossdockException.transport(addr, "fetch stream broke", e), at));
     }
   }
 
@@ -201,6 +220,9 @@ final class SourceStream implements Closeable {
         in.reset();
         return;
       } catch (SocketTimeoutException e) {
+        if (binding == null && System.nanoTime() - idleSinceNanos > IDLE_LIMIT_NANOS) {
+          throw new EOFException("idle for longer than the client keeps a connection");
+        }
         if (!quiet()) {
           throw e;
         }
@@ -254,10 +276,9 @@ final class SourceStream implements Closeable {
    * its copy and refuses ({@code corrupt_data}, {@code data_lost}), as it would have without
    * records. Other failures are returned as they are.
    */
-  private CrossdockException recordsFallback(CrossdockException e) {
-    Binding b = binding;
+  private CrossdockException recordsFallback(CrossdockException e, Binding b) {
     if (b == null) {
-      return e; // idle: nothing was asked
+      return e; // idle when the frame began: nothing was asked
     }
     synchronized (b.lock()) {
       Request head = pending.peek();
@@ -358,10 +379,17 @@ final class SourceStream implements Closeable {
         closed = true;
         List<Segment> unanswered = new ArrayList<>();
         for (Request r : pending) {
-          unanswered.add(r.segment());
-          if (stale) {
-            r.segment().freeRetry = true;
+          Segment s = r.segment();
+          unanswered.add(s);
+          if (stale && !s.staleRetried) {
+            s.freeRetry = true;
+            s.staleRetried = true;
           }
+        }
+        if (stale && idle != null) {
+          // Its idle siblings most likely died with it (a restarted or vanished worker): the
+          // retry opens a new connection instead of taking one of them.
+          idle.closeIdle(poolKey);
         }
         pending.clear();
         unsent.clear();
@@ -385,7 +413,34 @@ final class SourceStream implements Closeable {
 
   /** Leaves the read it served; called by {@link IdleStreams#put} under its lock. */
   void unbind() {
+    idleSinceNanos = System.nanoTime();
     binding = null;
+  }
+
+  /**
+   * Closes an idle connection (called by {@link IdleStreams#closeIdle} once it is out of the
+   * list: nobody else can reach it). Its thread sees the closed socket and ends.
+   */
+  void closeIdle() {
+    closed = true;
+    closeSocket();
+  }
+
+  /**
+   * TCP keepalive probes after 30 s of silence, every 10 s, 3 unanswered ones ending it: an
+   * idle connection to a host that vanished without closing it (power, network) leaves the
+   * idle list within about a minute instead of the system's two hours. Best effort: where the
+   * options do not exist, the system's defaults apply.
+   */
+  private static void keepAlive(Socket s) {
+    try {
+      s.setKeepAlive(true);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, 30);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, 10);
+      s.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, 3);
+    } catch (IOException | UnsupportedOperationException e) {
+      // the system's keepalive settings, or none
+    }
   }
 
   /** Serves the read {@code b}; called by {@link IdleStreams#take} under its lock and b's. */
