@@ -436,11 +436,12 @@ class RealServerTest {
     int size = 3 << 20;
     coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 4, size, 64 << 20));
     FetchMonitor monitor = new FetchMonitor();
-    // Paced at 256 KiB per 20 ms: the 12 MiB take about a second, so when the read is closed
-    // after its first batch, the rest is still on its way.
+    // Paced at 256 KiB per 20 ms, then frozen after the first batch: when the read is closed,
+    // the rest is still on its way.
     try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 20, 256 << 10)) {
       try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, TIMEOUT, 3)) {
         assertEquals(0, f.next().batch().batchSeq());
+        proxy.freeze(); // the rest stays on its way however long the close takes
       }
       assertEquals(0, monitor.connectionsIdle(), "a connection with answers on the way is closed");
       try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, TIMEOUT, 3)) {

@@ -301,6 +301,7 @@ abstract class CopyReads implements SourceStream.Events {
     }
     if (!others.isEmpty() && anotherCopyMayServe(e)) {
       s.retries = 0;
+      s.staleRetried = false; // another copy, another connection
       send(s, monitor.choose(notLeft(others), local));
       return;
     }

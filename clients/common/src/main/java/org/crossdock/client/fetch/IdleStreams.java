@@ -84,6 +84,9 @@ final class IdleStreams {
     ArrayDeque<SourceStream> q;
     synchronized (this) {
       q = idle.remove(key);
+      if (q != null) {
+        q.forEach(SourceStream::markClosed); // before the list lets go: see markClosed
+      }
     }
     if (q != null) {
       for (SourceStream st : q) {
@@ -98,6 +101,7 @@ final class IdleStreams {
     synchronized (this) {
       all = new ArrayList<>(idle.values());
       idle.clear();
+      all.forEach(q -> q.forEach(SourceStream::markClosed));
     }
     for (ArrayDeque<SourceStream> q : all) {
       for (SourceStream st : q) {

@@ -220,7 +220,10 @@ final class SourceStream implements Closeable {
         in.reset();
         return;
       } catch (SocketTimeoutException e) {
-        if (binding == null && System.nanoTime() - idleSinceNanos > IDLE_LIMIT_NANOS) {
+        boolean expired = System.nanoTime() - idleSinceNanos > IDLE_LIMIT_NANOS;
+        if (binding == null && idle != null && expired && idle.remove(this)) {
+          // Out of the list first: a read that took it just now keeps it.
+          closed = true;
           throw new EOFException("idle for longer than the client keeps a connection");
         }
         if (!quiet()) {
@@ -424,6 +427,15 @@ final class SourceStream implements Closeable {
   void closeIdle() {
     closed = true;
     closeSocket();
+  }
+
+  /**
+   * Marks an idle connection closed as the idle list lets go of it, under the list's lock, so
+   * that its own thread, failing meanwhile, finds it closed rather than waiting for a read to
+   * take it ({@link #fail}).
+   */
+  void markClosed() {
+    closed = true;
   }
 
   /**
