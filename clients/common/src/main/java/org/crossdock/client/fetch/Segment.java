@@ -94,7 +94,10 @@ public final class Segment {
   CrossdockException failure;
   /** Transport retries on the current source. */
   int retries;
-  /** The next transport failure is a fallback from stored records: its retry is free. */
+  /**
+   * The next transport failure's retry is free: a fallback from stored records, or a
+   * connection taken idle that had died ({@link #staleRetried}).
+   */
   boolean freeRetry;
   /**
    * A free retry was granted for a connection taken idle that failed, and nothing arrived
