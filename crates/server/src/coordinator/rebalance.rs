@@ -10,8 +10,9 @@
 //! ([`split::split_to`]; a decision that meets copies on a lost worker waits for their
 //! relocation, after which `recovery` asks again): the bytes of the remaining maps land on
 //! the new host, the bytes already pushed stay where they are and are read from there (the
-//! reader reads every slot). A Spark driver that asks for the placement after the map stage sees the
-//! partition's new host as the one holding most of it, and runs the reduce task there.
+//! reader reads every slot). A Spark driver that asks for the placement after the map
+//! stage sees the partition's new host as the one holding most of it, and runs the reduce
+//! task there.
 //!
 //! Shuffles sharing a layout (a join's sides) are decided together, their sizes summed,
 //! and a partition moves in each of them to the same worker (`state/rebalance.rs`).
