@@ -136,6 +136,22 @@ class RealServerTest {
         monitor, new FetchSchedulerTest.Counting(), a -> false);
   }
 
+  /** Commits map 0 of {@code shuffle}: {@code batches} batches of {@code size} per partition. */
+  static void commitOneMap(String app, int shuffle, Placement pl, int batches, int size)
+      throws Exception {
+    coord.commitMap(app, shuffle, 0, 0, pushMap(app, shuffle, pl, 0, 0, batches, size, 64 << 20));
+  }
+
+  /** The first partition of {@code pl} placed on {@code addr}. */
+  static int partOn(Placement pl, String addr) {
+    for (int p = 0; p < pl.numPartitions(); p++) {
+      if (pl.addrOf(p).equals(addr)) {
+        return p;
+      }
+    }
+    throw new AssertionError("no partition on " + addr);
+  }
+
   /** The worker's error behind a read that no copy could serve. */
   static CrossdockException failure(FetchScheduler f) {
     FetchScheduler.SegmentFailed e = assertThrows(FetchScheduler.SegmentFailed.class, f::next);
@@ -355,7 +371,7 @@ class RealServerTest {
   void anExecutorsReadsShareOneConnectionPerWorker() throws Exception {
     String app = "java-reuse";
     Placement pl = registerShuffle(app, 1, 1, 2);
-    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 2, 1000, 1 << 20));
+    commitOneMap(app, 1, pl, 2, 1000);
     FetchMonitor monitor = new FetchMonitor();
     try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 0, 64 << 10)) {
       for (int i = 0; i < 3; i++) {
@@ -371,11 +387,8 @@ class RealServerTest {
       assertEquals(1, monitor.connectionsIdle(), "given back after each read");
       // A read of another shuffle of the app takes it too (the shuffle is named per request).
       Placement other = coord.registerShuffle(app, 2, 1, 4);
-      coord.commitMap(app, 2, 0, 0, pushMap(app, 2, other, 0, 0, 1, 500, 1 << 20));
-      int part = 0;
-      while (!other.addrOf(part).equals(pl.addrOf(0))) {
-        part++; // 4 partitions over 2 workers: some are on the proxied one
-      }
+      commitOneMap(app, 2, other, 1, 500);
+      int part = partOn(other, pl.addrOf(0)); // 4 partitions over 2 workers: some are there
       try (FetchScheduler f = fetcher(proxy.addr(), app, 2, part, 0, 1, monitor, 1000, 3)) {
         assertArrayEquals(expected(part, 0, 1, 1, map -> 500), readAll(f, null));
       }
@@ -384,11 +397,8 @@ class RealServerTest {
       // Another app never gets it: its token was not proved on it.
       String app2 = "java-reuse-2";
       Placement pl2 = registerShuffle(app2, 1, 1, 4);
-      coord.commitMap(app2, 1, 0, 0, pushMap(app2, 1, pl2, 0, 0, 1, 300, 1 << 20));
-      int part2 = 0;
-      while (!pl2.addrOf(part2).equals(pl.addrOf(0))) {
-        part2++;
-      }
+      commitOneMap(app2, 1, pl2, 1, 300);
+      int part2 = partOn(pl2, pl.addrOf(0));
       try (FetchScheduler f = fetcher(proxy.addr(), app2, 1, part2, 0, 1, monitor, 1000, 3)) {
         assertArrayEquals(expected(part2, 0, 1, 1, map -> 300), readAll(f, null));
       }
@@ -410,7 +420,7 @@ class RealServerTest {
   void aReadOnAConnectionThatDiedWhileIdleUsesUpNoRetry() throws Exception {
     String app = "java-stale";
     Placement pl = registerShuffle(app, 1, 1, 1);
-    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 2, 1000, 1 << 20));
+    commitOneMap(app, 1, pl, 2, 1000);
     FetchMonitor monitor = new FetchMonitor();
     try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 0, 64 << 10)) {
       try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, 1000, 0)) {
@@ -434,7 +444,7 @@ class RealServerTest {
     String app = "java-unfinished";
     Placement pl = registerShuffle(app, 1, 1, 1);
     int size = 3 << 20;
-    coord.commitMap(app, 1, 0, 0, pushMap(app, 1, pl, 0, 0, 4, size, 64 << 20));
+    commitOneMap(app, 1, pl, 4, size);
     FetchMonitor monitor = new FetchMonitor();
     // Paced at 256 KiB per 20 ms, then frozen after the first batch: when the read is closed,
     // the rest is still on its way.

@@ -421,11 +421,11 @@ final class SourceStream implements Closeable {
   }
 
   /**
-   * Closes an idle connection (called by {@link IdleStreams#closeIdle} once it is out of the
-   * list: nobody else can reach it). Its thread sees the closed socket and ends.
+   * Closes the socket of an idle connection the list let go of, already {@link #markClosed}
+   * (called by {@link IdleStreams#closeIdle} outside its lock: nobody else can reach it). Its
+   * thread sees the closed socket and ends.
    */
   void closeIdle() {
-    closed = true;
     closeSocket();
   }
 
