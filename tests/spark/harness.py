@@ -26,7 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jvm_archive  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-BINARY = REPO / "target" / "release" / "crossdock"
+# The server binary: CROSSDOCK_BIN when set (make test sets the debug build its Rust tests
+# already built), else the release build that `make build` makes.
+BINARY = REPO / os.environ.get("CROSSDOCK_BIN", "target/release/crossdock")
 # The Spark line of the pyspark running the tests: "4", or "3.5" for the Spark 3.5 run
 # (`make test-spark-3.5`, with .venv-spark-3.5's pyspark).
 SPARK_LINE = "3.5" if importlib.metadata.version("pyspark").startswith("3.5") else "4"

@@ -51,11 +51,17 @@ public final class CrossdockServer implements AutoCloseable {
     return org.crossdock.protocol.Auth.appToken(SECRET, app);
   }
 
+  /**
+   * The server binary the tests start: {@code CROSSDOCK_BIN} when set (make test sets the debug
+   * build that its Rust tests already built), else the release build.
+   */
   public static Path binary() {
-    Path bin = repoRoot().resolve("target/release/crossdock");
+    String env = System.getenv("CROSSDOCK_BIN");
+    Path bin = env != null && !env.isEmpty()
+        ? repoRoot().resolve(env) : repoRoot().resolve("target/release/crossdock");
     if (!Files.isExecutable(bin)) {
       throw new IllegalStateException(bin + " is missing: run `cargo build --release -p crossdock` "
-          + "first (make build does it before Maven)");
+          + "first (make build does it before Maven), or set CROSSDOCK_BIN to a built binary");
     }
     return bin;
   }
