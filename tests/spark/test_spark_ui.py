@@ -3,7 +3,7 @@
 One application (UI on, event log on) runs an RDD shuffle and a SQL aggregation through a
 real `crossdock standalone`. Its stage pages (through the UI's REST API, which is what the
 pages render) and its event log must show Crossdock's named accumulators — pushed bytes,
-push wait, commit time, fetch peak — with values that agree with Spark's own shuffle
+push wait, commit time, fetch peak, fetch connections — with values that agree with Spark's own shuffle
 metrics of the same tasks, and Spark's read metrics must count every byte read as local
 or remote, with the fetch wait reported.
 """
@@ -25,6 +25,8 @@ PUSHED = "crossdock pushed bytes"
 PUSH_WAIT = "crossdock push wait ms"
 COMMIT = "crossdock commit ms"
 PEAK = "crossdock fetch peak buffered bytes"
+OPENED = "crossdock fetch connections opened"
+REUSED = "crossdock fetch connections reused"
 
 JOB = textwrap.dedent("""
     import json, sys, urllib.request
@@ -131,3 +133,19 @@ def test_event_log_carries_them_per_task(run):
     for e in sql_maps:
         u = _updates(e)
         assert u["shuffle bytes written"] == u[PUSHED], u
+
+
+def test_reduce_tasks_of_an_executor_share_its_fetch_connections(run):
+    """Every reduce task that read bytes took a connection per worker it read, opened or idle;
+    an executor (one core, so one task at a time) opens at most one per worker for the whole
+    app, its later tasks, of this stage and of later ones, taking it idle."""
+    _, events = run
+    reads = [_updates(e) for e in _task_ends(events) if PEAK in _updates(e)]
+    assert len(reads) >= 6, len(reads)
+    for u in reads:
+        assert u.get(OPENED, 0) + u.get(REUSED, 0) >= 1, u
+    opened = sum(u.get(OPENED, 0) for u in reads)
+    reused = sum(u.get(REUSED, 0) for u in reads)
+    executors, workers = 2, 2
+    assert 1 <= opened <= executors * workers, (opened, reused)
+    assert reused >= len(reads) - executors * workers, (opened, reused)

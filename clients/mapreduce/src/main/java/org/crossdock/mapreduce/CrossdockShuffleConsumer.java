@@ -361,8 +361,9 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
   private void endReader() {
     if (reader != null) {
       LOG.info("Crossdock reduce {}: {} runs merged, {} requests, peak {} bytes buffered, fetch "
-          + "wait {} ms", reduce, runCount, reader.requests(), reader.peakBufferedBytes(),
-          reader.waitNanos() / 1_000_000);
+          + "wait {} ms, connections {} opened and {} taken idle", reduce, runCount,
+          reader.requests(), reader.peakBufferedBytes(), reader.waitNanos() / 1_000_000,
+          reader.connectionsOpened(), reader.connectionsReused());
       reader.close();
       reader = null;
     }

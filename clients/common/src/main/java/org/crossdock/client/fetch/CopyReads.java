@@ -41,6 +41,9 @@ abstract class CopyReads implements SourceStream.Events {
   long peakBuffered;
   /** Fetch requests sent (first requests, continuations and retries). */
   long requests;
+  /** Connections the read opened, and those it took from the executor's idle ones. */
+  long opened;
+  long reused;
   /** How long the task was blocked waiting for batches. */
   long waitNanos;
   /** Times the read dropped a slow copy's connection ({@link #maybeMoveAway}). */
@@ -95,6 +98,20 @@ abstract class CopyReads implements SourceStream.Events {
     }
   }
 
+  /** Connections to workers the read opened (none was idle to take). */
+  public final long connectionsOpened() {
+    synchronized (lock) {
+      return opened;
+    }
+  }
+
+  /** Connections the read took from those earlier reads of the executor left idle. */
+  public final long connectionsReused() {
+    synchronized (lock) {
+      return reused;
+    }
+  }
+
   /** Times the read left a slow copy, dropping its connection and asking the other copies. */
   public final long moves() {
     synchronized (lock) {
@@ -139,6 +156,9 @@ abstract class CopyReads implements SourceStream.Events {
         st = new SourceStream(source, appId, appToken, binding, monitor.idle, connectTimeoutMs,
             readTimeoutMs);
         monitor.idle.opened();
+        opened++;
+      } else {
+        reused++;
       }
       streams.put(source, st);
     }

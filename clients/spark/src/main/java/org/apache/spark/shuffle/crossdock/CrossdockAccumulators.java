@@ -29,11 +29,22 @@ public final class CrossdockAccumulators implements Serializable {
   /** Segments the merging reduce tasks fetched (heads, next segments and retries). */
   public static final String MERGE_REQUESTS = "crossdock merge requests";
 
+  /**
+   * Connections to workers the reduce tasks opened. An executor keeps a task's connections for
+   * its next tasks of the app, so with one core per executor this stays near executors ×
+   * workers however many tasks read.
+   */
+  public static final String FETCH_CONNECTIONS_OPENED = "crossdock fetch connections opened";
+  /** Connections the reduce tasks took from those an earlier task of the executor left idle. */
+  public static final String FETCH_CONNECTIONS_REUSED = "crossdock fetch connections reused";
+
   public final LongAccumulator pushedBytes = new LongAccumulator();
   public final LongAccumulator pushWaitMs = new LongAccumulator();
   public final LongAccumulator commitMs = new LongAccumulator();
   public final LongAccumulator mergedRuns = new LongAccumulator();
   public final LongAccumulator mergeRequests = new LongAccumulator();
+  public final LongAccumulator fetchConnectionsOpened = new LongAccumulator();
+  public final LongAccumulator fetchConnectionsReused = new LongAccumulator();
   /** The reduce tasks' largest fetch buffers ({@link FetchPeak#NAME}). */
   public final FetchPeak fetchPeak = new FetchPeak();
 
@@ -53,6 +64,8 @@ public final class CrossdockAccumulators implements Serializable {
     sc.register(a.mergedRuns, MERGED_RUNS);
     sc.register(a.mergeRequests, MERGE_REQUESTS);
     sc.register(a.fetchPeak, FetchPeak.NAME);
+    sc.register(a.fetchConnectionsOpened, FETCH_CONNECTIONS_OPENED);
+    sc.register(a.fetchConnectionsReused, FETCH_CONNECTIONS_REUSED);
     return a;
   }
 
@@ -61,5 +74,15 @@ public final class CrossdockAccumulators implements Serializable {
     pushedBytes.add(pushed);
     pushWaitMs.add(waitNanos / 1_000_000);
     commitMs.add(commitNanos / 1_000_000);
+  }
+
+  /**
+   * One reduce task's read, once at its end: its largest fetch buffers, the connections it
+   * opened and those it took idle.
+   */
+  void readDone(long peakBuffered, long opened, long reused) {
+    fetchPeak.add(peakBuffered);
+    fetchConnectionsOpened.add(opened);
+    fetchConnectionsReused.add(reused);
   }
 }

@@ -260,6 +260,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     private Iterator<Tuple2<Object, Object>> current;
     private long reportedWaitNanos;
     private boolean finished;
+    private boolean closed;
 
     RecordIterator(SerializerInstance serializer) {
       this.serializer = serializer;
@@ -419,9 +420,11 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
 
     /** Ends the read: connections closed, every byte of memory given back. */
     void close() {
-      if (scheduler != null) {
+      if (scheduler != null && !closed) {
+        closed = true; // called at the end and again when the task completes
         if (handle.accumulators != null) {
-          handle.accumulators.fetchPeak.add(scheduler.peakBufferedBytes());
+          handle.accumulators.readDone(scheduler.peakBufferedBytes(),
+              scheduler.connectionsOpened(), scheduler.connectionsReused());
         }
         scheduler.close();
       }

@@ -223,7 +223,8 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
     if (runs != null && !closed) {
       closed = true; // called at the end and again when the task completes
       if (handle.accumulators != null) {
-        handle.accumulators.fetchPeak.add(runs.peakBufferedBytes());
+        handle.accumulators.readDone(
+            runs.peakBufferedBytes(), runs.connectionsOpened(), runs.connectionsReused());
         handle.accumulators.mergedRuns.add(cursors.size());
         handle.accumulators.mergeRequests.add(runs.requests());
       }
