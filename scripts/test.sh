@@ -41,15 +41,19 @@ export CROSSDOCK_REQUIRE_CHROMIUM=1
 run cargo fmt --all -- --check
 run cargo clippy --workspace --all-targets --locked -- -D warnings
 run cargo test --workspace --locked
-# The Java and Spark tests talk to a real `crossdock standalone`: the debug build that
-# `cargo test` has just built for its CLI tests (CARGO_BIN_EXE_crossdock), with overflow
-# checks and debug assertions on. Building the release binary as well took ~480 s of the
-# CI's ~38 minutes, and the Spark tests took as long with the debug build
-# (test_spark_shuffle.py: 171 s against 172 s): their time is Spark's. A `cargo build` here
-# would build it again (55 s: without the dev-dependencies' features it is another build).
+# The Java and Spark tests talk to a real `crossdock standalone`: unless CROSSDOCK_BIN names
+# another, the debug build that `cargo test` has just built for its CLI tests
+# (CARGO_BIN_EXE_crossdock), with overflow checks and debug assertions on. Building the
+# release binary as well took ~480 s of the CI's ~38 minutes, and the Spark tests took as
+# long with the debug build (test_spark_shuffle.py: 171 s against 172 s): their time is
+# Spark's. A `cargo build` here would build it again (55 s: cargo test's build unifies the
+# dev-dependencies' features, e.g. tokio's test-util, which the server never calls). If
+# `cargo test` failed to compile, the binary may be an older one: the run fails anyway.
 # `make demo` and the benchmarks use the release build.
-export CROSSDOCK_BIN=target/debug/crossdock
-[[ -x $CROSSDOCK_BIN ]] || run cargo build --locked -p crossdock
+if [[ -z ${CROSSDOCK_BIN:-} ]]; then
+  export CROSSDOCK_BIN=target/debug/crossdock
+  [[ -x $CROSSDOCK_BIN ]] || run cargo build --locked -p crossdock
+fi
 rm -rf clients/spark/target/surefire-reports
 run mvn -B -q -T 1 -Dspark.version="$SPARK_VERSION" -f clients/spark/pom.xml package
 # The MapReduce client: real jobs from hadoop-mapreduce-examples in the local job runner,

@@ -109,6 +109,14 @@ def main() -> None:
         sc = spark.sparkContext
         with open(os.path.join(gate, "app_id"), "w") as f:
             f.write(sc.applicationId)
+        if not args.dynamic:
+            # Both executors registered before the job (Spark starts it as soon as one is):
+            # then each runs maps, and killing either loses map outputs.
+            deadline = time.monotonic() + 120
+            while sc._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver counts too
+                if time.monotonic() > deadline:
+                    raise SystemExit("the application's 2 executors did not register in 120 s")
+                time.sleep(0.1)
         t0 = time.monotonic()
         if args.mixed:
             numbers = os.path.join(gate, "numbers.txt")

@@ -31,8 +31,8 @@ public final class CrossdockAccumulators implements Serializable {
 
   /**
    * Connections to workers the reduce tasks opened. An executor keeps a task's connections for
-   * its next tasks of the app, so with one core per executor this stays near executors ×
-   * workers however many tasks read.
+   * its next tasks of the app, of any shuffle: over the app, at most executors × cores ×
+   * workers when nothing fails, however many tasks read.
    */
   public static final String FETCH_CONNECTIONS_OPENED = "crossdock fetch connections opened";
   /** Connections the reduce tasks took from those an earlier task of the executor left idle. */

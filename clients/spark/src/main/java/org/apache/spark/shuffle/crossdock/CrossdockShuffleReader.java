@@ -419,14 +419,16 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
 
     /** Ends the read: connections closed, every byte of memory given back. */
-    void close() {
+    synchronized void close() {
+      // Called at the end and again when the task completes, on another thread for PySpark's
+      // writer: the sums are reported once, after the read can open nothing more.
       if (scheduler != null && !closed) {
-        closed = true; // called at the end and again when the task completes
+        closed = true;
+        scheduler.close();
         if (handle.accumulators != null) {
           handle.accumulators.readDone(scheduler.peakBufferedBytes(),
               scheduler.connectionsOpened(), scheduler.connectionsReused());
         }
-        scheduler.close();
       }
     }
 

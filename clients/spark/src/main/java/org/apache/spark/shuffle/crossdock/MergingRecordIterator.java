@@ -219,16 +219,18 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
   }
 
   /** Ends the read: connections closed, every byte of memory given back. */
-  void close() {
+  synchronized void close() {
+    // Called at the end and again when the task completes, on another thread for PySpark's
+    // writer: the sums are reported once, after the read can send nothing more.
     if (runs != null && !closed) {
-      closed = true; // called at the end and again when the task completes
+      closed = true;
+      runs.close();
       if (handle.accumulators != null) {
         handle.accumulators.readDone(
             runs.peakBufferedBytes(), runs.connectionsOpened(), runs.connectionsReused());
         handle.accumulators.mergedRuns.add(cursors.size());
         handle.accumulators.mergeRequests.add(runs.requests());
       }
-      runs.close();
     }
   }
 
