@@ -3,9 +3,9 @@
 One application (UI on, event log on) runs an RDD shuffle and a SQL aggregation through a
 real `crossdock standalone`. Its stage pages (through the UI's REST API, which is what the
 pages render) and its event log must show Crossdock's named accumulators — pushed bytes,
-push wait, commit time, fetch peak, fetch connections — with values that agree with Spark's own shuffle
-metrics of the same tasks, and Spark's read metrics must count every byte read as local
-or remote, with the fetch wait reported.
+push wait, commit time, fetch peak, fetch connections — with values that agree with
+Spark's own shuffle metrics of the same tasks, and Spark's read metrics must count every
+byte read as local or remote, with the fetch wait reported.
 """
 
 from __future__ import annotations
