@@ -8,7 +8,6 @@
 //! `CROSSDOCK_FUZZ_TRACE=1` to print each input before it runs and find which.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
 
 use crossdock_fuzz::mutate::Mutator;
 use crossdock_fuzz::{corpus, seeds, Target};
@@ -17,10 +16,6 @@ use crossdock_proto::message::hex_bytes::to_hex;
 /// Mutations per target: enough to cross every field of every seed many times, few
 /// enough that the whole run takes seconds in a debug build.
 const MUTATIONS: usize = 100_000;
-
-/// The memory limit is the process's: targets run one at a time, and nothing else in
-/// this binary allocates while one runs.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run_one(t: Target, input: &[u8]) {
     if std::env::var_os("CROSSDOCK_FUZZ_TRACE").is_some() {
@@ -42,7 +37,6 @@ fn run_one(t: Target, input: &[u8]) {
 }
 
 fn short_run(t: Target) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut inputs = seeds::seeds(t);
     inputs.extend(corpus::load(t));
     for input in &inputs {
@@ -94,7 +88,6 @@ fn shuffle_meta() {
 /// The limit is real: a decoder that trusted a count would be stopped.
 #[test]
 fn the_memory_limit_stops_an_allocation_a_hostile_count_would_ask_for() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let input = [0xffu8; 5];
     let refused = crossdock_fuzz::alloc::bounded(Target::Message.allowance(input.len()), || {
         // What `Vec::with_capacity(count)` of an unchecked u32 count of u64s would take.
