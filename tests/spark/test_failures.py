@@ -82,8 +82,12 @@ def run_with_fault(replication: int, block: str, commits_before_kill: int,
     """Runs the job; once `commits_before_kill` maps committed, injects the fault on the
     worker holding the most partitions (kill it, restart it, corrupt or delete its files) or
     restarts the coordinator, then lets the blocked tasks go on."""
+    # A restarted worker must register again before the coordinator's deadline, or its
+    # partitions count as lost: the debug build's start on a loaded CI machine can take
+    # seconds, so that case gets a longer deadline than the others' 4 s.
+    timeout = "10s" if fault == "restart-worker" else "4s"
     with ProcessCluster(workers=3, replication=replication, durability=durability,
-                        object_store=object_store) as cluster:
+                        object_store=object_store, worker_timeout=timeout) as cluster:
         seen = {}
 
         def inject(_gate):

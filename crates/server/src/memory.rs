@@ -24,7 +24,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock (the system's outside tests): tests of the fair order's slackness run on
+// a paused clock, so a preempted test thread cannot change which app is served.
+use tokio::time::Instant;
 
 use crossdock_policy::fair_completion::{
     execution_slackness, select_request, FcsConfig, RemainingWork, ServiceRequest,

@@ -118,7 +118,7 @@ async fn a_push_fails_while_its_replica_is_down_and_succeeds_once_it_is_dropped(
     let primary = placement.worker_of(0).unwrap().addr.clone();
     let replica = placement.replica_of(0).unwrap().addr.clone();
     c.node(&replica).stop.send(true).unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    common::until_closed(&replica).await;
     let data = payload(0, 0, 0, 500);
     let err = push_to(&primary, "f", 0, 0, 0, &data).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::WorkerUnavailable), "{err}");
@@ -151,7 +151,7 @@ async fn a_worker_restarted_on_the_same_address_is_handled_as_lost() {
     run_map(&c, &placement, "x", 0, 0, 2).await.unwrap();
     let addr = placement.worker_of(0).unwrap().addr.clone();
     c.node(&addr).stop.send(true).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    common::until_closed(&addr).await;
     // Back within the heartbeat deadline, with nothing of what it held in memory.
     let _again = start_worker(&c.coord_addr, &addr, c.dir.path().join("restarted")).await;
     eventually("the restart is noticed and the map revoked", || async {
@@ -301,7 +301,7 @@ async fn a_restarted_coordinator_recovers_apps_shuffles_placements_and_commits()
     // address with the same state directory.
     stop.send(true).unwrap();
     drop(coord);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    common::until_closed(&addr).await;
     let (coord, _stop2) = start(addr.clone()).await;
     let status = c.status("c").await;
     assert_eq!(
@@ -577,15 +577,17 @@ async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
     let w = start_worker_on(&c.coord_addr, "127.0.0.1:0", dirs.clone(), None).await;
     let addr = w.worker.addr.to_string();
     c.coord.register_app("m", 60_000).await.unwrap();
-    let mut placement = None;
-    for _ in 0..200 {
+    let deadline = tokio::time::Instant::now() + common::EVENTUALLY;
+    let placement = loop {
         if let Ok(p) = c.coord.register_shuffle("m", 0, 1, 4).await {
-            placement = Some(p);
-            break;
+            break p;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker never registered"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let placement = placement.expect("the worker registered");
+    };
     run_map(&c, &placement, "m", 0, 0, 4).await.unwrap();
     for p in 0..4u32 {
         let file = dirs[p as usize % 2]
@@ -601,7 +603,7 @@ async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
         );
     }
     w.stop.send(true).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    common::until_closed(&addr).await;
     let _again = start_worker_on(&c.coord_addr, &addr, dirs, None).await;
     eventually("recovered from both directories", || async {
         let mut all = true;

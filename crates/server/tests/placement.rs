@@ -148,12 +148,7 @@ async fn hot_block_re_placed(sides: u32) {
         if map == 1 {
             // The re-placement runs in the background after the predicting commit; a move
             // is counted once the old slots' workers were told.
-            for _ in 0..500 {
-                if moved() >= 2 {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
+            common::eventually("two moves are counted", || async { moved() >= 2 }).await;
             assert_eq!(moved(), 2, "the hot host's partitions were not re-placed");
         }
     }

@@ -261,17 +261,10 @@ async fn map_range_fetch_reads_only_its_maps_from_memory_and_disk() {
     );
     // Written to disk, the same reads now come from the file.
     worker.store.flush_all();
-    for _ in 0..200 {
-        if worker.store.budget.used() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        worker.store.budget.used(),
-        0,
-        "completed shuffle was flushed to disk"
-    );
+    common::eventually("the completed shuffle is flushed to disk", || async {
+        worker.store.budget.used() == 0
+    })
+    .await;
     check(read_all(&placement, app, 0, 1, 3).await.unwrap(), 1..3);
     check(read_all(&placement, app, 0, 0, 4).await.unwrap(), 0..4);
     check(read_all(&placement, app, 0, 3, 4).await.unwrap(), 3..4);
@@ -360,12 +353,7 @@ async fn unregister_deletes_data_on_the_workers() {
     assert!(app_dir.join("0").exists());
     worker.store.flush_all();
     let stored = || worker.store.stored_bytes();
-    for _ in 0..200 {
-        if stored() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::eventually("the flush is stored", || async { stored() > 0 }).await;
     assert_eq!(stored(), 100 + 24, "one record: header and payload");
     c.coord.unregister_shuffle(app, 0).await.unwrap();
     assert_eq!(stored(), 0, "deleted bytes no longer count as stored");
@@ -384,21 +372,23 @@ async fn unregister_deletes_data_on_the_workers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_cleans_up_the_app_everywhere() {
     let c = Cluster::start(1, 64 << 20).await;
-    // Leases long enough that a loaded machine does not let "kept" expire between
-    // renewals, short enough to keep the test quick.
-    c.coord.register_app("brief", 600).await.unwrap();
+    // "brief" must outlive its shuffle's registration and first push, each of which waits
+    // on the coordinator's journal sync (seconds on a loaded CI disk), and then expire;
+    // "kept" is renewed all along and must not.
+    c.coord.register_app("brief", 3000).await.unwrap();
     let placement = c.coord.register_shuffle("brief", 0, 1, 1).await.unwrap();
     push(&placement, "brief", 0, 0, 0, 0, &payload(0, 0, 0, 10))
         .await
         .unwrap();
     let dir = c.sa.workers[0].store.root().join("brief");
     assert!(dir.exists());
-    c.coord.register_app("kept", 3000).await.unwrap();
-    for _ in 0..15 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        c.coord.renew_lease("kept").await.unwrap();
-    }
-    assert!(!dir.exists(), "expired app's data deleted");
+    c.coord.register_app("kept", 10_000).await.unwrap();
+    let (coord, brief_dir) = (&c.coord, &dir);
+    common::eventually("the expired app's data is deleted", || async move {
+        coord.renew_lease("kept").await.unwrap();
+        !brief_dir.exists()
+    })
+    .await;
     assert_code(
         c.coord.shuffle_status("brief", 0).await,
         ErrorCode::UnknownApp,
@@ -452,23 +442,29 @@ async fn no_workers_and_lost_workers_are_reported() {
     )
     .await
     .unwrap();
-    let mut placement = None;
-    for _ in 0..100 {
+    let deadline = tokio::time::Instant::now() + common::EVENTUALLY;
+    let placement = loop {
         if let Ok(p) = client.register_shuffle("a", 0, 1, 1).await {
-            placement = Some(p);
-            break;
+            break p;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no shuffle placed: the worker did not register"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let placement = placement.expect("shuffle placed once the worker registered");
+    };
     assert_eq!(placement.workers[0].addr, w.addr.to_string());
     stop_worker.send(true).unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let status = client.shuffle_status("a", 0).await.unwrap();
-    assert!(
-        !status.placement.workers[0].alive,
-        "silent worker marked lost"
-    );
+    common::eventually("the silent worker is marked lost", || async {
+        !client
+            .shuffle_status("a", 0)
+            .await
+            .unwrap()
+            .placement
+            .workers[0]
+            .alive
+    })
+    .await;
     assert_code(
         client.register_shuffle("a", 1, 1, 1).await,
         ErrorCode::NoWorkers,

@@ -96,7 +96,8 @@ async fn fair_completion_serves_the_least_remaining_work_first() {
     small.await.unwrap();
 }
 
-#[tokio::test]
+// On a paused clock: the slackness is computed from the time passed between grants.
+#[tokio::test(start_paused = true)]
 async fn slackness_cap_serves_a_starved_large_app_first() {
     let b = Arc::new(MemoryBudget::shared(100, fcs()));
     b.set_work(HashMap::from([
@@ -314,7 +315,8 @@ async fn a_request_waiting_on_its_quota_holds_back_its_apps_later_ones() {
     assert_eq!(b.held("a"), 20);
 }
 
-#[tokio::test]
+// On a paused clock: the slackness is computed from the time passed between grants.
+#[tokio::test(start_paused = true)]
 async fn an_app_never_served_is_not_starved_by_smaller_ones() {
     let cfg = FcsConfig {
         min_service_secs: 0.05,

@@ -142,18 +142,35 @@ pub fn attempts(a: &[Option<AttemptId>]) -> Vec<Option<u32>> {
     a.iter().map(|a| a.map(|a| a.0)).collect()
 }
 
+/// How long [`eventually`] waits for its condition before failing the test.
+pub const EVENTUALLY: Duration = Duration::from_secs(30);
+
+/// Waits until `check` holds, checking every 20 ms, and fails the test naming `what` if it
+/// does not within [`EVENTUALLY`].
 pub async fn eventually<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..300 {
-        if check().await {
-            return;
+    // A deadline, not a count of tries: each check may itself wait on the coordinator's
+    // journal sync, which a loaded CI disk can stretch to seconds.
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while !check().await {
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {EVENTUALLY:?} waiting until {what}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("timed out waiting until {what}");
+}
+
+/// Waits until nothing accepts connections at `addr` (a stopped node's listener is
+/// closed), so that a test acts on a node that is really gone or can take its address
+/// again; a fixed sleep is not enough when the node's threads wait on a slow disk.
+pub async fn until_closed(addr: &str) {
+    eventually(&format!("{addr} refuses connections"), || async {
+        tokio::net::TcpStream::connect(addr).await.is_err()
+    })
+    .await;
 }
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.

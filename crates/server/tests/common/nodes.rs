@@ -227,13 +227,10 @@ impl Cluster {
                 .await,
             );
         }
-        for _ in 0..500 {
-            if coordinator.lock().counts().2 == workers as u64 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(coordinator.lock().counts().2, workers as u64);
+        super::eventually("every worker registered", || async {
+            coordinator.lock().counts().2 == workers as u64
+        })
+        .await;
         let coord = CoordinatorClient::connect(&coord_addr, &Keyring::new())
             .await
             .unwrap();
@@ -258,7 +255,7 @@ impl Cluster {
     /// Stops the worker at `addr` and has the coordinator find out at once.
     pub async fn kill(&self, addr: &str) {
         self.node(addr).stop.send(true).unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        super::until_closed(addr).await;
         self.coord.report_worker_failure(addr).await.unwrap();
     }
 
@@ -366,7 +363,7 @@ pub async fn restart_in_place(c: &Cluster, addr: &str) -> Node {
         .position(|n| n.worker.addr.to_string() == addr)
         .unwrap();
     c.nodes[i].stop.send(true).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    super::until_closed(addr).await;
     let dir = c.dir.path().join(format!("w{i}"));
     start_worker_on(&c.coord_addr, addr, vec![dir], c.tier.as_ref()).await
 }

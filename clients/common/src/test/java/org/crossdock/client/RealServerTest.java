@@ -367,6 +367,9 @@ class RealServerTest {
     coord.unregisterApp(app);
   }
 
+  /** The read timeout of {@link #anExecutorsReadsShareOneConnectionPerWorker}'s reads. */
+  private static final int READ_TIMEOUT_MS = 3000;
+
   @Test
   void anExecutorsReadsShareOneConnectionPerWorker() throws Exception {
     String app = "java-reuse";
@@ -376,8 +379,11 @@ class RealServerTest {
     try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 0, 64 << 10)) {
       for (int i = 0; i < 3; i++) {
         // Idle past the read timeout between reads: an idle connection does not time out.
-        Thread.sleep(i == 2 ? 1500 : 0);
-        try (FetchScheduler f = fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, 1000, 3)) {
+        // (3 s: an answer slower than the timeout would retry on a second connection, and a
+        // debug server on a loaded machine can take a second to answer.)
+        Thread.sleep(i == 2 ? READ_TIMEOUT_MS + 500 : 0);
+        try (FetchScheduler f =
+            fetcher(proxy.addr(), app, 1, 0, 0, 1, monitor, READ_TIMEOUT_MS, 3)) {
           assertArrayEquals(expected(0, 0, 1, 2, map -> 1000), readAll(f, null), "read " + i);
         }
       }
@@ -389,7 +395,8 @@ class RealServerTest {
       Placement other = coord.registerShuffle(app, 2, 1, 4);
       commitOneMap(app, 2, other, 1, 500);
       int part = partOn(other, pl.addrOf(0)); // 4 partitions over 2 workers: some are there
-      try (FetchScheduler f = fetcher(proxy.addr(), app, 2, part, 0, 1, monitor, 1000, 3)) {
+      try (FetchScheduler f =
+          fetcher(proxy.addr(), app, 2, part, 0, 1, monitor, READ_TIMEOUT_MS, 3)) {
         assertArrayEquals(expected(part, 0, 1, 1, map -> 500), readAll(f, null));
       }
       assertEquals(1, proxy.connections());
@@ -399,7 +406,8 @@ class RealServerTest {
       Placement pl2 = registerShuffle(app2, 1, 1, 4);
       commitOneMap(app2, 1, pl2, 1, 300);
       int part2 = partOn(pl2, pl.addrOf(0));
-      try (FetchScheduler f = fetcher(proxy.addr(), app2, 1, part2, 0, 1, monitor, 1000, 3)) {
+      try (FetchScheduler f =
+          fetcher(proxy.addr(), app2, 1, part2, 0, 1, monitor, READ_TIMEOUT_MS, 3)) {
         assertArrayEquals(expected(part2, 0, 1, 1, map -> 300), readAll(f, null));
       }
       assertEquals(2, proxy.connections(), "the second app opened its own");

@@ -113,7 +113,10 @@ class MapReduceYarnTest {
     assertTrue(vanilla.isSuccessful(), "vanilla WordCount on YARN failed");
     Configuration c = MapReduceJobs.crossdock(onYarn(), server.addr());
     c.set("mapreduce.framework.name", CrossdockClientProtocolProvider.FRAMEWORK);
-    c.set("crossdock.app.lease", "4s"); // the submitter looks at the job every second
+    // The submitter looks at the job every quarter lease (15 s). The lease outlasts the
+    // 30 s wait below after the job's end, so only an unregistration can pass it, and a
+    // stalled renewal on a loaded machine cannot expire the app mid-job.
+    c.set("crossdock.app.lease", "60s");
     Job cd = MapReduceJobs.wordCount(c, in, dir.resolve("crossdock"), 2);
     assertTrue(cd.isSuccessful(), "WordCount through Crossdock on YARN failed: "
         + cd.getStatus().getFailureInfo());
