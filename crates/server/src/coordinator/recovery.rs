@@ -139,7 +139,7 @@ async fn apply_relocation(
         shuffle_id,
         maps: revoked.clone(),
     };
-    let _ = coord.log(&[layout, revoke]);
+    let _ = coord.log(&[layout, revoke]).await;
     let m = &coord.metrics;
     CoordinatorMetrics::add(&m.lost_partitions, r.lost.len() as u64);
     CoordinatorMetrics::add(&m.adopted_partitions, adopted.len() as u64);

@@ -47,12 +47,14 @@ pub async fn register_app(
         st.register_app(app_id, lease_ms, Instant::now())?;
         st.set_app_limits(app_id, limits);
     }
-    coord.log(&[Record::App {
-        app_id: app_id.to_string(),
-        lease_ms,
-        stored_quota: Appended::of(limits.stored_quota),
-        memory_share_ppm: Appended::of(limits.memory_share_ppm),
-    }])?;
+    coord
+        .log(&[Record::App {
+            app_id: app_id.to_string(),
+            lease_ms,
+            stored_quota: Appended::of(limits.stored_quota),
+            memory_share_ppm: Appended::of(limits.memory_share_ppm),
+        }])
+        .await?;
     let token = match &coord.cfg.secret {
         Some(secret) => secret.app_token(app_id),
         None => Bytes::new(),
@@ -96,11 +98,13 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
                 Rejoin::Revived => wipe_revived_worker(coord, worker_id),
                 Rejoin::New | Rejoin::Reconnected => {}
             }
-            coord.log(&[Record::Worker {
-                id: worker_id,
-                addr: addr.clone(),
-                incarnation,
-            }])?;
+            coord
+                .log(&[Record::Worker {
+                    id: worker_id,
+                    addr: addr.clone(),
+                    incarnation,
+                }])
+                .await?;
             // The worker may have missed commits or revocations (or the coordinator may
             // have restarted): give it the coordinator's view of its shuffles.
             let c = coord.clone();
@@ -155,9 +159,11 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
                 (st.remove_app(&app_id), st.live_worker_addrs())
             };
             if existed {
-                coord.log(&[Record::AppGone {
-                    app_id: app_id.clone(),
-                }])?;
+                coord
+                    .log(&[Record::AppGone {
+                        app_id: app_id.clone(),
+                    }])
+                    .await?;
                 delete_app_on(coord, &app_id, &workers, true).await;
             }
             Ok(Message::Ok)
@@ -208,10 +214,12 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
                 (removed, st.live_worker_addrs())
             };
             if removed.is_some() {
-                coord.log(&[Record::ShuffleGone {
-                    app_id: app_id.clone(),
-                    shuffle_id,
-                }])?;
+                coord
+                    .log(&[Record::ShuffleGone {
+                        app_id: app_id.clone(),
+                        shuffle_id,
+                    }])
+                    .await?;
                 delete_shuffle_on(coord, &app_id, shuffle_id, &workers).await;
             }
             Ok(Message::Ok)
@@ -340,7 +348,7 @@ async fn register_shuffle(
         primary,
         replica,
     };
-    coord.log(&[record])?;
+    coord.log(&[record]).await?;
     tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = prepares.len(), "shuffle registered");
     Ok(coord.lock().placement(&recorded))
 }
@@ -451,14 +459,16 @@ async fn commit_map(
     // still holds in memory; the client sees an error and retries, and a restart of the
     // coordinator before that would make the map look uncommitted (recomputed, never
     // read wrong).
-    coord.log(&[Record::Commit {
-        app_id: app_id.to_string(),
-        shuffle_id,
-        map_id,
-        attempt_id,
-        stats,
-        run_starts: Appended(Some(runs).filter(|r| !r.is_empty())),
-    }])?;
+    coord
+        .log(&[Record::Commit {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            map_id,
+            attempt_id,
+            stats,
+            run_starts: Appended(Some(runs).filter(|r| !r.is_empty())),
+        }])
+        .await?;
     CoordinatorMetrics::add(&coord.metrics.commits, 1);
     Ok(Message::CommitResult {
         status: CommitStatus::Committed,

@@ -114,14 +114,16 @@ async fn make(
         let added = p.add_split(slot, primary, replica);
         assert_eq!(added, new, "only the holder of the layout guard adds slots");
     });
-    let logged = coord.log(&[Record::Split {
-        app_id: app_id.to_string(),
-        shuffle_id,
-        slot: new,
-        from: slot,
-        primary,
-        replica,
-    }]);
+    let logged = coord
+        .log(&[Record::Split {
+            app_id: app_id.to_string(),
+            shuffle_id,
+            slot: new,
+            from: slot,
+            primary,
+            replica,
+        }])
+        .await;
     if let Err(e) = logged {
         change_layout(coord, app_id, shuffle_id, shuffle, |p| p.drop_last_split());
         return Err(e);

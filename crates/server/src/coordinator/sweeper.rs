@@ -28,11 +28,13 @@ pub async fn run(coord: Arc<Coordinator>, mut shutdown: ShutdownSignal) {
             let coord = coord.clone();
             tokio::spawn(async move { handle_loss(&coord, id).await });
         }
-        coord.maybe_compact();
+        coord.maybe_compact().await;
         for app in expired {
-            let _ = coord.log(&[Record::AppGone {
-                app_id: app.clone(),
-            }]);
+            let _ = coord
+                .log(&[Record::AppGone {
+                    app_id: app.clone(),
+                }])
+                .await;
             tracing::warn!(app = %app, "app lease expired; deleting its shuffles");
             CoordinatorMetrics::add(&coord.metrics.expired_apps, 1);
             let coord = coord.clone();

@@ -167,6 +167,17 @@ impl Journal {
         Ok(())
     }
 
+    /// Whether each append waits for the device (the coordinator's `--fsync`).
+    pub fn syncs(&self) -> bool {
+        self.fsync
+    }
+
+    /// The syncers' lock, held by a test as a long sync would hold it.
+    #[cfg(test)]
+    pub(crate) fn sync_lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.synced.lock().expect("journal sync lock poisoned")
+    }
+
     /// Appends so far, and the syncs they took (fewer when appends were grouped).
     pub fn appends_and_syncs(&self) -> (u64, u64) {
         (
