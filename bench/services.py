@@ -32,9 +32,12 @@ def histogram_quantile(buckets: list[tuple[float, float]], q: float) -> float | 
 
 def histogram_summary(text: str, name: str, prefix: str) -> dict[str, float]:
     """`{prefix}s`, `{prefix}_p50_ms`, `{prefix}_p99_ms` of histogram `name` in a
-    Prometheus text page; empty if the page has no such histogram or it is empty."""
-    buckets = [(float(le), float(v)) for le, v in re.findall(rf'^{name}_bucket{{le="([^"]+)"}} (\S+)$', text, re.M)]
-    buckets.sort(key=lambda b: b[0])
+    Prometheus text page, its series summed over their labels (a standalone service's
+    workers each have one); empty if the page has no such histogram or it is empty."""
+    summed: dict[float, float] = {}
+    for le, v in re.findall(rf'^{name}_bucket{{(?:[^}}]*,)?le="([^"]+)"}} (\S+)$', text, re.M):
+        summed[float(le)] = summed.get(float(le), 0.0) + float(v)
+    buckets = sorted(summed.items())
     if not buckets or buckets[-1][1] == 0:
         return {}
     return {f"{prefix}s": buckets[-1][1], f"{prefix}_p50_ms": histogram_quantile(buckets, 0.5) * 1e3,
@@ -126,12 +129,17 @@ class CrossdockService:
     def commit_latency(self) -> dict[str, float]:
         """The coordinator's commits so far and their p50 and p99 latency in ms (from its
         `crossdock_coordinator_commit_seconds` histogram, interpolated within buckets as
-        Prometheus' histogram_quantile does), and its partition splits; empty without a
-        metrics endpoint."""
+        Prometheus' histogram_quantile does), its partition splits, and where the page has
+        the workers' histograms, their fetches' first-frame and pushes' acknowledgement
+        latency the same way; empty without a metrics endpoint."""
         if not self.metrics_url:
             return {}
         text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
         out = histogram_summary(text, "crossdock_coordinator_commit_seconds", "commit")
+        # The workers' side of a fetch's first wait and of a push (a standalone service's
+        # page has its workers'; a coordinator's alone has none).
+        out.update(histogram_summary(text, "crossdock_worker_fetch_first_frame_seconds", "fetch_first_frame"))
+        out.update(histogram_summary(text, "crossdock_worker_push_ack_seconds", "push_ack"))
         # Hot partitions continued on another worker (docs/architecture.md, "A hot partition, split").
         out["splits"] = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
                             if l.startswith("crossdock_coordinator_splits_total"))

@@ -446,7 +446,8 @@ METRICS = [("wall_s", "action wall s"), ("machine_cpu_s", "machine CPU s"), ("ex
            ("net_bytes", "bytes on links"), ("peak_executor_heap", "peak exec heap"),
            ("fetch_peak_bytes", "peak fetch buf"), ("reduce_local_share", "reduce local"),
            ("worker_peak_rss", "service RSS"), ("commits", "map commits"), ("commit_p50_ms", "commit p50 ms"),
-           ("commit_p99_ms", "commit p99 ms"), ("splits", "partition splits")]
+           ("commit_p99_ms", "commit p99 ms"), ("splits", "partition splits"),
+           ("fetch_first_frame_p50_ms", "1st frame p50 ms"), ("push_ack_p50_ms", "push ack p50 ms")]
 
 
 def _paired_wall_ratios(by_mode: dict, mode: str) -> list[float]:
