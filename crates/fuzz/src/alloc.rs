@@ -67,6 +67,19 @@ fn give(bytes: usize) {
     });
 }
 
+/// Takes `bytes` from the thread's allowance, then allocates with `allocate`; a refusal
+/// or a failed allocation returns null with the allowance as it was.
+fn counted(bytes: usize, allocate: impl FnOnce() -> *mut u8) -> *mut u8 {
+    if !take(bytes) {
+        return std::ptr::null_mut();
+    }
+    let p = allocate();
+    if p.is_null() {
+        give(bytes);
+    }
+    p
+}
+
 /// The system allocator, with the calling thread's bounded run checked first.
 struct Bounded;
 
@@ -76,25 +89,11 @@ struct Bounded;
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Bounded {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !take(layout.size()) {
-            return std::ptr::null_mut();
-        }
-        let p = System.alloc(layout);
-        if p.is_null() {
-            give(layout.size());
-        }
-        p
+        counted(layout.size(), || System.alloc(layout))
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !take(layout.size()) {
-            return std::ptr::null_mut();
-        }
-        let p = System.alloc_zeroed(layout);
-        if p.is_null() {
-            give(layout.size());
-        }
-        p
+        counted(layout.size(), || System.alloc_zeroed(layout))
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
