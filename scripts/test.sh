@@ -33,6 +33,16 @@ export AWS_ACCESS_KEY_ID=crossdock-test AWS_SECRET_ACCESS_KEY=crossdock-test-sec
 S3_PID=$!
 trap 'rm -f "$LOG"; kill $S3_PID 2>/dev/null; rm -rf "$S3_DIR" "$S3_DIR.log"' EXIT
 mkdir -p "$S3_DIR/crossdock-test"   # the bucket
+# Its first client may come within seconds (a warm cargo cache): wait until it accepts.
+for _ in $(seq 300); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null && break
+  if ! kill -0 "$S3_PID" 2>/dev/null; then
+    echo "s3s-fs exited at start (the object-store tests will fail):" >&2
+    cat "$S3_DIR.log" >&2
+    break
+  fi
+  sleep 0.1
+done
 export CROSSDOCK_TEST_S3="s3://crossdock-test?endpoint=http://127.0.0.1:$S3_PORT"
 export CROSSDOCK_REQUIRE_S3=1
 # The web UI's test loads its pages in Chromium (installed by setup.sh): missing, it fails.

@@ -577,17 +577,10 @@ async fn partitions_spread_over_several_data_dirs_and_are_recovered_from_all() {
     let w = start_worker_on(&c.coord_addr, "127.0.0.1:0", dirs.clone(), None).await;
     let addr = w.worker.addr.to_string();
     c.coord.register_app("m", 60_000).await.unwrap();
-    let deadline = tokio::time::Instant::now() + common::EVENTUALLY;
-    let placement = loop {
-        if let Ok(p) = c.coord.register_shuffle("m", 0, 1, 4).await {
-            break p;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the worker never registered"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let placement = common::first_ok("the worker registered and a shuffle is placed", || {
+        c.coord.register_shuffle("m", 0, 1, 4)
+    })
+    .await;
     run_map(&c, &placement, "m", 0, 0, 4).await.unwrap();
     for p in 0..4u32 {
         let file = dirs[p as usize % 2]

@@ -442,17 +442,10 @@ async fn no_workers_and_lost_workers_are_reported() {
     )
     .await
     .unwrap();
-    let deadline = tokio::time::Instant::now() + common::EVENTUALLY;
-    let placement = loop {
-        if let Ok(p) = client.register_shuffle("a", 0, 1, 1).await {
-            break p;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no shuffle placed: the worker did not register"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let placement = common::first_ok("the worker registered and a shuffle is placed", || {
+        client.register_shuffle("a", 0, 1, 1)
+    })
+    .await;
     assert_eq!(placement.workers[0].addr, w.addr.to_string());
     stop_worker.send(true).unwrap();
     common::eventually("the silent worker is marked lost", || async {

@@ -163,6 +163,27 @@ where
     }
 }
 
+/// The first `Ok` of `attempt`, tried every 20 ms; fails the test naming `what` and the
+/// last error if none comes within [`EVENTUALLY`] (e.g. registering a shuffle until a
+/// worker that is starting has registered).
+pub async fn first_ok<T, E, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    loop {
+        match attempt().await {
+            Ok(v) => return v,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                panic!("timed out after {EVENTUALLY:?} waiting until {what}; last error: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
 /// Waits until nothing accepts connections at `addr` (a stopped node's listener is
 /// closed), so that a test acts on a node that is really gone or can take its address
 /// again; a fixed sleep is not enough when the node's threads wait on a slow disk.

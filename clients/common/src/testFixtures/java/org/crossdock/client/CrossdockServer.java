@@ -4,7 +4,9 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.net.ServerSocket;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -113,11 +115,22 @@ public final class CrossdockServer implements AutoCloseable {
     }
   }
 
-  /** A local address nothing listens on (a port that was free a moment ago). */
-  public static String unusedAddr() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return "127.0.0.1:" + s.getLocalPort();
-    }
+  /**
+   * Sockets bound to a loopback port and never listening, kept for the JVM's lifetime: a connect
+   * to one is refused, and no other process can take its port meanwhile.
+   */
+  private static final List<Socket> HELD_PORTS = new ArrayList<>();
+
+  /**
+   * A local address nothing listens on, for as long as this JVM runs: its port stays bound here
+   * (not listening), so another test's server cannot be handed it, as it could a port merely
+   * found free a moment before.
+   */
+  public static synchronized String unusedAddr() throws IOException {
+    Socket s = new Socket();
+    s.bind(new InetSocketAddress(InetAddress.getByName("127.0.0.1"), 0));
+    HELD_PORTS.add(s);
+    return "127.0.0.1:" + s.getLocalPort();
   }
 
   /** The directory the cluster keeps its data under (its workers' partition files included). */
