@@ -30,6 +30,8 @@ import scala.collection.Iterator;
  * on). A partition's buffer is compressed (and encrypted) with {@code serializerManager.wrapStream}
  * as one frame and pushed when it reaches {@code spark.crossdock.push.batchSize}; when all the
  * task's buffers together pass {@code spark.crossdock.push.maxInFlight}, every buffer is pushed.
+ * The buffers are the task's execution memory ({@link PushBufferMemory}): when Spark grants no
+ * more, or another consumer of the task needs memory, every buffer is pushed.
  * No records are kept as objects and nothing is spilled to disk (ExternalSorter's object buffer
  * and size sampling cost this path's runtime and GC). The reader decodes each batch as its own
  * frame ({@code framedBatches} in the handle).
@@ -56,6 +58,8 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private long buffered;
   private long capacity;
   private long writeNanos;
+  private PushBufferMemory memory;
+  private SerializerManager serializerManager;
 
   CrossdockDirectWriter(CrossdockShuffleHandle<K, V, C> handle, CrossdockShuffleManager manager,
       long mapTaskId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
@@ -78,8 +82,14 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     lens = new int[numPartitions];
     bytes = new long[numPartitions];
     records = new long[numPartitions];
-    attempt.startPushing();
-    attempt.pushAndCommit(() -> pushAll(input), bytes, records);
+    memory = new PushBufferMemory(attempt.context.taskMemoryManager(), this::pushBuffered);
+    try {
+      attempt.startPushing();
+      attempt.pushAndCommit(() -> pushAll(input), bytes, records);
+    } finally {
+      bufs = null;
+      memory.releaseAll();
+    }
     attempt.finish(bytes, 0L);
   }
 
@@ -87,8 +97,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private long pushAll(Iterator<Product2<K, V>> input) throws IOException {
     ShuffleDependency<K, V, C> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
-    int numPartitions = attempt.numPartitions;
-    SerializerManager serializerManager = SparkEnv.get().serializerManager();
+    serializerManager = SparkEnv.get().serializerManager();
     ByteSink scratch = new ByteSink(64 << 10);
     SerializationStream out = dep.serializer().newInstance().serializeStream(scratch);
     int batch = attempt.conf.batchSize;
@@ -105,11 +114,9 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       records[p]++;
       attempt.metrics.incRecordsWritten(1);
       if (lens[p] >= batch) {
-        flush(p, serializerManager, true);
+        flush(p, true);
       } else if (buffered >= budget) {
-        for (int q = 0; q < numPartitions; q++) {
-          flush(q, serializerManager, false);
-        }
+        pushBuffered();
       }
     }
     scratch.reset();
@@ -118,26 +125,49 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       throw new IOException("serializer " + dep.serializer().getClass().getName()
           + " wrote " + scratch.length() + " bytes on close; it cannot be relocated");
     }
-    for (int q = 0; q < numPartitions; q++) {
-      flush(q, serializerManager, false);
-    }
+    pushBuffered();
     return writeNanos;
   }
 
-  private void append(int p, byte[] src, int n) {
-    byte[] b = bufs[p];
-    int len = lens[p];
-    if (b == null || len + n > b.length) {
-      int old = b == null ? 0 : b.length;
-      int size = (int) Math.min(Integer.MAX_VALUE - 8,
-          Math.max(Math.max(old * 2L, 4096L), (long) len + n));
-      b = b == null ? new byte[size] : Arrays.copyOf(b, size);
-      capacity += size - old;
-      bufs[p] = b;
+  /** Pushes every partition's buffer and frees them all; returns the capacity freed. */
+  private long pushBuffered() throws IOException {
+    long before = capacity;
+    for (int q = 0; q < attempt.numPartitions; q++) {
+      flush(q, false);
     }
-    System.arraycopy(src, 0, b, len, n);
-    lens[p] = len + n;
+    return before - capacity;
+  }
+
+  private void append(int p, byte[] src, int n) throws IOException {
+    if (bufs[p] == null || lens[p] + n > bufs[p].length) {
+      grow(p, n);
+    }
+    System.arraycopy(src, 0, bufs[p], lens[p], n);
+    lens[p] += n;
     buffered += n;
+  }
+
+  /**
+   * Makes room for {@code n} more bytes in partition p's buffer (doubling it), with the memory
+   * Spark grants the task: when it grants less, every buffer is pushed first and p's starts again
+   * small.
+   */
+  private void grow(int p, int n) throws IOException {
+    int old = bufs[p] == null ? 0 : bufs[p].length;
+    int size = grownSize(old, lens[p], n);
+    if (!memory.tryHold(size - old)) {
+      pushBuffered();
+      old = 0;
+      size = grownSize(0, 0, n);
+      memory.holdGranted(size);
+    }
+    bufs[p] = bufs[p] == null ? new byte[size] : Arrays.copyOf(bufs[p], size);
+    capacity += size - old;
+    PushBufferMemory.sawCapacity(capacity);
+  }
+
+  private static int grownSize(int old, int len, int n) {
+    return (int) Math.min(Integer.MAX_VALUE - 8, Math.max(Math.max(old * 2L, 4096L), (long) len + n));
   }
 
   /**
@@ -146,10 +176,15 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
    * frames of a map into one stream), so no batch can exceed the workers' batch limit even for
    * records larger than a batch.
    */
-  private void flush(int p, SerializerManager serializerManager, boolean keepBuffer)
-      throws IOException {
+  private void flush(int p, boolean keepBuffer) throws IOException {
     int len = lens[p];
     if (len == 0) {
+      if (!keepBuffer && bufs[p] != null) {
+        // An empty buffer kept from an earlier push: freed too.
+        capacity -= bufs[p].length;
+        memory.release(bufs[p].length);
+        bufs[p] = null;
+      }
       return;
     }
     long t0 = System.nanoTime();
@@ -169,6 +204,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     buffered -= len;
     if (!keepBuffer || capacity > attempt.conf.maxInFlight) {
       capacity -= bufs[p].length;
+      memory.release(bufs[p].length);
       bufs[p] = null;
     }
     writeNanos += System.nanoTime() - t0;
