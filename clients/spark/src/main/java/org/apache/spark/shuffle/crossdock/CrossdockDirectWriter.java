@@ -30,8 +30,9 @@ import scala.collection.Iterator;
  * on). A partition's buffer is compressed (and encrypted) with {@code serializerManager.wrapStream}
  * as one frame and pushed when it reaches {@code spark.crossdock.push.batchSize}; when all the
  * task's buffers together pass {@code spark.crossdock.push.maxInFlight}, every buffer is pushed.
- * The buffers are the task's execution memory ({@link PushBufferMemory}): when Spark grants no
- * more, or another consumer of the task needs memory, every buffer is pushed.
+ * The buffers and the frames awaiting acknowledgement are the task's execution memory ({@link
+ * PushBufferMemory}): when Spark grants no more, or another consumer of the task needs memory,
+ * every buffer is pushed (or, for a frame, the acknowledgements awaited).
  * No records are kept as objects and nothing is spilled to disk (ExternalSorter's object buffer
  * and size sampling cost this path's runtime and GC). The reader decodes each batch as its own
  * frame ({@code framedBatches} in the handle).
@@ -155,15 +156,15 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private void grow(int p, int n) throws IOException {
     int old = bufs[p] == null ? 0 : bufs[p].length;
     int size = grownSize(old, lens[p], n);
-    if (!memory.tryHold(size - old)) {
+    if (!memory.tryHoldBuffer(size - old)) {
       pushBuffered();
       old = 0;
       size = grownSize(0, 0, n);
-      memory.holdGranted(size);
+      memory.holdBufferGranted(size);
     }
     bufs[p] = bufs[p] == null ? new byte[size] : Arrays.copyOf(bufs[p], size);
     capacity += size - old;
-    PushBufferMemory.sawCapacity(capacity);
+    PushBufferMemory.sawMemory(capacity + attempt.unacknowledgedBytes());
   }
 
   private static int grownSize(int old, int len, int n) {
@@ -182,7 +183,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       if (!keepBuffer && bufs[p] != null) {
         // An empty buffer kept from an earlier push: freed too.
         capacity -= bufs[p].length;
-        memory.release(bufs[p].length);
+        memory.releaseBuffer(bufs[p].length);
         bufs[p] = null;
       }
       return;
@@ -198,13 +199,15 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       w.close();
       bytes[p] += frame.length();
       attempt.metrics.incBytesWritten(frame.length());
+      memory.holdFrame(frame.length(), attempt.unacknowledgedBytes(), attempt::awaitAcks);
       attempt.push(p, frame.array(), frame.length());
+      PushBufferMemory.sawMemory(capacity + attempt.unacknowledgedBytes());
     }
     lens[p] = 0;
     buffered -= len;
     if (!keepBuffer || capacity > attempt.conf.maxInFlight) {
       capacity -= bufs[p].length;
-      memory.release(bufs[p].length);
+      memory.releaseBuffer(bufs[p].length);
       bufs[p] = null;
     }
     writeNanos += System.nanoTime() - t0;

@@ -104,6 +104,16 @@ final class MapAttempt {
     return placement;
   }
 
+  /** Bytes pushed and not yet acknowledged (after {@link #startPushing}). */
+  long unacknowledgedBytes() {
+    return pusher.inFlightBytes();
+  }
+
+  /** Waits until every batch pushed so far is acknowledged (the pusher stays open). */
+  void awaitAcks() throws IOException {
+    pusher.awaitAll();
+  }
+
   /** Pushes {@code buf[0, len)} as the next batch of {@code partition}, to its worker. */
   void push(int partition, byte[] buf, int len) throws IOException {
     pusher.push(partition, placement.addrOf(partition), buf, len);
