@@ -12,10 +12,23 @@ reference result; a failure (out of memory, lost executors, a task failing 4 tim
 workers x 1 GiB, outside the executors) is the same in every trial and is reported beside
 the result: the comparison is of what the executors need.
 
+Spark keeps 300 MiB of every executor's heap for itself and refuses an executor of less than
+1.5 times that (450 MiB of heap, about 512 MiB asked), so by default the bisection cannot go
+below Spark's own floor. `--reserved-mb N` sets Spark's `spark.testing.reservedMemory` to N MiB
+in every trial of both modes (0 takes the floor away: the unified memory is then 60% of the
+whole heap), and lowers `spark.network.maxRemoteBlockSizeFetchToMem` to 32 MiB (an executor
+whose heap is below it refuses to start), to find what the shuffle itself needs below the floor.
+
 Workloads, 4 GB of shuffled data each on one host:
 
-    sort     TeraSort-style DataFrame sort of 40 M 100-byte records (spark_bench's terasort x4)
-    groupby  GroupByTest-style groupByKey of 4 M pairs with 1000-byte values (rdd-groupbykey x40)
+    sort         TeraSort-style DataFrame sort of 40 M 100-byte records (spark_bench's terasort x4)
+    groupby      GroupByTest-style groupByKey of 4 M pairs with 1000-byte values (rdd-groupbykey x40)
+    repartition  DataFrame repartition of 48 M rows with a 64-character hash, then a global count
+                 and checksum (df-repartition x3): the reduce side needs no memory of its own, so
+                 the shuffle's writers are what the executor memory must hold
+
+`--binary` and `--jar` run another build's service and client (e.g. an older one) in the
+Crossdock trials.
 """
 
 from __future__ import annotations
@@ -32,15 +45,24 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import spark_bench as sb  # noqa: E402
 
-WORKLOADS = {"sort": ("terasort", 4.0), "groupby": ("rdd-groupbykey", 40.0)}
+WORKLOADS = {"sort": ("terasort", 4.0), "groupby": ("rdd-groupbykey", 40.0),
+             "repartition": ("df-repartition", 3.0)}
 DEFAULT_CANDIDATES = "512,640,768,1024,1280,1536,2048,3072"
 
 
-def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathlib.Path, timeout: float) -> dict:
+def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathlib.Path, timeout: float,
+          reserved_mb: int | None = None) -> dict:
     name, scale = WORKLOADS[workload]
     conf = {"spark.executor.memory": f"{mem_mb}m",
             # The local-cluster workers must offer what the executor asks, with room to spare.
             "spark.master": f"local-cluster[2,1,{max(2048, mem_mb + 512)}]"}
+    if reserved_mb is not None:
+        # Read by the driver (its check of the executor memory) and by every executor.
+        conf["spark.testing.reservedMemory"] = str(reserved_mb << 20)
+        # Spark's next floor: an executor refuses to start when its Netty direct memory (its
+        # heap size, by default) is below this threshold (200 MiB by default). Remote blocks
+        # above it go to disk instead of memory, as a starved executor wants anyway.
+        conf["spark.network.maxRemoteBlockSizeFetchToMem"] = "32m"
     run_dir = workdir / f"{workload}-{mode}-{mem_mb}m"
     t0 = time.monotonic()
     try:
@@ -53,13 +75,13 @@ def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathli
 
 
 def bisect(backend, build, workload: str, mode: str, candidates: list[int], workdir: pathlib.Path,
-           timeout: float, reference: dict) -> tuple[int | None, list[dict]]:
+           timeout: float, reference: dict, reserved_mb: int | None = None) -> tuple[int | None, list[dict]]:
     """The smallest candidate with which the job completes (None if none does), and the trials."""
     lo, hi = -1, len(candidates)  # candidates[lo] fails (or none), candidates[hi] succeeds (or none)
     trials = []
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout)
+        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout, reserved_mb)
         if t["ok"]:
             want = reference.setdefault(workload, t["digest"])
             if t["digest"] != want:
@@ -81,6 +103,10 @@ def main() -> int:
     ap.add_argument("--candidates", default=DEFAULT_CANDIDATES, help=f"executor memories to try, MiB [{DEFAULT_CANDIDATES}]")
     ap.add_argument("--modes", default="vanilla,crossdock", help="[vanilla,crossdock]")
     ap.add_argument("--app-timeout", type=float, default=1500, help="seconds a trial may take [1500]")
+    ap.add_argument("--reserved-mb", type=int, help="Spark's reserved executor memory, MiB, in every trial "
+                    "(spark.testing.reservedMemory; 0 removes Spark's 450 MiB heap floor) [Spark's own: 300]")
+    ap.add_argument("--binary", default=str(sb.BINARY), help="the crossdock binary [target/release/crossdock]")
+    ap.add_argument("--jar", default=str(sb.CLIENT_JAR), help="the Spark client jar [clients/spark/target/crossdock-spark.jar]")
     ap.add_argument("--out", help="JSON file [bench-results/min-memory-<time>.json]")
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
@@ -96,11 +122,12 @@ def main() -> int:
     started = time.monotonic()
     try:
         backend = sb.LocalBackend(workdir)
-        build = sb.Build(workdir / "build")
+        build = sb.Build(workdir / "build", pathlib.Path(args.binary), pathlib.Path(args.jar))
         for w in workloads:
             results[w] = {}
             for m in modes:
-                best, trials = bisect(backend, build, w, m, candidates, workdir, args.app_timeout, reference)
+                best, trials = bisect(backend, build, w, m, candidates, workdir, args.app_timeout, reference,
+                                      args.reserved_mb)
                 results[w][m] = {"min_mb": best, "trials": trials}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -117,7 +144,8 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                                         "command": " ".join(sys.argv), "git": sb._git(), "machine": sb._machine(),
-                                        "candidates_mb": candidates, "elapsed_s": time.monotonic() - started,
+                                        "candidates_mb": candidates, "reserved_mb": args.reserved_mb,
+                                        "build": build.sha256, "elapsed_s": time.monotonic() - started,
                                         "service": "crossdock standalone, 2 workers x 1 GiB (outside the executors)"},
                                "results": results}, indent=1))
     print(f"\nwrote {out}")
