@@ -160,12 +160,27 @@ public final class MapPusher implements Closeable {
    * addr}. The pusher owns {@code buf} from now on: the caller must not change it.
    */
   public void push(int partition, String addr, byte[] buf, int len) throws IOException {
+    enqueue(partition, addr, buf, len, true);
+  }
+
+  /**
+   * {@link #push} without waiting for room in the window: the batch is queued even when the bytes
+   * unacknowledged pass {@code maxInFlightBytes}. For a caller that must not block, e.g. one
+   * handing its buffered bytes over while a lock of its engine is held (Spark's memory manager
+   * asking a consumer to give memory back); the bytes it queues are what it gave back.
+   */
+  public void pushWithoutWaiting(int partition, String addr, byte[] buf, int len) throws IOException {
+    enqueue(partition, addr, buf, len, false);
+  }
+
+  private void enqueue(int partition, String addr, byte[] buf, int len, boolean waitForRoom)
+      throws IOException {
     if (len <= 0) {
       return;
     }
     synchronized (this) {
       long start = System.nanoTime();
-      while (failure == null && inFlight > 0 && inFlight + len > maxInFlightBytes) {
+      while (waitForRoom && failure == null && inFlight > 0 && inFlight + len > maxInFlightBytes) {
         waitForProgress();
       }
       blockedNanos += System.nanoTime() - start;

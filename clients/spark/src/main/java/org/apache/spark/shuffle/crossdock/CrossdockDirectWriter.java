@@ -83,12 +83,11 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     lens = new int[numPartitions];
     bytes = new long[numPartitions];
     records = new long[numPartitions];
-    memory = new PushBufferMemory(attempt.context.taskMemoryManager(), this::pushBuffered);
+    memory = new PushBufferMemory(attempt.context.taskMemoryManager(), attempt, this::pushBuffered);
     try {
       attempt.startPushing();
       attempt.pushAndCommit(() -> pushAll(input), bytes, records);
     } finally {
-      bufs = null;
       memory.releaseAll();
     }
     attempt.finish(bytes, 0L);
@@ -154,6 +153,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
    * small.
    */
   private void grow(int p, int n) throws IOException {
+    memory.throwIfSpillFailed();
     int old = bufs[p] == null ? 0 : bufs[p].length;
     int size = grownSize(old, lens[p], n);
     if (!memory.tryHoldBuffer(size - old)) {
@@ -178,6 +178,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
    * records larger than a batch.
    */
   private void flush(int p, boolean keepBuffer) throws IOException {
+    memory.throwIfSpillFailed();
     int len = lens[p];
     if (len == 0) {
       if (!keepBuffer && bufs[p] != null) {
@@ -199,8 +200,8 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       w.close();
       bytes[p] += frame.length();
       attempt.metrics.incBytesWritten(frame.length());
-      memory.holdFrame(frame.length(), attempt.unacknowledgedBytes(), attempt::awaitAcks);
-      attempt.push(p, frame.array(), frame.length());
+      memory.holdFrame(frame.length());
+      attempt.push(p, frame.array(), frame.length(), !memory.spilling());
       PushBufferMemory.sawMemory(capacity + attempt.unacknowledgedBytes());
     }
     lens[p] = 0;

@@ -114,9 +114,16 @@ final class MapAttempt {
     pusher.awaitAll();
   }
 
-  /** Pushes {@code buf[0, len)} as the next batch of {@code partition}, to its worker. */
-  void push(int partition, byte[] buf, int len) throws IOException {
-    pusher.push(partition, placement.addrOf(partition), buf, len);
+  /**
+   * Pushes {@code buf[0, len)} as the next batch of {@code partition}, to its worker; waits for
+   * room in the push window unless {@code mayWait} is false ({@link MapPusher#pushWithoutWaiting}).
+   */
+  void push(int partition, byte[] buf, int len, boolean mayWait) throws IOException {
+    if (mayWait) {
+      pusher.push(partition, placement.addrOf(partition), buf, len);
+    } else {
+      pusher.pushWithoutWaiting(partition, placement.addrOf(partition), buf, len);
+    }
   }
 
   /**

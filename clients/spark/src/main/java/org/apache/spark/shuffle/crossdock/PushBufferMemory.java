@@ -8,47 +8,49 @@ import org.apache.spark.memory.TaskMemoryManager;
 
 /**
  * The direct writer's per-partition buffers, and the frames it pushed that no worker has
- * acknowledged yet, as execution memory of the map task. Spark's memory
- * manager then counts them beside the task's other consumers (a SQL aggregate or sort in the same
- * stage), and a map task of a small executor pushes what it buffered when Spark grants no more,
- * instead of growing its buffers to {@code spark.crossdock.push.maxInFlight} whatever the heap
- * holds: where Spark's own writer would spill to local disk, this one pushes to the workers.
+ * acknowledged yet, as execution memory of the map task. Spark's memory manager then counts them
+ * beside the task's other consumers (a SQL aggregate or sort in the same stage, a shuffle reader
+ * feeding the writer), and a map task of a small executor pushes what it buffered when Spark
+ * grants no more, instead of growing its buffers to {@code spark.crossdock.push.maxInFlight}
+ * whatever the heap holds: where Spark's own writer would spill to local disk, this one pushes.
  *
  * <p>What is held is the buffers' capacity and the unacknowledged frames' lengths. A grant short
  * of a buffer's growth makes the writer push every buffer and ask again; one short of a frame
  * makes it wait for every acknowledgement and ask again. What Spark still refuses then (at most
  * the buffer of the record being written, or one frame) is used without being counted, as a
- * sorter's last record must be. Frames pushed while Spark asked the writer to give memory back
- * ({@link #spill}) are not counted either: that push is what gives it back.
+ * sorter's last record must be.
+ *
+ * <p>When another consumer needs memory ({@link #spill}), the writer pushes its buffers without
+ * waiting for room in the push window: Spark calls {@code spill} holding its memory manager's lock
+ * (and the asking consumer may hold its own), so waiting there for a worker's acknowledgements
+ * would stall the task's other threads. Those frames are counted as window, from what the buffers
+ * held. A failure there is kept and thrown by the writer's next call ({@link #throwIfSpillFailed}),
+ * where the task's own failure handling sees it.
  */
 final class PushBufferMemory extends MemoryConsumer {
-  /** What the writer does when Spark asks it to give memory back. */
-  interface Pusher {
-    /** Pushes every buffered byte and frees the buffers; returns the bytes of memory freed. */
-    long pushBuffered() throws IOException;
-  }
-
-  /** Waits until every frame pushed so far is acknowledged. */
-  interface Acks {
-    void awaitAll() throws IOException;
-  }
-
   /**
    * The most memory any one writer of this JVM has used at once (buffers' capacity plus frames
-   * awaiting acknowledgement), for tests: with a small memory pool it must stay near the pool, not
-   * at the push window.
+   * awaiting acknowledgement), and how many times Spark made a writer push for another consumer:
+   * for tests.
    */
   private static final AtomicLong PEAK = new AtomicLong();
+  private static final AtomicLong SPILLS = new AtomicLong();
 
   static long peakInThisJvm() {
     return PEAK.get();
   }
 
-  static void resetPeak() {
-    PEAK.set(0);
+  static long spillsInThisJvm() {
+    return SPILLS.get();
   }
 
-  private final Pusher pusher;
+  static void resetCounters() {
+    PEAK.set(0);
+    SPILLS.set(0);
+  }
+
+  private final MapAttempt attempt;
+  private final MapAttempt.Pushes pushBuffered;
   /** The thread writing the map output: only there may the buffers be pushed. */
   private final Thread writer = Thread.currentThread();
   /** Counted bytes of buffer capacity. */
@@ -56,10 +58,16 @@ final class PushBufferMemory extends MemoryConsumer {
   /** Counted bytes of frames pushed and unacknowledged when last looked. */
   private long window;
   private boolean spilling;
+  private IOException spillFailure;
 
-  PushBufferMemory(TaskMemoryManager tmm, Pusher pusher) {
+  /**
+   * For the writer of {@code attempt}, whose {@code pushBuffered} pushes every buffer and frees
+   * them all.
+   */
+  PushBufferMemory(TaskMemoryManager tmm, MapAttempt attempt, MapAttempt.Pushes pushBuffered) {
     super(tmm, MemoryMode.ON_HEAP);
-    this.pusher = pusher;
+    this.attempt = attempt;
+    this.pushBuffered = pushBuffered;
   }
 
   /** Holds {@code bytes} more buffer if Spark grants all of them; holds nothing and says false if not. */
@@ -76,22 +84,30 @@ final class PushBufferMemory extends MemoryConsumer {
     buffers += acquireMemory(bytes);
   }
 
+  /** True while the writer pushes for another consumer: pushes must not wait then. */
+  boolean spilling() {
+    return spilling;
+  }
+
   /**
    * Holds {@code len} bytes for a frame about to be pushed, which stays in memory until its worker
-   * acknowledges it. First gives back what was acknowledged since the last frame ({@code
-   * unacknowledged}: the bytes still waiting now); when Spark grants less than {@code len}, waits
-   * for every acknowledgement and holds what it grants then.
+   * acknowledges it. First gives back what was acknowledged since the last frame; when Spark
+   * grants less than {@code len}, waits for every acknowledgement and holds what it grants then.
+   * While spilling, the frame's bytes move from the buffers' count instead (no new grant, no wait).
    */
-  void holdFrame(long len, long unacknowledged, Acks acks) throws IOException {
-    settle(unacknowledged);
+  void holdFrame(long len) throws IOException {
+    settle(attempt.unacknowledgedBytes());
     if (spilling) {
+      long moved = Math.min(len, buffers);
+      buffers -= moved;
+      window += moved;
       return;
     }
     if (tryAcquire(len)) {
       window += len;
       return;
     }
-    acks.awaitAll();
+    attempt.awaitAcks();
     settle(0);
     window += acquireMemory(len);
   }
@@ -135,23 +151,39 @@ final class PushBufferMemory extends MemoryConsumer {
     settle(0);
   }
 
+  /** Throws what failed while the writer pushed for another consumer, if anything did. */
+  void throwIfSpillFailed() throws IOException {
+    if (spillFailure != null) {
+      throw spillFailure;
+    }
+  }
+
   /**
-   * Another consumer of the task needs memory: the writer pushes what it buffered. Only on the
-   * writing thread, and never for the writer's own request (it pushes by itself when refused,
-   * outside a buffer's growth).
+   * Another consumer of the task needs memory: the writer pushes what it buffered, without waiting.
+   * Only on the writing thread, and never for the writer's own request (it pushes by itself when
+   * refused, outside a buffer's growth). Returns the buffer memory freed (the frames' share of it
+   * stays counted until acknowledged).
    */
   @Override
-  public long spill(long size, MemoryConsumer trigger) throws IOException {
-    if (trigger == this || Thread.currentThread() != writer || spilling || buffers == 0) {
+  public long spill(long size, MemoryConsumer trigger) {
+    if (trigger == this || Thread.currentThread() != writer || spilling || buffers == 0
+        || spillFailure != null) {
       return 0;
     }
-    long before = buffers;
+    long before = buffers + window;
     spilling = true;
     try {
-      pusher.pushBuffered();
+      pushBuffered.run();
+      SPILLS.incrementAndGet();
+    } catch (IOException e) {
+      spillFailure = e;
     } finally {
       spilling = false;
     }
-    return before - buffers;
+    long freed = before - buffers - window;
+    if (freed > 0) {
+      return freed;
+    }
+    return 0;
   }
 }

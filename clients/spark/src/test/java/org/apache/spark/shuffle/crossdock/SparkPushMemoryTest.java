@@ -5,6 +5,10 @@ import static org.junit.jupiter.api.Assertions.*;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.HashPartitioner;
+import org.apache.spark.TaskContext;
+import org.apache.spark.memory.MemoryConsumer;
+import org.apache.spark.memory.MemoryMode;
+import org.apache.spark.memory.TaskMemoryManager;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.crossdock.client.CrossdockServer;
@@ -47,27 +51,40 @@ class SparkPushMemoryTest {
     SparkLocalTest.stop(sc, server);
   }
 
-  @Test
-  void aMapTaskBuffersNoMoreThanSparkGrantsIt() {
+  /** 40 MB in {@code maps} map tasks: keys 0 to 199,999, each with ~200 bytes. */
+  JavaPairRDD<Integer, String> pairs(int maps) {
     List<Integer> seeds = new ArrayList<>();
-    for (int i = 0; i < 2; i++) {
-      seeds.add(i);
+    for (int m = 0; m < maps; m++) {
+      seeds.add(m);
     }
-    // Two map tasks of 20 MiB each (100,000 records of ~200 bytes) over 64 partitions.
-    JavaPairRDD<Integer, String> pairs = sc.parallelize(seeds, 2).flatMapToPair(seed -> {
+    int each = 200_000 / maps;
+    return sc.parallelize(seeds, maps).flatMapToPair(seed -> {
       List<Tuple2<Integer, String>> out = new ArrayList<>();
       String pad = "x".repeat(190);
-      for (int i = 0; i < 100_000; i++) {
-        out.add(new Tuple2<>(seed * 100_000 + i, pad));
+      for (int i = 0; i < each; i++) {
+        out.add(new Tuple2<>(seed * each + i, pad));
       }
       return out.iterator();
     });
-    PushBufferMemory.resetPeak();
-    JavaPairRDD<Integer, String> shuffled = pairs.partitionBy(new HashPartitioner(64));
-    assertTrue(((CrossdockShuffleHandle<?, ?, ?>) SparkLocalTest.shuffleDep(shuffled).shuffleHandle())
-        .framedBatches, "the direct writer");
-    long keys = shuffled.keys().map(Integer::longValue).reduce(Long::sum);
-    assertEquals(199_999L * 200_000L / 2, keys, "every record read once");
+  }
+
+  /** The sum of {@code rdd}'s keys (199,999 × 200,000 / 2 for {@link #pairs}). */
+  static long keySum(JavaPairRDD<Integer, String> rdd) {
+    return rdd.keys().map(Integer::longValue).reduce(Long::sum);
+  }
+
+  static boolean direct(JavaPairRDD<Integer, String> shuffled) {
+    return ((CrossdockShuffleHandle<?, ?, ?>) SparkLocalTest.shuffleDep(shuffled).shuffleHandle())
+        .framedBatches;
+  }
+
+  @Test
+  void aMapTaskBuffersNoMoreThanSparkGrantsIt() {
+    PushBufferMemory.resetCounters();
+    // Two map tasks of 20 MB each over 64 partitions.
+    JavaPairRDD<Integer, String> shuffled = pairs(2).partitionBy(new HashPartitioner(64));
+    assertTrue(direct(shuffled), "the direct writer");
+    assertEquals(199_999L * 200_000L / 2, keySum(shuffled), "every record read once");
     assertEquals(200_000L, shuffled.count());
     long peak = PushBufferMemory.peakInThisJvm();
     assertTrue(peak > 0, "the writer's memory was seen");
@@ -75,4 +92,82 @@ class SparkPushMemoryTest {
     // record's buffer.
     assertTrue(peak <= POOL + (1 << 20), "the writer's memory peaked at " + peak + " bytes; the pool is " + POOL);
   }
+
+  /** An operator upstream of the writer in the same task that needs execution memory midway. */
+  static final class Hungry extends MemoryConsumer {
+    long granted;
+
+    Hungry(TaskMemoryManager tmm) {
+      super(tmm, MemoryMode.ON_HEAP);
+    }
+
+    @Override
+    public long spill(long size, MemoryConsumer trigger) {
+      return 0;
+    }
+  }
+
+  /**
+   * Another consumer of the map task (as a SQL aggregate or sort before the exchange would be)
+   * asks for the whole pool while the writer holds part of it: Spark asks the writer to give memory
+   * back ({@code spill}), the writer pushes what it buffered without waiting for acknowledgements,
+   * the other consumer gets its memory, and every record still arrives once.
+   */
+  @Test
+  void anotherConsumerOfTheTaskMakesTheWriterPushAndEveryRecordArrivesOnce() {
+    JavaPairRDD<Integer, String> hungry =
+        pairs(2).mapPartitionsToPair(SparkPushMemoryTest::hungryMidway, true);
+    JavaPairRDD<Integer, String> shuffled = hungry.partitionBy(new HashPartitioner(64));
+    assertTrue(direct(shuffled), "the direct writer");
+    PushBufferMemory.resetCounters();
+    GRANTED.set(0);
+    assertEquals(199_999L * 200_000L / 2, keySum(shuffled), "every record read once");
+    assertTrue(PushBufferMemory.spillsInThisJvm() > 0, "the other consumer's request made the writer push");
+    // Everything but what the writer could not give back (the frames it pushed, until acknowledged).
+    assertTrue(GRANTED.get() >= POOL / 2, "the other consumer got " + GRANTED.get() + " of " + POOL);
+  }
+
+  /**
+   * {@code it}, with a {@link Hungry} consumer of the task that asks for the whole pool at the
+   * 60,000th record (the writer holds part of it then) and gives what it got back 1,000 records
+   * later. (Static: a lambda's anonymous class would
+   * capture the test.)
+   */
+  static java.util.Iterator<Tuple2<Integer, String>> hungryMidway(
+      java.util.Iterator<Tuple2<Integer, String>> it) {
+    Hungry h = new Hungry(TaskContext.get().taskMemoryManager());
+    return new java.util.Iterator<>() {
+      int seen;
+
+      @Override
+      public boolean hasNext() {
+        boolean more = it.hasNext();
+        if (!more) {
+          giveBack();
+        }
+        return more;
+      }
+
+      @Override
+      public Tuple2<Integer, String> next() {
+        if (++seen == 60_000) {
+          h.granted = h.acquireMemory(POOL);
+          GRANTED.accumulateAndGet(h.granted, Math::max);
+        } else if (seen == 61_000) {
+          giveBack();
+        }
+        return it.next();
+      }
+
+      private void giveBack() {
+        if (h.granted > 0) {
+          h.freeMemory(h.granted);
+          h.granted = 0;
+        }
+      }
+    };
+  }
+
+  /** The largest grant the other consumer got (tasks run in this JVM: local mode). */
+  static final java.util.concurrent.atomic.AtomicLong GRANTED = new java.util.concurrent.atomic.AtomicLong();
 }
