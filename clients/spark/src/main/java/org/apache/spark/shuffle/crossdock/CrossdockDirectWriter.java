@@ -25,10 +25,11 @@ import scala.collection.Iterator;
  *
  * <p>Crossdock's workers group a partition's data themselves, so a map task needs no sort: each
  * record is serialized once, straight into its partition's buffer (one serialization stream
- * writes into a scratch buffer whose bytes are moved to the partition; relocation makes the
- * concatenation a valid stream, the property Spark's own {@code UnsafeShuffleWriter} relies
- * on). A partition's buffer is compressed (and encrypted) with {@code serializerManager.wrapStream}
- * as one frame and pushed when it reaches {@code spark.crossdock.push.batchSize}; when all the
+ * writes into a scratch buffer whose bytes are moved to the partition, in chunks that are never
+ * copied to grow ({@link PartitionChunks}); relocation makes the concatenation a valid stream,
+ * the property Spark's own {@code UnsafeShuffleWriter} relies on). A partition's buffer is
+ * compressed (and encrypted) with {@code serializerManager.wrapStream} as one frame and pushed
+ * when it reaches {@code spark.crossdock.push.batchSize}; when all the
  * task's buffers together pass {@code spark.crossdock.push.maxInFlight}, every buffer is pushed.
  * The buffers and the frames awaiting acknowledgement are the task's execution memory ({@link
  * PushBufferMemory}): when Spark grants no more, or another consumer of the task needs memory,
@@ -52,13 +53,21 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   private static final scala.reflect.ClassTag<Object> OBJECT = scala.reflect.ClassTag$.MODULE$.Object();
 
   // Per-partition buffers of serialized, not yet compressed records.
-  private byte[][] bufs;
-  private int[] lens;
+  private PartitionChunks[] bufs;
   private long[] bytes;
   private long[] records;
   private long buffered;
   private long capacity;
   private long writeNanos;
+  /**
+   * Where each frame is compressed, kept for the task; the frame pushed is a copy of exactly its
+   * bytes. (A sink per frame, started at half the raw bytes, left most of its array unused and
+   * uncounted while the frame awaited acknowledgement when the data compressed well, and was
+   * copied to grow, old and new array at once, when it did not: where small executors ran out of
+   * heap.) Its array is counted as the task's memory.
+   */
+  private ByteSink frameSink;
+  private long frameSinkCounted;
   private PushBufferMemory memory;
   private SerializerManager serializerManager;
 
@@ -79,8 +88,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       return;
     }
     int numPartitions = attempt.numPartitions;
-    bufs = new byte[numPartitions][];
-    lens = new int[numPartitions];
+    bufs = new PartitionChunks[numPartitions];
     bytes = new long[numPartitions];
     records = new long[numPartitions];
     memory = new PushBufferMemory(attempt.context.taskMemoryManager(), attempt, this::pushBuffered);
@@ -113,7 +121,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       append(p, scratch.array(), scratch.length());
       records[p]++;
       attempt.metrics.incRecordsWritten(1);
-      if (lens[p] >= batch) {
+      if (bufs[p].length() >= batch) {
         flush(p, true);
       } else if (buffered >= budget) {
         pushBuffered();
@@ -139,36 +147,33 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   }
 
   private void append(int p, byte[] src, int n) throws IOException {
-    if (bufs[p] == null || lens[p] + n > bufs[p].length) {
-      grow(p, n);
+    if (bufs[p] == null) {
+      bufs[p] = new PartitionChunks();
     }
-    System.arraycopy(src, 0, bufs[p], lens[p], n);
-    lens[p] += n;
+    int chunk = bufs[p].chunkFor(n);
+    if (chunk > 0) {
+      grow(p, chunk, n);
+    }
+    bufs[p].append(src, 0, n);
     buffered += n;
   }
 
   /**
-   * Makes room for {@code n} more bytes in partition p's buffer (doubling it), with the memory
-   * Spark grants the task: when it grants less, every buffer is pushed first and p's starts again
-   * small.
+   * Adds a chunk of {@code size} bytes to partition p's buffer, with the memory Spark grants the
+   * task: when it grants less, every buffer is pushed first and p's starts again with the chunk
+   * the {@code n} bytes to append need.
    */
-  private void grow(int p, int n) throws IOException {
+  private void grow(int p, int size, int n) throws IOException {
     memory.throwIfSpillFailed();
-    int old = bufs[p] == null ? 0 : bufs[p].length;
-    int size = grownSize(old, lens[p], n);
-    if (!memory.tryHoldBuffer(size - old)) {
+    if (!memory.tryHoldBuffer(size)) {
       pushBuffered();
-      old = 0;
-      size = grownSize(0, 0, n);
+      bufs[p] = new PartitionChunks();
+      size = bufs[p].chunkFor(n);
       memory.holdBufferGranted(size);
     }
-    bufs[p] = bufs[p] == null ? new byte[size] : Arrays.copyOf(bufs[p], size);
-    capacity += size - old;
-    PushBufferMemory.sawMemory(capacity + attempt.unacknowledgedBytes());
-  }
-
-  private static int grownSize(int old, int len, int n) {
-    return (int) Math.min(Integer.MAX_VALUE - 8, Math.max(Math.max(old * 2L, 4096L), (long) len + n));
+    bufs[p].addChunk(size);
+    capacity += size;
+    PushBufferMemory.sawMemory(capacity + frameSinkCounted + attempt.unacknowledgedBytes());
   }
 
   /**
@@ -179,13 +184,12 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
    */
   private void flush(int p, boolean keepBuffer) throws IOException {
     memory.throwIfSpillFailed();
-    int len = lens[p];
+    PartitionChunks buf = bufs[p];
+    int len = buf == null ? 0 : buf.length();
     if (len == 0) {
-      if (!keepBuffer && bufs[p] != null) {
+      if (!keepBuffer && buf != null) {
         // An empty buffer kept from an earlier push: freed too.
-        capacity -= bufs[p].length;
-        memory.releaseBuffer(bufs[p].length);
-        bufs[p] = null;
+        free(p);
       }
       return;
     }
@@ -194,24 +198,60 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     ShuffleBlockId blockId = new ShuffleBlockId(handle.shuffleId(), attempt.mapTaskId, p);
     for (int off = 0; off < len; off += chunk) {
       int n = Math.min(chunk, len - off);
-      ByteSink frame = new ByteSink(Math.max(1024, n / 2));
-      OutputStream w = serializerManager.wrapStream(blockId, frame);
-      w.write(bufs[p], off, n);
+      ByteSink sink = frameSink(n);
+      OutputStream w = serializerManager.wrapStream(blockId, sink);
+      buf.writeTo(w, off, n);
       w.close();
-      bytes[p] += frame.length();
-      attempt.metrics.incBytesWritten(frame.length());
-      memory.holdFrame(frame.length());
-      attempt.push(p, frame.array(), frame.length(), !memory.spilling());
-      PushBufferMemory.sawMemory(capacity + attempt.unacknowledgedBytes());
+      countFrameSink(sink.array().length);
+      int frameLen = sink.length();
+      bytes[p] += frameLen;
+      attempt.metrics.incBytesWritten(frameLen);
+      memory.holdFrame(frameLen);
+      attempt.push(p, Arrays.copyOf(sink.array(), frameLen), frameLen, !memory.spilling());
+      PushBufferMemory.sawMemory(capacity + frameSinkCounted + attempt.unacknowledgedBytes());
     }
-    lens[p] = 0;
+    buf.clear();
     buffered -= len;
     if (!keepBuffer || capacity > attempt.conf.maxInFlight) {
-      capacity -= bufs[p].length;
-      memory.releaseBuffer(bufs[p].length);
-      bufs[p] = null;
+      free(p);
     }
     writeNanos += System.nanoTime() - t0;
+  }
+
+  /**
+   * The frame sink, emptied, with room for a frame of {@code raw} bytes that do not compress
+   * (the codecs' framing adds well under 1/16): replaced by a larger one, counted first, when it
+   * has less.
+   */
+  private ByteSink frameSink(int raw) {
+    int want = (int) Math.min(Integer.MAX_VALUE - 8, raw + (raw >> 4) + 1024L);
+    if (frameSink == null || frameSink.array().length < want) {
+      frameSink = null;
+      countFrameSink(want);
+      frameSink = new ByteSink(want);
+    }
+    frameSink.reset();
+    return frameSink;
+  }
+
+  /**
+   * Counts the frame sink's array at {@code bytes} if more than counted. Not while the writer
+   * pushes for another consumer (Spark is asking for memory back then): what it grew by is counted
+   * at the next frame.
+   */
+  private void countFrameSink(long bytes) {
+    if (bytes > frameSinkCounted && !memory.spilling()) {
+      memory.holdBufferGranted(bytes - frameSinkCounted);
+      frameSinkCounted = bytes;
+    }
+  }
+
+  /** Drops partition p's buffer and gives its memory back. */
+  private void free(int p) {
+    long c = bufs[p].capacity();
+    capacity -= c;
+    memory.releaseBuffer(c);
+    bufs[p] = null;
   }
 
   @Override
@@ -220,6 +260,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       return attempt.stop(success);
     } finally {
       bufs = null;
+      frameSink = null;
     }
   }
 
