@@ -1,6 +1,7 @@
 package org.apache.spark.shuffle.crossdock;
 
 import org.apache.spark.SparkConf;
+import org.apache.spark.network.util.JavaUtils;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.client.route.RoutePolicy;
@@ -66,6 +67,31 @@ public final class CrossdockConf {
   /** {@link #APP_MEMORY_SHARE} in parts per million, 0 when not set. */
   public final long appMemorySharePpm;
 
+  /**
+   * The default of a window a running task holds ({@link #PUSH_MAX_IN_FLIGHT}, {@link
+   * #FETCH_MAX_IN_FLIGHT}) when its key is not set: the fixed default, or an eighth of the heap a
+   * task slot has when that is less, and at least 1 MiB. A fixed window is the same for every
+   * executor, so a small one ran out of heap where Spark's own shuffle did not (a groupBy whose
+   * executor has 64 MiB: both windows at 8 MiB it completes, at their fixed defaults its map tasks'
+   * pushes and then its reduce tasks' reads fill the heap; bench/min_memory.py). From 256 MiB of
+   * heap per task slot up, the fixed defaults stand.
+   */
+  static long windowFor(long heapPerTask, long fixed) {
+    return Math.max(1L << 20, Math.min(fixed, heapPerTask / 8));
+  }
+
+  /**
+   * The heap a task slot of this JVM has: Spark's view of the heap ({@code spark.testing.memory}
+   * when set, as Spark's memory manager reads it) over the task slots ({@code spark.executor.cores}
+   * over {@code spark.task.cpus}, at least one).
+   */
+  static long heapPerTask(SparkConf conf) {
+    long heap = conf.getLong("spark.testing.memory", Runtime.getRuntime().maxMemory());
+    int cpus = Math.max(1, conf.getInt("spark.task.cpus", 1));
+    int slots = Math.max(1, conf.getInt("spark.executor.cores", 1) / cpus);
+    return heap / slots;
+  }
+
   public CrossdockConf(SparkConf conf) {
     String c = conf.get(COORDINATOR, "").trim();
     if (c.isEmpty()) {
@@ -79,9 +105,14 @@ public final class CrossdockConf {
       throw new IllegalArgumentException(PUSH_BATCH_SIZE + " must be between 1k and 16m, got " + b);
     }
     this.batchSize = (int) b;
-    this.maxInFlight = Math.max(conf.getSizeAsBytes(PUSH_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT), 1);
+    long heapPerTask = heapPerTask(conf);
+    this.maxInFlight = conf.contains(PUSH_MAX_IN_FLIGHT)
+        ? Math.max(conf.getSizeAsBytes(PUSH_MAX_IN_FLIGHT), 1)
+        : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT));
     this.networkTimeoutMs = Math.max(conf.getTimeAsMs(NETWORK_TIMEOUT, DEFAULT_NETWORK_TIMEOUT), 1000);
-    this.fetchMaxInFlight = conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT, DEFAULT_FETCH_MAX_IN_FLIGHT);
+    this.fetchMaxInFlight = conf.contains(FETCH_MAX_IN_FLIGHT)
+        ? conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT)
+        : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT));
     if (fetchMaxInFlight < (1 << 20)) {
       throw new IllegalArgumentException(FETCH_MAX_IN_FLIGHT + " must be at least 1m, got "
           + fetchMaxInFlight);

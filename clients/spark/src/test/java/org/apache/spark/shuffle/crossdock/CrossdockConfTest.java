@@ -1,0 +1,51 @@
+package org.apache.spark.shuffle.crossdock;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import org.apache.spark.SparkConf;
+import org.junit.jupiter.api.Test;
+
+/** The windows' defaults follow the heap a task slot has; a value set is taken as it is. */
+class CrossdockConfTest {
+  static final long MIB = 1L << 20;
+
+  static SparkConf conf(long heap, int cores) {
+    return new SparkConf(false)
+        .set(CrossdockConf.COORDINATOR, "127.0.0.1:1")
+        .set("spark.testing.memory", String.valueOf(heap))
+        .set("spark.executor.cores", String.valueOf(cores));
+  }
+
+  @Test
+  void aWindowIsAnEighthOfATaskSlotsHeapUpToItsFixedDefault() {
+    assertEquals(8 * MIB, CrossdockConf.windowFor(64 * MIB, 32 * MIB));
+    assertEquals(32 * MIB, CrossdockConf.windowFor(256 * MIB, 32 * MIB), "from 256 MiB up, the fixed default");
+    assertEquals(32 * MIB, CrossdockConf.windowFor(8192 * MIB, 32 * MIB));
+    assertEquals(MIB, CrossdockConf.windowFor(2 * MIB, 32 * MIB), "at least 1 MiB");
+  }
+
+  @Test
+  void theDefaultsScaleWithTheExecutorsHeapAndItsTaskSlots() {
+    CrossdockConf small = new CrossdockConf(conf(64 * MIB, 1));
+    assertEquals(8 * MIB, small.maxInFlight);
+    assertEquals(8 * MIB, small.fetchMaxInFlight);
+    CrossdockConf shared = new CrossdockConf(conf(1024 * MIB, 8).set("spark.task.cpus", "2"));
+    assertEquals(32 * MIB, shared.maxInFlight, "1 GiB over 4 slots: 256 MiB each");
+    CrossdockConf many = new CrossdockConf(conf(1024 * MIB, 16));
+    assertEquals(8 * MIB, many.maxInFlight, "1 GiB over 16 slots: 64 MiB each");
+    CrossdockConf usual = new CrossdockConf(conf(1024 * MIB, 1));
+    assertEquals(32 * MIB, usual.maxInFlight);
+    assertEquals(48 * MIB, usual.fetchMaxInFlight);
+  }
+
+  @Test
+  void aWindowSetIsTakenWhateverTheHeap() {
+    CrossdockConf c = new CrossdockConf(conf(64 * MIB, 1)
+        .set(CrossdockConf.PUSH_MAX_IN_FLIGHT, "32m")
+        .set(CrossdockConf.FETCH_MAX_IN_FLIGHT, "48m"));
+    assertEquals(32 * MIB, c.maxInFlight);
+    assertEquals(48 * MIB, c.fetchMaxInFlight);
+    assertThrows(IllegalArgumentException.class,
+        () -> new CrossdockConf(conf(64 * MIB, 1).set(CrossdockConf.FETCH_MAX_IN_FLIGHT, "512k")));
+  }
+}
