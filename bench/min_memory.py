@@ -28,7 +28,10 @@ Workloads, 4 GB of shuffled data each on one host:
                  the shuffle's writers are what the executor memory must hold
 
 `--binary` and `--jar` run another build's service and client (e.g. an older one) in the
-Crossdock trials.
+Crossdock trials; `--crossdock-conf KEY=VALUE` sets a Spark property in the Crossdock trials only
+(e.g. a smaller push window, to see what the client needs at a given size). A failed trial
+records the first out-of-memory error of its executors with the frames under it (where the heap
+ran out); `--keep-logs` keeps every trial's logs.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ DEFAULT_CANDIDATES = "512,640,768,1024,1280,1536,2048,3072"
 
 
 def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathlib.Path, timeout: float,
-          reserved_mb: int | None = None) -> dict:
+          reserved_mb: int | None = None, extra: dict | None = None) -> dict:
     name, scale = WORKLOADS[workload]
     conf = {"spark.executor.memory": f"{mem_mb}m",
             # The local-cluster workers must offer what the executor asks, with room to spare.
@@ -63,6 +66,7 @@ def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathli
         # heap size, by default) is below this threshold (200 MiB by default). Remote blocks
         # above it go to disk instead of memory, as a starved executor wants anyway.
         conf["spark.network.maxRemoteBlockSizeFetchToMem"] = "32m"
+    conf.update(extra or {})
     run_dir = workdir / f"{workload}-{mode}-{mem_mb}m"
     t0 = time.monotonic()
     try:
@@ -71,17 +75,30 @@ def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathli
                 "app_s": time.monotonic() - t0, "spill": r.get("spill_disk_bytes", 0),
                 "service_rss": r.get("worker_peak_rss", 0)}
     except RuntimeError as e:
-        return {"mem_mb": mem_mb, "ok": False, "error": str(e).splitlines()[0][-300:], "app_s": time.monotonic() - t0}
+        return {"mem_mb": mem_mb, "ok": False, "error": str(e).splitlines()[0][-300:], "app_s": time.monotonic() - t0,
+                "executor_oom": first_oom(run_dir)}
+
+
+def first_oom(run_dir: pathlib.Path) -> str | None:
+    """The first out-of-memory error in the trial's executor logs, with the frames under it
+    (where the heap ran out), or None."""
+    for log in sorted((run_dir / "spark-work").rglob("stderr")):
+        lines = log.read_text(errors="replace").splitlines()
+        for i, ln in enumerate(lines):
+            if "OutOfMemoryError" in ln:
+                return "\n".join(x.strip() for x in lines[i:i + 8])
+    return None
 
 
 def bisect(backend, build, workload: str, mode: str, candidates: list[int], workdir: pathlib.Path,
-           timeout: float, reference: dict, reserved_mb: int | None = None) -> tuple[int | None, list[dict]]:
+           timeout: float, reference: dict, reserved_mb: int | None = None,
+           extra: dict | None = None) -> tuple[int | None, list[dict]]:
     """The smallest candidate with which the job completes (None if none does), and the trials."""
     lo, hi = -1, len(candidates)  # candidates[lo] fails (or none), candidates[hi] succeeds (or none)
     trials = []
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout, reserved_mb)
+        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout, reserved_mb, extra)
         if t["ok"]:
             want = reference.setdefault(workload, t["digest"])
             if t["digest"] != want:
@@ -89,6 +106,8 @@ def bisect(backend, build, workload: str, mode: str, candidates: list[int], work
                 t["error"] = f"wrong result {t['digest']} (expected {want})"
         trials.append(t)
         status = f"ok in {t['wall_s']:.0f} s" if t["ok"] else f"failed: {t['error'][:120]}"
+        if t.get("executor_oom"):
+            status += "\n  an executor ran out of memory:\n    " + t["executor_oom"].replace("\n", "\n    ")
         print(f"{workload} {mode} {candidates[mid]} MiB: {status}", flush=True)
         if t["ok"]:
             hi = mid
@@ -108,8 +127,16 @@ def main() -> int:
     ap.add_argument("--binary", default=str(sb.BINARY), help="the crossdock binary [target/release/crossdock]")
     ap.add_argument("--jar", default=str(sb.CLIENT_JAR), help="the Spark client jar [clients/spark/target/crossdock-spark.jar]")
     ap.add_argument("--out", help="JSON file [bench-results/min-memory-<time>.json]")
+    ap.add_argument("--crossdock-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark property for the Crossdock trials only, e.g. spark.crossdock.push.maxInFlight=8m "
+                         "(what the client needs at a given size); repeatable")
+    ap.add_argument("--keep-logs", action="store_true", help="keep every trial's driver, executor and service logs (printed path)")
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
+    bad_conf = [c for c in args.crossdock_conf if "=" not in c]
+    if bad_conf:
+        raise SystemExit(f"--crossdock-conf {bad_conf[0]!r}: expected KEY=VALUE")
+    crossdock_conf = dict(c.split("=", 1) for c in args.crossdock_conf)
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:
         raise SystemExit(f"unknown workloads {bad}; choose from {list(WORKLOADS)}")
@@ -126,11 +153,15 @@ def main() -> int:
         for w in workloads:
             results[w] = {}
             for m in modes:
+                extra = crossdock_conf if m != "vanilla" else {}
                 best, trials = bisect(backend, build, w, m, candidates, workdir, args.app_timeout, reference,
-                                      args.reserved_mb)
+                                      args.reserved_mb, extra)
                 results[w][m] = {"min_mb": best, "trials": trials}
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep_logs:
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     print()
     print("| workload | " + " | ".join(f"{m} min executor memory" for m in modes) + " | crossdock / vanilla |")
     print("|---|" + "---|" * (len(modes) + 1))

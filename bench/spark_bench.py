@@ -377,8 +377,43 @@ def app_conf(backend, workload: str, mode: Mode, coordinator: str | None, build:
     return conf
 
 
+def _local_cluster_work() -> pathlib.Path | None:
+    """Where local-cluster's workers put their executors' directories (logs, jars):
+    SPARK_HOME/work, SPARK_HOME being pyspark's package unless set (they ignore
+    SPARK_WORKER_DIR, which only a standalone worker's own start reads)."""
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        import importlib.util
+        spec = importlib.util.find_spec("pyspark")
+        if spec is None or spec.origin is None:
+            return None
+        home = str(pathlib.Path(spec.origin).parent)
+    return pathlib.Path(home) / "work"
+
+
+def _local_cluster_apps() -> set[str]:
+    work = _local_cluster_work()
+    return {p.name for p in work.iterdir()} if work and work.is_dir() else set()
+
+
+def _keep_executor_logs(before: set[str], dest: pathlib.Path) -> None:
+    """Moves the executor directories of the applications started since `before` into `dest`
+    (the run's directory), so that they go or stay with the run's other logs instead of
+    piling up in the Python environment."""
+    work = _local_cluster_work()
+    if not work or not work.is_dir():
+        return
+    for name in sorted(_local_cluster_apps() - before):
+        dest.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            shutil.move(str(work / name), str(dest / name))
+
+
 def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_dir: pathlib.Path,
-            app_timeout: float = 1200, child_args: list[str] | None = None) -> dict:
+            app_timeout: float = 1200, child_args: list[str] | None = None, jfr: bool = False) -> dict:
+    """One application of `workload` in `mode`; with `jfr`, every executor JVM records a
+    Java Flight Recording (the JDK's `profile` settings: CPU and allocation samples) into
+    `run_dir/jfr/` (one file per JVM; `bench/jfr_summary.py` reads them)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     service = None
     env = backend.peer_env()
@@ -389,20 +424,25 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
             service = backend.start_crossdock(mode.build or build, run_dir, tls=mode.name in TLS_MODES,
                                               coordinator_args=COORDINATOR_ARGS.get(mode.name))
         conf = app_conf(backend, workload, mode, service.address if service else None, build)
+        if jfr:
+            (run_dir / "jfr").mkdir(exist_ok=True)
+            # A directory: the JVM names each file by its pid (JDK 17 does not expand %p).
+            conf["spark.executor.extraJavaOptions"] = " ".join(filter(None, [
+                conf.get("spark.executor.extraJavaOptions"),
+                f"-XX:StartFlightRecording=settings=profile,dumponexit=true,filename={run_dir / 'jfr'}/"]))
         if service is not None and service.tls_ca is not None:
             conf["spark.crossdock.tls.ca"] = str(service.tls_ca)
         conf_path = run_dir / "conf.json"
         conf_path.write_text(json.dumps(conf))
         cmd = backend.child_prefix() + [sys.executable, str(build.script), "--conf-file", str(conf_path)] + (
             child_args if child_args is not None else ["--child", workload, "--scale", str(scale)])
+        apps_before = _local_cluster_apps()
         c0 = backend.counters()
         busy0, t0 = _cpu_jiffies(), time.monotonic()
         # Its own process group, so that the driver JVM and (local-cluster) its executors
         # go with it when the run times out or the suite is interrupted.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYSPARK_PYTHON": sys.executable, "CROSSDOCK_BENCH_ROOT": str(ROOT),
-                                     # local-cluster's workers keep executor logs here, not in SPARK_HOME/work
-                                     "SPARK_WORKER_DIR": str(run_dir / "spark-work")},
+                                env={**os.environ, "PYSPARK_PYTHON": sys.executable, "CROSSDOCK_BENCH_ROOT": str(ROOT)},
                                 start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=app_timeout)
@@ -417,6 +457,7 @@ def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_
             raise
         busy1, t1 = _cpu_jiffies(), time.monotonic()
         c1 = backend.counters()
+        _keep_executor_logs(apps_before, run_dir / "spark-work")
         (run_dir / "driver.log").write_text(stderr)
         line = next((ln for ln in stdout.splitlines() if ln.startswith("RESULT ")), None)
         if proc.returncode != 0 or line is None:
@@ -612,7 +653,7 @@ def run_suite(args, backend, workdir: pathlib.Path, prefix: str = "spark") -> in
                     a0 = time.monotonic()
                     try:
                         r = one_run(backend, build, wl, mode, args.scale * wscale.get(wl, 1.0), workdir / "runs" / f"{wl}-{mode.name}-{run + 1}",
-                                    args.app_timeout)
+                                    args.app_timeout, jfr=args.jfr)
                         r["round"] = run
                         results[wl][mode.name].append(r)
                         msg = f"{r['wall_s']:.1f} s, {r['shuffle_write_bytes'] / 1e6:.0f} MB shuffled"
@@ -693,6 +734,10 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
     ap.add_argument("--plot-only", metavar="FILE", help="draw the plots of an existing result JSON and exit")
     ap.add_argument("--app-timeout", type=float, default=1200, help="seconds before one application is killed and counted failed [1200]")
     ap.add_argument("--keep-logs", action="store_true", help="keep every run's driver and service logs (printed path)")
+    ap.add_argument("--jfr", action="store_true",
+                    help="record every executor with Java Flight Recorder into each run's jfr/ directory (implies "
+                         "--keep-logs; summarize with bench/jfr_summary.py). Profiling costs a few percent: "
+                         "compare runs made with it only to each other")
 
 
 def main() -> int:
@@ -707,7 +752,7 @@ def main() -> int:
     if args.plot_only:
         _plots(pathlib.Path(args.plot_only))
         return 0
-    with work_dir("crossdock-bench-", args.keep_logs) as workdir:
+    with work_dir("crossdock-bench-", args.keep_logs or args.jfr) as workdir:
         return run_suite(args, LocalBackend(workdir, replication=args.replication,
                                         worker_memory=args.worker_memory, split_size=args.split_size), workdir)
 
