@@ -72,24 +72,54 @@ public final class CrossdockConf {
    * #FETCH_MAX_IN_FLIGHT}) when its key is not set: the fixed default, or an eighth of the heap a
    * task slot has when that is less, and at least 1 MiB. A fixed window is the same for every
    * executor, so a small one ran out of heap where Spark's own shuffle did not (a groupBy whose
-   * executor has 64 MiB: both windows at 8 MiB it completes, at their fixed defaults its map tasks'
-   * pushes and then its reduce tasks' reads fill the heap; bench/min_memory.py). From 256 MiB of
-   * heap per task slot up, the fixed defaults stand.
+   * executors have 64 MiB: with both windows at 8 MiB it completes, at their fixed defaults its map
+   * tasks' pushes and then its reduce tasks' reads fill the heap; bench/min_memory.py). The fixed
+   * defaults stand from 256 MiB of heap per task slot (push) and 384 MiB (fetch).
    */
   static long windowFor(long heapPerTask, long fixed) {
     return Math.max(1L << 20, Math.min(fixed, heapPerTask / 8));
   }
 
   /**
-   * The heap a task slot of this JVM has: Spark's view of the heap ({@code spark.testing.memory}
-   * when set, as Spark's memory manager reads it) over the task slots ({@code spark.executor.cores}
-   * over {@code spark.task.cpus}, at least one).
+   * The heap a task slot of an executor has, the same on the driver and on the executors (the
+   * driver sizes sorted runs' batches for the executors' fetch window): {@code
+   * spark.testing.memory} when set (as Spark's memory manager reads it); in local mode the driver
+   * JVM's heap over the master's threads; otherwise {@code spark.executor.memory} (Spark's default
+   * 1g) over the task slots, {@code spark.executor.cores} (1 when not set: where executors take
+   * every core of their worker and the key is not set, the windows are not scaled down) over
+   * {@code spark.task.cpus}.
    */
   static long heapPerTask(SparkConf conf) {
-    long heap = conf.getLong("spark.testing.memory", Runtime.getRuntime().maxMemory());
     int cpus = Math.max(1, conf.getInt("spark.task.cpus", 1));
-    int slots = Math.max(1, conf.getInt("spark.executor.cores", 1) / cpus);
-    return heap / slots;
+    int localThreads = localThreads(conf.get("spark.master", ""));
+    long heap;
+    int cores;
+    if (localThreads > 0) {
+      heap = Runtime.getRuntime().maxMemory();
+      cores = localThreads;
+    } else {
+      heap = conf.getSizeAsBytes("spark.executor.memory", "1g");
+      cores = conf.getInt("spark.executor.cores", 1);
+    }
+    heap = conf.getLong("spark.testing.memory", heap);
+    return heap / Math.max(1, cores / cpus);
+  }
+
+  /**
+   * The task threads of a local master ({@code local}, {@code local[N]}, {@code local[*]}, {@code
+   * local[N,F]}), or 0 for any other master (local-cluster's executors are JVMs of their own).
+   */
+  static int localThreads(String master) {
+    if (master.equals("local")) {
+      return 1;
+    }
+    java.util.regex.Matcher m = java.util.regex.Pattern
+        .compile("local\\[(\\*|\\d+)(?:,\\s*\\d+)?]").matcher(master.trim());
+    if (!m.matches()) {
+      return 0;
+    }
+    return m.group(1).equals("*") ? Runtime.getRuntime().availableProcessors()
+        : Math.max(1, Integer.parseInt(m.group(1)));
   }
 
   public CrossdockConf(SparkConf conf) {

@@ -64,10 +64,11 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
    * bytes. (A sink per frame, started at half the raw bytes, left most of its array unused and
    * uncounted while the frame awaited acknowledgement when the data compressed well, and was
    * copied to grow, old and new array at once, when it did not: where small executors ran out of
-   * heap.) Its array is counted as the task's memory.
+   * heap.) Its array is counted as the task's memory ({@link PushBufferMemory#holdSink}).
    */
   private ByteSink frameSink;
-  private long frameSinkCounted;
+  /** The frame sink's bytes asked of Spark so far (what it did not grant is used uncounted). */
+  private long frameSinkAsked;
   private PushBufferMemory memory;
   private SerializerManager serializerManager;
 
@@ -173,7 +174,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     bufs[p].addChunk(size);
     capacity += size;
-    PushBufferMemory.sawMemory(capacity + frameSinkCounted + attempt.unacknowledgedBytes());
+    PushBufferMemory.sawMemory(capacity + frameSinkAsked + attempt.unacknowledgedBytes());
   }
 
   /**
@@ -208,7 +209,7 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
       attempt.metrics.incBytesWritten(frameLen);
       memory.holdFrame(frameLen);
       attempt.push(p, Arrays.copyOf(sink.array(), frameLen), frameLen, !memory.spilling());
-      PushBufferMemory.sawMemory(capacity + frameSinkCounted + attempt.unacknowledgedBytes());
+      PushBufferMemory.sawMemory(capacity + frameSinkAsked + attempt.unacknowledgedBytes());
     }
     buf.clear();
     buffered -= len;
@@ -235,14 +236,14 @@ final class CrossdockDirectWriter<K, V, C> extends ShuffleWriter<K, V> {
   }
 
   /**
-   * Counts the frame sink's array at {@code bytes} if more than counted. Not while the writer
-   * pushes for another consumer (Spark is asking for memory back then): what it grew by is counted
-   * at the next frame.
+   * Asks Spark for the frame sink's array at {@code bytes} if that is more than asked so far. Not
+   * while the writer pushes for another consumer (Spark is asking for memory back then): what it
+   * grew by is asked for at the next frame.
    */
   private void countFrameSink(long bytes) {
-    if (bytes > frameSinkCounted && !memory.spilling()) {
-      memory.holdBufferGranted(bytes - frameSinkCounted);
-      frameSinkCounted = bytes;
+    if (bytes > frameSinkAsked && !memory.spilling()) {
+      memory.holdSink(bytes - frameSinkAsked);
+      frameSinkAsked = bytes;
     }
   }
 

@@ -91,6 +91,9 @@ final class PartitionChunks {
     if (from < 0 || n < 0 || from > length - n) {
       throw new IndexOutOfBoundsException("bytes " + from + "+" + n + " of " + length);
     }
+    if (n == 0) {
+      return;
+    }
     int i = 0;
     while (from >= chunks[i].length) {
       from -= chunks[i].length;

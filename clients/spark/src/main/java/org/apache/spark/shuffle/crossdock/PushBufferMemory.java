@@ -57,6 +57,8 @@ final class PushBufferMemory extends MemoryConsumer {
   private long buffers;
   /** Counted bytes of frames pushed and unacknowledged when last looked. */
   private long window;
+  /** Counted bytes of the sink the writer compresses frames in (kept for the task). */
+  private long sink;
   private boolean spilling;
   private IOException spillFailure;
 
@@ -82,6 +84,15 @@ final class PushBufferMemory extends MemoryConsumer {
   /** Holds what Spark grants of {@code bytes} of buffer (after the buffers were pushed: the rest is used uncounted). */
   void holdBufferGranted(long bytes) {
     buffers += acquireMemory(bytes);
+  }
+
+  /**
+   * Holds what Spark grants of {@code bytes} more for the frame sink (the rest is used uncounted,
+   * as with a buffer). Kept apart from the buffers: pushing for another consumer frees buffers
+   * and moves frames out of their count, never the sink's.
+   */
+  void holdSink(long bytes) {
+    sink += acquireMemory(bytes);
   }
 
   /** True while the writer pushes for another consumer: pushes must not wait then. */
@@ -149,6 +160,10 @@ final class PushBufferMemory extends MemoryConsumer {
   void releaseAll() {
     releaseBuffer(buffers);
     settle(0);
+    if (sink > 0) {
+      freeMemory(sink);
+      sink = 0;
+    }
   }
 
   /** Throws what failed while the writer pushed for another consumer, if anything did. */

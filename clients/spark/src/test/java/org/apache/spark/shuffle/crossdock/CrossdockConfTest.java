@@ -39,6 +39,33 @@ class CrossdockConfTest {
   }
 
   @Test
+  void theDriverAndTheExecutorsSeeTheSameExecutorHeap() {
+    // Not local: spark.executor.memory, whatever the heap of the JVM reading it (the driver sizes
+    // sorted runs' batches for the executors' fetch window).
+    SparkConf cluster = new SparkConf(false).set(CrossdockConf.COORDINATOR, "127.0.0.1:1")
+        .set("spark.master", "local-cluster[2,1,1024]").set("spark.executor.memory", "64m");
+    assertEquals(64 * MIB, CrossdockConf.heapPerTask(cluster));
+    assertEquals(8 * MIB, new CrossdockConf(cluster).fetchMaxInFlight);
+    assertEquals(1024 * MIB, CrossdockConf.heapPerTask(new SparkConf(false).set("spark.master", "yarn")),
+        "Spark's default executor memory, 1g");
+    // Local: the one JVM's heap over the master's threads.
+    long heap = Runtime.getRuntime().maxMemory();
+    assertEquals(heap / 4, CrossdockConf.heapPerTask(new SparkConf(false).set("spark.master", "local[4]")));
+    assertEquals(heap, CrossdockConf.heapPerTask(new SparkConf(false).set("spark.master", "local")));
+  }
+
+  @Test
+  void localMastersAreParsedForTheirThreads() {
+    assertEquals(1, CrossdockConf.localThreads("local"));
+    assertEquals(3, CrossdockConf.localThreads("local[3]"));
+    assertEquals(2, CrossdockConf.localThreads("local[2, 4]"));
+    assertEquals(Runtime.getRuntime().availableProcessors(), CrossdockConf.localThreads("local[*]"));
+    assertEquals(0, CrossdockConf.localThreads("local-cluster[2,1,1024]"));
+    assertEquals(0, CrossdockConf.localThreads("spark://host:7077"));
+    assertEquals(0, CrossdockConf.localThreads(""));
+  }
+
+  @Test
   void aWindowSetIsTakenWhateverTheHeap() {
     CrossdockConf c = new CrossdockConf(conf(64 * MIB, 1)
         .set(CrossdockConf.PUSH_MAX_IN_FLIGHT, "32m")
