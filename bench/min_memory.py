@@ -71,12 +71,26 @@ def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathli
     t0 = time.monotonic()
     try:
         r = sb.one_run(backend, build, name, sb.Mode(mode, conf=conf), scale, run_dir, timeout)
+        lost = lost_executors(run_dir)
+        if lost:
+            # Completed only because Spark relaunched executors that died (out of memory) and
+            # retried their tasks: not "completes with this memory".
+            return {"mem_mb": mem_mb, "ok": False, "error": f"completed only after {lost} executor(s) were lost",
+                    "app_s": time.monotonic() - t0, "executor_oom": first_oom(run_dir), "lost_executors": lost}
         return {"mem_mb": mem_mb, "ok": True, "digest": r["digest"], "wall_s": r["wall_s"],
                 "app_s": time.monotonic() - t0, "spill": r.get("spill_disk_bytes", 0),
                 "service_rss": r.get("worker_peak_rss", 0)}
     except RuntimeError as e:
         return {"mem_mb": mem_mb, "ok": False, "error": str(e).splitlines()[0][-300:], "app_s": time.monotonic() - t0,
                 "executor_oom": first_oom(run_dir)}
+
+
+def lost_executors(run_dir: pathlib.Path) -> int:
+    """How many executors the application lost (Spark's scheduler logs each one)."""
+    log = run_dir / "driver.log"
+    if not log.exists():
+        return 0
+    return sum(1 for ln in log.read_text(errors="replace").splitlines() if "Lost executor" in ln)
 
 
 def first_oom(run_dir: pathlib.Path) -> str | None:

@@ -72,8 +72,9 @@ public final class CrossdockConf {
    * #FETCH_MAX_IN_FLIGHT}) when its key is not set: the fixed default, or an eighth of the heap a
    * task slot has when that is less, and at least 1 MiB. A fixed window is the same for every
    * executor, so a small one ran out of heap where Spark's own shuffle did not (a groupBy whose
-   * executors have 64 MiB: with both windows at 8 MiB it completes, at their fixed defaults its map
-   * tasks' pushes and then its reduce tasks' reads fill the heap; bench/min_memory.py). The fixed
+   * executors have 64 MiB: at the fixed defaults its map tasks' pushes and then its reduce tasks'
+   * reads fill the heap and the job fails; with both windows at 8 MiB it finishes, some executors
+   * still dying in the reduce stage and relaunched; bench/min_memory.py). The fixed
    * defaults stand from 256 MiB of heap per task slot (push) and 384 MiB (fetch).
    */
   static long windowFor(long heapPerTask, long fixed) {
