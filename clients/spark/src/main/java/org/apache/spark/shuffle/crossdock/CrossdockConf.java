@@ -108,19 +108,11 @@ public final class CrossdockConf {
 
   /**
    * The task threads of a local master ({@code local}, {@code local[N]}, {@code local[*]}, {@code
-   * local[N,F]}), or 0 for any other master (local-cluster's executors are JVMs of their own).
+   * local[N,F]}), or 0 for any other master (local-cluster's executors are JVMs of their own):
+   * Spark's own reading of the master ({@code SparkContext.numDriverCores}).
    */
   static int localThreads(String master) {
-    if (master.equals("local")) {
-      return 1;
-    }
-    java.util.regex.Matcher m = java.util.regex.Pattern
-        .compile("local\\[(\\*|\\d+)(?:,\\s*\\d+)?]").matcher(master.trim());
-    if (!m.matches()) {
-      return 0;
-    }
-    return m.group(1).equals("*") ? Runtime.getRuntime().availableProcessors()
-        : Math.max(1, Integer.parseInt(m.group(1)));
+    return org.apache.spark.SparkContext$.MODULE$.numDriverCores(master.trim());
   }
 
   public CrossdockConf(SparkConf conf) {
