@@ -144,6 +144,37 @@ class FetchSchedulerTest {
   }
 
   @Test
+  void aSegmentLargerThanTheLimitIsHeldBackInTheSocketNotBuffered() throws Exception {
+    // One map's output of a large shuffle is one segment, whatever the limit: the request plan
+    // cannot bound it, so the connection must stop reading while the task holds the limit.
+    int batches = 30;
+    int size = 64 << 10;
+    Placement one = coord.registerShuffle(APP, 2, 1, 1);
+    List<PartitionStat> stats = RealServerTest.pushMap(APP, 2, one, 0, 0, batches, size, 1 << 20);
+    coord.commitMap(APP, 2, 0, 0, stats);
+    long hard = 512 << 10;
+    FetchScheduler.Settings st = new FetchScheduler.Settings(APP, CrossdockServer.token(APP), 2,
+        Policy.ADAPTIVE, hard, 64 << 10, 3000, RealServerTest.TIMEOUT, 3, 200);
+    Segment big = new Segment(0, 0, 1, (long) batches * size, one.copiesOf(0));
+    ByteArrayOutputStream got = new ByteArrayOutputStream();
+    try (FetchScheduler f = new FetchScheduler(st, List.of(big), new FetchMonitor(),
+        FetchMemory.UNLIMITED, a -> false)) {
+      FetchScheduler.Delivery d = f.next();
+      got.write(RealServerTest.bytes(d.batch().payload()));
+      // The task stops consuming: the worker goes on sending, the read must not take it all.
+      Thread.sleep(500);
+      long heldWhilePaused = f.peakBufferedBytes();
+      assertTrue(heldWhilePaused <= hard,
+          "held " + heldWhilePaused + " of a " + batches * size + "-byte segment (limit " + hard + ")");
+      while ((d = f.next()) != null) {
+        got.write(RealServerTest.bytes(d.batch().payload()));
+      }
+    }
+    assertArrayEquals(RealServerTest.expected(0, 0, 1, batches, m -> size), got.toByteArray(),
+        "every byte once, in order");
+  }
+
+  @Test
   void closingMidReadGivesBackEveryByte() throws Exception {
     Counting mem = new Counting();
     FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),

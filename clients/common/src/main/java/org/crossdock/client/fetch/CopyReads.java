@@ -39,6 +39,10 @@ abstract class CopyReads implements SourceStream.Events {
   /** Payload bytes received and not yet handed to the task. */
   long buffered;
   long peakBuffered;
+  /** Frame bodies admitted ({@link #admit}) and being read off their connections. */
+  long arriving;
+  /** A connection waits for room ({@link #admit} said no): consuming must wake it. */
+  boolean admissionWaits;
   /** Fetch requests sent (first requests, continuations and retries). */
   long requests;
   /** Connections the read opened, and those it took from the executor's idle ones. */
@@ -240,6 +244,37 @@ abstract class CopyReads implements SourceStream.Events {
     buffered += bytes;
     peakBuffered = Math.max(peakBuffered, buffered);
     lock.notifyAll();
+  }
+
+  @Override
+  public final boolean admit(SourceStream src, Segment head, long bytes) {
+    if (!roomFor(src, bytes)) {
+      admissionWaits = true;
+      return false;
+    }
+    arriving += bytes;
+    return true;
+  }
+
+  @Override
+  public final void arrived(long bytes) {
+    arriving -= bytes;
+  }
+
+  /**
+   * Whether a frame body of {@code bytes} on {@code src} may be read now (see {@link
+   * SourceStream.Events#admit}); every frame by default.
+   */
+  boolean roomFor(SourceStream src, long bytes) {
+    return true;
+  }
+
+  /** Wakes the connections waiting for room, if any: something was consumed or let go. */
+  final void wakeAdmission() {
+    if (admissionWaits) {
+      admissionWaits = false;
+      lock.notifyAll();
+    }
   }
 
   @Override

@@ -137,6 +137,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         refill();
         if (current == null || (!current.started && current.ready.isEmpty())) {
           current = pick();
+          wakeAdmission(); // who is let in depends on the current segment
           if (current == null) {
             return null;
           }
@@ -214,6 +215,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     s.reserved -= give;
     inFlight -= give;
     memory.release(give);
+    wakeAdmission();
     waitNanos += waitedNanos;
     s.waitedNanos += waitedNanos;
     return new Delivery(s, b, s.source);
@@ -240,12 +242,31 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     if (current == s) {
       current = null;
     }
+    wakeAdmission();
   }
 
   private void release(Segment s) {
     inFlight -= s.reserved;
     memory.release(s.reserved);
     s.reserved = 0;
+  }
+
+  /**
+   * Room for a frame body of {@code bytes} on {@code src}: what the read holds (batches not yet
+   * consumed and bodies being read) stays under the hard limit, even when one segment is larger
+   * than the limit (one map's output of a large shuffle), which the request plan alone cannot
+   * bound. A read holding nothing takes any frame, and the frames the task waits for are always
+   * read: it consumes one segment at a time, so when it has nothing of its current segment,
+   * holding that segment's frames (or those ahead of them on its connection) back behind other
+   * segments' batches would never end.
+   */
+  @Override
+  boolean roomFor(SourceStream src, long bytes) {
+    long held = buffered + arriving;
+    if (held == 0 || held + bytes <= settings.hardLimit()) {
+      return true;
+    }
+    return current != null && current.bufferedBytes == 0 && src.isPending(current);
   }
 
   /** Bytes of a segment not yet received (what asking for it adds in flight). */

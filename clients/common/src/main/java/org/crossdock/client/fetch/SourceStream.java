@@ -6,6 +6,7 @@ import java.io.Closeable;
 import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.OutputStream;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -16,6 +17,7 @@ import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Handshake;
 import org.crossdock.client.Net;
 import org.crossdock.protocol.Codec;
+import org.crossdock.protocol.FrameHeader;
 import org.crossdock.protocol.Message;
 
 /**
@@ -51,6 +53,16 @@ final class SourceStream implements Closeable {
 
     /** The connection failed; {@code unanswered} were not (wholly) read. */
     void broken(SourceStream src, List<Segment> unanswered, CrossdockException e);
+
+    /**
+     * Whether the read has room now for a frame body of {@code bytes} answering {@code head}
+     * on {@code src}; if so the bytes count as arriving until {@link #arrived}. If not, the
+     * connection waits on the read's lock until the task has consumed some of what it holds.
+     */
+    boolean admit(SourceStream src, Segment head, long bytes);
+
+    /** Admitted bytes that were handed over (or will never be): no longer arriving. */
+    void arrived(long bytes);
   }
 
   /**
@@ -100,6 +112,8 @@ final class SourceStream implements Closeable {
   private Socket socket;
   private OutputStream out;
   private volatile boolean closed;
+  /** The body being read was admitted for this many bytes ({@link #admit}); 0 between frames. */
+  private long admitted;
   private boolean connected;
   private boolean everConnected;
 
@@ -194,7 +208,11 @@ final class SourceStream implements Closeable {
         at = binding;
         awaitFrame(in);
         at = binding;
-        if (!handOver(StreamFrames.read(in, addr))) {
+        FrameHeader h = StreamFrames.readHeader(in, addr);
+        if (!admit(h.bodyLen())) {
+          return;
+        }
+        if (!handOver(StreamFrames.readBody(in, h, addr))) {
           return;
         }
       }
@@ -233,6 +251,63 @@ final class SourceStream implements Closeable {
     }
   }
 
+  /**
+   * Waits until the read this connection serves has room for a frame body of {@code bytes}
+   * ({@link Events#admit}), so that what a read holds stays under its limit even when one
+   * request is larger than the limit: meanwhile the body stays in the socket and the worker's
+   * stream waits in TCP's flow control, not in the executor's heap. False once the connection
+   * was closed.
+   */
+  private boolean admit(int bytes) throws InterruptedIOException {
+    while (true) {
+      Binding b = binding;
+      if (b == null) {
+        return true; // a frame on an idle connection: handOver reports it
+      }
+      synchronized (b.lock()) {
+        if (binding != b) {
+          continue; // taken by another read just now
+        }
+        if (closed) {
+          return false;
+        }
+        Request head = pending.peek();
+        if (head == null) {
+          return true; // it answers nothing: handOver reports it
+        }
+        if (b.events().admit(this, head.segment(), bytes)) {
+          admitted = bytes;
+          return true;
+        }
+        try {
+          // Woken when the task consumes; the timeout is a safety net only.
+          b.lock().wait(50);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new InterruptedIOException("interrupted waiting for room in the read");
+        }
+      }
+    }
+  }
+
+  /** Whether {@code s} is among the requests written here and not yet answered. */
+  boolean isPending(Segment s) {
+    for (Request r : pending) {
+      if (r.segment() == s) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** The admitted body ends (handed over, or never will be). Call with the lock held. */
+  private void endAdmitted(Events events) {
+    if (admitted != 0) {
+      events.arrived(admitted);
+      admitted = 0;
+    }
+  }
+
   /** Whether nothing is overdue: no request unanswered, or progress within the read timeout. */
   private boolean quiet() {
     Binding b = binding;
@@ -259,6 +334,7 @@ final class SourceStream implements Closeable {
         if (binding != b) {
           continue; // taken by another read just now
         }
+        endAdmitted(b.events());
         if (closed) {
           return false;
         }
@@ -376,6 +452,7 @@ final class SourceStream implements Closeable {
           continue;
         }
         closeSocket();
+        endAdmitted(b.events());
         if (closed) {
           return;
         }
