@@ -53,8 +53,12 @@ pub const DEFAULT_SPLIT_BYTES: u64 = 1 << 30;
 
 /// Largest batch a worker accepts by default.
 pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
-/// Largest chunk of a fetch stream.
-pub const FETCH_CHUNK: u64 = 4 << 20;
+/// Largest chunk of a fetch stream. A reader reads a chunk whole before it can hand any of
+/// it on, and holds it until the last of its batches is consumed, so the chunk is what a
+/// reader holds beyond its in-flight limit: 1 MiB keeps that small beside a small
+/// executor's limit (4 MiB chunks made a 64 MiB executor run out of heap in its reads),
+/// and costs nothing measurable in throughput (docs/benchmarks-service.md).
+pub const FETCH_CHUNK: u64 = 1 << 20;
 /// Largest first chunk of a fetch stream (the next ones double up to [`FETCH_CHUNK`]).
 pub const FIRST_CHUNK: u64 = 128 << 10;
 
