@@ -17,22 +17,24 @@ class CrossdockConfTest {
   }
 
   @Test
-  void aWindowIsAnEighthOfATaskSlotsHeapUpToItsFixedDefault() {
-    assertEquals(8 * MIB, CrossdockConf.windowFor(64 * MIB, 32 * MIB));
-    assertEquals(32 * MIB, CrossdockConf.windowFor(256 * MIB, 32 * MIB), "from 256 MiB up, the fixed default");
-    assertEquals(32 * MIB, CrossdockConf.windowFor(8192 * MIB, 32 * MIB));
-    assertEquals(MIB, CrossdockConf.windowFor(2 * MIB, 32 * MIB), "at least 1 MiB");
+  void aWindowIsAShareOfATaskSlotsHeapUpToItsFixedDefault() {
+    assertEquals(8 * MIB, CrossdockConf.windowFor(64 * MIB, 32 * MIB, 8));
+    assertEquals(4 * MIB, CrossdockConf.windowFor(64 * MIB, 32 * MIB, 16));
+    assertEquals(32 * MIB, CrossdockConf.windowFor(256 * MIB, 32 * MIB, 8), "from 256 MiB up, the fixed default");
+    assertEquals(32 * MIB, CrossdockConf.windowFor(8192 * MIB, 32 * MIB, 16));
+    assertEquals(MIB, CrossdockConf.windowFor(2 * MIB, 32 * MIB, 8), "at least 1 MiB");
   }
 
   @Test
   void theDefaultsScaleWithTheExecutorsHeapAndItsTaskSlots() {
     CrossdockConf small = new CrossdockConf(conf(64 * MIB, 1));
-    assertEquals(8 * MIB, small.maxInFlight);
-    assertEquals(8 * MIB, small.fetchMaxInFlight);
-    CrossdockConf shared = new CrossdockConf(conf(1024 * MIB, 8).set("spark.task.cpus", "2"));
-    assertEquals(32 * MIB, shared.maxInFlight, "1 GiB over 4 slots: 256 MiB each");
+    assertEquals(4 * MIB, small.maxInFlight, "a sixteenth: a map task holds its window twice");
+    assertEquals(8 * MIB, small.fetchMaxInFlight, "an eighth");
+    CrossdockConf shared = new CrossdockConf(conf(2048 * MIB, 8).set("spark.task.cpus", "2"));
+    assertEquals(32 * MIB, shared.maxInFlight, "2 GiB over 4 slots: 512 MiB each");
     CrossdockConf many = new CrossdockConf(conf(1024 * MIB, 16));
-    assertEquals(8 * MIB, many.maxInFlight, "1 GiB over 16 slots: 64 MiB each");
+    assertEquals(4 * MIB, many.maxInFlight, "1 GiB over 16 slots: 64 MiB each");
+    assertEquals(8 * MIB, many.fetchMaxInFlight);
     CrossdockConf usual = new CrossdockConf(conf(1024 * MIB, 1));
     assertEquals(32 * MIB, usual.maxInFlight);
     assertEquals(48 * MIB, usual.fetchMaxInFlight);
