@@ -31,7 +31,8 @@ Workloads, 4 GB of shuffled data each on one host:
 Crossdock trials; `--crossdock-conf KEY=VALUE` sets a Spark property in the Crossdock trials only
 (e.g. a smaller push window, to see what the client needs at a given size). A failed trial
 records the first out-of-memory error of its executors with the frames under it (where the heap
-ran out); `--keep-logs` keeps every trial's logs.
+ran out); `--keep-logs` keeps every trial's logs, and `--heap-dumps` has every executor that
+runs out of heap write a heap dump beside them (`bench/heap_histogram.py` tells what filled it).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ DEFAULT_CANDIDATES = "512,640,768,1024,1280,1536,2048,3072"
 
 
 def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathlib.Path, timeout: float,
-          reserved_mb: int | None = None, extra: dict | None = None) -> dict:
+          reserved_mb: int | None = None, extra: dict | None = None, heap_dumps: bool = False) -> dict:
     name, scale = WORKLOADS[workload]
     conf = {"spark.executor.memory": f"{mem_mb}m",
             # The local-cluster workers must offer what the executor asks, with room to spare.
@@ -68,6 +69,13 @@ def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathli
         conf["spark.network.maxRemoteBlockSizeFetchToMem"] = "32m"
     conf.update(extra or {})
     run_dir = workdir / f"{workload}-{mode}-{mem_mb}m"
+    if heap_dumps:
+        # Each executor that runs out of heap writes java_pid<N>.hprof here (read them with
+        # bench/heap_histogram.py).
+        run_dir.mkdir(parents=True, exist_ok=True)
+        conf["spark.executor.extraJavaOptions"] = " ".join(filter(None, [
+            conf.get("spark.executor.extraJavaOptions"),
+            f"-XX:+HeapDumpOnOutOfMemoryError -XX:HeapDumpPath={run_dir}/"]))
     t0 = time.monotonic()
     try:
         r = sb.one_run(backend, build, name, sb.Mode(mode, conf=conf), scale, run_dir, timeout)
@@ -99,20 +107,20 @@ def first_oom(run_dir: pathlib.Path) -> str | None:
     for log in sorted((run_dir / "spark-work").rglob("stderr")):
         lines = log.read_text(errors="replace").splitlines()
         for i, ln in enumerate(lines):
-            if "OutOfMemoryError" in ln:
+            if "java.lang.OutOfMemoryError" in ln:
                 return "\n".join(x.strip() for x in lines[i:i + 8])
     return None
 
 
 def bisect(backend, build, workload: str, mode: str, candidates: list[int], workdir: pathlib.Path,
            timeout: float, reference: dict, reserved_mb: int | None = None,
-           extra: dict | None = None) -> tuple[int | None, list[dict]]:
+           extra: dict | None = None, heap_dumps: bool = False) -> tuple[int | None, list[dict]]:
     """The smallest candidate with which the job completes (None if none does), and the trials."""
     lo, hi = -1, len(candidates)  # candidates[lo] fails (or none), candidates[hi] succeeds (or none)
     trials = []
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout, reserved_mb, extra)
+        t = trial(backend, build, workload, mode, candidates[mid], workdir, timeout, reserved_mb, extra, heap_dumps)
         if t["ok"]:
             want = reference.setdefault(workload, t["digest"])
             if t["digest"] != want:
@@ -145,7 +153,10 @@ def main() -> int:
                     help="a Spark property for the Crossdock trials only, e.g. spark.crossdock.push.maxInFlight=8m "
                          "(what the client needs at a given size); repeatable")
     ap.add_argument("--keep-logs", action="store_true", help="keep every trial's driver, executor and service logs (printed path)")
+    ap.add_argument("--heap-dumps", action="store_true", help="an executor that runs out of heap writes a heap dump into "
+                    "its trial's directory (read it with bench/heap_histogram.py); implies --keep-logs")
     args = ap.parse_args()
+    args.keep_logs = args.keep_logs or args.heap_dumps
     workloads = [w for w in args.workloads.split(",") if w]
     bad_conf = [c for c in args.crossdock_conf if "=" not in c]
     if bad_conf:
@@ -169,7 +180,7 @@ def main() -> int:
             for m in modes:
                 extra = crossdock_conf if m != "vanilla" else {}
                 best, trials = bisect(backend, build, w, m, candidates, workdir, args.app_timeout, reference,
-                                      args.reserved_mb, extra)
+                                      args.reserved_mb, extra, args.heap_dumps)
                 results[w][m] = {"min_mb": best, "trials": trials}
     finally:
         if args.keep_logs:
