@@ -115,10 +115,37 @@ pub struct WorkerConfig {
     pub zero_copy_fetch: bool,
 }
 
+/// The least fetch buffer credit of a worker with the memory for it: room for a few
+/// streams' chunks at once.
+const MIN_FETCH_CREDIT: u64 = 4 << 20;
+
+/// The part of a worker's memory kept for fetch buffers: an eighth, at least
+/// [`MIN_FETCH_CREDIT`] (half the memory when that is less) and at most 64 MiB.
+fn fetch_credit(memory: u64) -> u64 {
+    (memory / 8).clamp(MIN_FETCH_CREDIT.min(memory / 2), 64 << 20)
+}
+
+/// The smallest worker memory (`--memory`) whose push credit is at least `push`: what a
+/// benchmark that sets the workers' job limit asks for.
+pub fn memory_for_push_credit(push: u64) -> u64 {
+    // The push credit, memory less its fetch part, never falls as memory grows, and the
+    // fetch part is at most 64 MiB: the answer lies in [push, push + 64 MiB].
+    let (mut lo, mut hi) = (push, push + (64 << 20));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if mid - fetch_credit(mid) >= push {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
 impl WorkerConfig {
     /// The budget's split: (push credit, fetch buffer credit, max batch).
     pub fn derived(&self) -> (u64, u64, u64) {
-        let fetch = (self.memory / 8).clamp(FETCH_CHUNK.min(self.memory / 2), 64 << 20);
+        let fetch = fetch_credit(self.memory);
         let push = self.memory - fetch;
         let max_batch = DEFAULT_MAX_BATCH.min(push / 4).max(1);
         (push, fetch, max_batch)
@@ -129,5 +156,30 @@ impl WorkerConfig {
         std::iter::once(self.data_dir.clone())
             .chain(self.extra_data_dirs.iter().cloned())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_for_a_push_credit_is_the_smallest_that_gives_it() {
+        for push in [
+            1u64,
+            3 << 20,
+            12 << 20,
+            (12 << 20) + 7,
+            100 << 20,
+            (448 << 20) + 1,
+            10 << 30,
+        ] {
+            let m = memory_for_push_credit(push);
+            assert!(m - fetch_credit(m) >= push, "{push}: {m} gives less");
+            assert!(
+                (m - 1) - fetch_credit(m - 1) < push,
+                "{push}: {m} is not the smallest"
+            );
+        }
     }
 }

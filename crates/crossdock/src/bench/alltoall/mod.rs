@@ -41,6 +41,7 @@ use crossdock_sim::skew::SkewArgs;
 use super::Pool;
 use crate::bench::procs::Procs;
 use crate::config::{human_bytes, parse_size};
+use crossdock_server::worker::config::memory_for_push_credit;
 use exchange::one_run;
 use report::report;
 
@@ -200,19 +201,6 @@ pub async fn run(a: AllToAllArgs) -> Result<()> {
         println!("{json}");
     }
     Ok(())
-}
-
-/// The `--memory` whose push credit is `limit` (a worker keeps 1/8 of its budget, between
-/// 4 and 64 MiB, for fetch buffers: `WorkerConfig::derived`).
-fn memory_for_push_credit(limit: u64) -> u64 {
-    let m = limit / 7 * 8;
-    if m / 8 > (64 << 20) {
-        limit + (64 << 20)
-    } else if m / 8 < (4 << 20) {
-        limit + (4 << 20)
-    } else {
-        m
-    }
 }
 
 /// The simulator's arguments for the same data and caps: its SMS cap is the live
