@@ -259,6 +259,7 @@ abstract class CopyReads implements SourceStream.Events {
   @Override
   public final void arrived(long bytes) {
     arriving -= bytes;
+    wakeAdmission();
   }
 
   /**
@@ -442,6 +443,7 @@ abstract class CopyReads implements SourceStream.Events {
       send(m, monitor.choose(candidatesOf(m), local));
     }
     moves++;
+    wakeAdmission(); // the segment the task waits for may now be behind a waiting connection
     return true;
   }
 

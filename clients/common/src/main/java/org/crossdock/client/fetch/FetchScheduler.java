@@ -136,8 +136,11 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         }
         refill();
         if (current == null || (!current.started && current.ready.isEmpty())) {
+          Segment was = current;
           current = pick();
-          wakeAdmission(); // who is let in depends on the current segment
+          if (current != was) {
+            wakeAdmission(); // who is let in depends on the current segment
+          }
           if (current == null) {
             return null;
           }
@@ -255,18 +258,28 @@ public final class FetchScheduler extends CopyReads implements Closeable {
    * Room for a frame body of {@code bytes} on {@code src}: what the read holds (batches not yet
    * consumed and bodies being read) stays under the hard limit, even when one segment is larger
    * than the limit (one map's output of a large shuffle), which the request plan alone cannot
-   * bound. A read holding nothing takes any frame, and the frames the task waits for are always
-   * read: it consumes one segment at a time, so when it has nothing of its current segment,
-   * holding that segment's frames (or those ahead of them on its connection) back behind other
-   * segments' batches would never end.
+   * bound. Other segments' frames take at most half of it while the task consumes a segment that
+   * has more to come, so that segment keeps reading ahead instead of getting one frame per
+   * frame consumed. A read holding nothing takes any frame, and the frames the task waits for
+   * are always read: it consumes one segment at a time, so when it has nothing of its current
+   * segment, holding that segment's frames (or those ahead of them on its connection) back
+   * behind other segments' batches would never end.
    */
   @Override
   boolean roomFor(SourceStream src, long bytes) {
     long held = buffered + arriving;
-    if (held == 0 || held + bytes <= settings.hardLimit()) {
+    if (held == 0) {
       return true;
     }
-    return current != null && current.bufferedBytes == 0 && src.isPending(current);
+    long hard = settings.hardLimit();
+    Segment c = current;
+    if (c == null || c.done || c.failure != null) {
+      return held + bytes <= hard;
+    }
+    if (src.isPending(c)) {
+      return c.bufferedBytes == 0 || held + bytes <= hard;
+    }
+    return held + bytes <= hard && held - c.bufferedBytes + bytes <= hard / 2;
   }
 
   /** Bytes of a segment not yet received (what asking for it adds in flight). */

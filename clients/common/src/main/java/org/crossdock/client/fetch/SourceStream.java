@@ -18,6 +18,7 @@ import org.crossdock.client.Handshake;
 import org.crossdock.client.Net;
 import org.crossdock.protocol.Codec;
 import org.crossdock.protocol.FrameHeader;
+import org.crossdock.protocol.Kinds;
 import org.crossdock.protocol.Message;
 
 /**
@@ -114,6 +115,12 @@ final class SourceStream implements Closeable {
   private volatile boolean closed;
   /** The body being read was admitted for this many bytes ({@link #admit}); 0 between frames. */
   private long admitted;
+  /**
+   * The frame being read waited for room ({@link #admit}): if the connection breaks now, most
+   * likely the worker gave up on a reader that took nothing for its timeout, which is the
+   * read's doing, not the copy's: its requests are asked again without using up a retry.
+   */
+  private boolean heldBack;
   private boolean connected;
   private boolean everConnected;
 
@@ -209,7 +216,9 @@ final class SourceStream implements Closeable {
         awaitFrame(in);
         at = binding;
         FrameHeader h = StreamFrames.readHeader(in, addr);
-        if (!admit(h.bodyLen())) {
+        // Only data takes room: an end or a refusal is read at once.
+        boolean data = h.kind() == Kinds.KIND_FETCH_CHUNK || h.kind() == Kinds.KIND_FETCH_RECORDS;
+        if (data && !admit(h.bodyLen())) {
           return;
         }
         if (!handOver(StreamFrames.readBody(in, h, addr))) {
@@ -279,6 +288,7 @@ final class SourceStream implements Closeable {
           admitted = bytes;
           return true;
         }
+        heldBack = true;
         try {
           // Woken when the task consumes; the timeout is a safety net only.
           b.lock().wait(50);
@@ -335,6 +345,7 @@ final class SourceStream implements Closeable {
           continue; // taken by another read just now
         }
         endAdmitted(b.events());
+        heldBack = false;
         if (closed) {
           return false;
         }
@@ -464,6 +475,9 @@ final class SourceStream implements Closeable {
           if (stale && !s.staleRetried) {
             s.freeRetry = true;
             s.staleRetried = true;
+          }
+          if (heldBack) {
+            s.freeRetry = true;
           }
         }
         if (stale && idle != null) {
