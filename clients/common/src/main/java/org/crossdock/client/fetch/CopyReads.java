@@ -247,7 +247,7 @@ abstract class CopyReads implements SourceStream.Events {
   }
 
   @Override
-  public final boolean admit(SourceStream src, Segment head, long bytes) {
+  public final boolean admit(SourceStream src, long bytes) {
     if (!roomFor(src, bytes)) {
       admissionWaits = true;
       return false;

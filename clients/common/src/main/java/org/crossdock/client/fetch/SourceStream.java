@@ -56,11 +56,11 @@ final class SourceStream implements Closeable {
     void broken(SourceStream src, List<Segment> unanswered, CrossdockException e);
 
     /**
-     * Whether the read has room now for a frame body of {@code bytes} answering {@code head}
-     * on {@code src}; if so the bytes count as arriving until {@link #arrived}. If not, the
-     * connection waits on the read's lock until the task has consumed some of what it holds.
+     * Whether the read has room now for a frame body of {@code bytes} on {@code src}; if so the
+     * bytes count as arriving until {@link #arrived}. If not, the connection waits on the
+     * read's lock until the task has consumed some of what it holds.
      */
-    boolean admit(SourceStream src, Segment head, long bytes);
+    boolean admit(SourceStream src, long bytes);
 
     /** Admitted bytes that were handed over (or will never be): no longer arriving. */
     void arrived(long bytes);
@@ -280,11 +280,10 @@ final class SourceStream implements Closeable {
         if (closed) {
           return false;
         }
-        Request head = pending.peek();
-        if (head == null) {
+        if (pending.isEmpty()) {
           return true; // it answers nothing: handOver reports it
         }
-        if (b.events().admit(this, head.segment(), bytes)) {
+        if (b.events().admit(this, bytes)) {
           admitted = bytes;
           return true;
         }
