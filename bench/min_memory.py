@@ -2,7 +2,7 @@
 Spark against Crossdock (the DMO chapter of the Comet dissertation reports 0.68x when the
 shuffle's data lives in a disaggregated pool instead of the executors).
 
-    .venv/bin/python bench/min_memory.py [--workloads sort,groupby] [--candidates 512,768,...]
+    .venv/bin/python bench/min_memory.py [--workloads sort,rdd-sort,groupby] [--candidates 512,768,...]
 
 For each workload and mode it bisects over the candidate executor memories (MiB), assuming
 that a job which completes with some memory also completes with more: each trial is one
@@ -22,6 +22,10 @@ whose heap is below it refuses to start), to find what the shuffle itself needs 
 Workloads, 4 GB of shuffled data each on one host:
 
     sort         TeraSort-style DataFrame sort of 40 M 100-byte records (spark_bench's terasort x4)
+    rdd-sort     sortByKey of 4 M pairs with 1000-byte values through the Java API (jvm-sortbykey x40):
+                 the dissertation's TeraSort (HiBench's) is an RDD sortByKey, whose shuffle carries the
+                 key ordering, so Crossdock's reducers merge sorted runs where vanilla's reducers sort;
+                 a DataFrame sort sorts on the reduce side in both modes (SortExec)
     groupby      GroupByTest-style groupByKey of 4 M pairs with 1000-byte values (rdd-groupbykey x40)
     repartition  DataFrame repartition of 48 M rows with a 64-character hash, then a global count
                  and checksum (df-repartition x3): the reduce side needs no memory of its own, so
@@ -50,7 +54,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import spark_bench as sb  # noqa: E402
 
 WORKLOADS = {"sort": ("terasort", 4.0), "groupby": ("rdd-groupbykey", 40.0),
-             "repartition": ("df-repartition", 3.0)}
+             "repartition": ("df-repartition", 3.0), "rdd-sort": ("jvm-sortbykey", 40.0)}
+# Spark settings of a workload in this bench, in both modes: spark_bench runs jvm-sortbykey with
+# a tenth of the memory as Spark's unified memory (to make vanilla spill at 512 MiB); here the
+# executor's size is what varies, so Spark's default share.
+TRIAL_CONF = {"rdd-sort": {"spark.memory.fraction": "0.6"}}
 DEFAULT_CANDIDATES = "512,640,768,1024,1280,1536,2048,3072"
 
 
@@ -59,7 +67,8 @@ def trial(backend, build, workload: str, mode: str, mem_mb: int, workdir: pathli
     name, scale = WORKLOADS[workload]
     conf = {"spark.executor.memory": f"{mem_mb}m",
             # The local-cluster workers must offer what the executor asks, with room to spare.
-            "spark.master": f"local-cluster[2,1,{max(2048, mem_mb + 512)}]"}
+            "spark.master": f"local-cluster[2,1,{max(2048, mem_mb + 512)}]",
+            **TRIAL_CONF.get(workload, {})}
     if reserved_mb is not None:
         # Read by the driver (its check of the executor memory) and by every executor.
         conf["spark.testing.reservedMemory"] = str(reserved_mb << 20)
@@ -140,7 +149,8 @@ def bisect(backend, build, workload: str, mode: str, candidates: list[int], work
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default="sort,groupby", help="from: sort, groupby [sort,groupby]")
+    ap.add_argument("--workloads", default="sort,rdd-sort,groupby",
+                    help="from: sort, rdd-sort, groupby, repartition [sort,rdd-sort,groupby]")
     ap.add_argument("--candidates", default=DEFAULT_CANDIDATES, help=f"executor memories to try, MiB [{DEFAULT_CANDIDATES}]")
     ap.add_argument("--modes", default="vanilla,crossdock", help="[vanilla,crossdock]")
     ap.add_argument("--app-timeout", type=float, default=1500, help="seconds a trial may take [1500]")
