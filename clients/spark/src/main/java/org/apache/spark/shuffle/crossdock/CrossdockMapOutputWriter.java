@@ -22,18 +22,27 @@ import org.crossdock.client.Placement;
  * a partition may then be opened once per run, each time as a new stream, and each stream
  * begins a run at the pusher ({@link MapPusher#beginRun}), which notes where the later ones begin
  * for the commit.
+ *
+ * <p><b>Memory.</b> Each batch pushed stays in the heap until its worker acknowledges it; it is
+ * held as the task's execution memory first ({@link PushBufferMemory#holdFrame}), so that when the
+ * sorter holds the task's whole share (a spill pushed as a run is written while the sorter still
+ * holds the records it spills) the writer waits for acknowledgements instead of filling the push
+ * window beside it.
  */
 final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
   private final MapPusher pusher;
   private final Placement placement;
+  private final PushBufferMemory memory;
   private final int batchSize;
   final long[] bytes;
   final long[] records;
   private int current = -1;
 
-  CrossdockMapOutputWriter(MapPusher pusher, Placement placement, int numPartitions, int batchSize) {
+  CrossdockMapOutputWriter(MapPusher pusher, Placement placement, PushBufferMemory memory,
+      int numPartitions, int batchSize) {
     this.pusher = pusher;
     this.placement = placement;
+    this.memory = memory;
     this.batchSize = batchSize;
     this.bytes = new long[numPartitions];
     this.records = new long[numPartitions];
@@ -164,6 +173,7 @@ final class CrossdockMapOutputWriter implements ShuffleMapOutputWriter {
 
     private void flushBatch() throws IOException {
       if (len > 0) {
+        memory.holdFrame(len);
         pusher.push(partition, addr, buf, len);
         buf = null;
         len = 0;

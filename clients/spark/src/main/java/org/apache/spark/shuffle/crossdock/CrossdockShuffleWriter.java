@@ -23,7 +23,8 @@ import scala.collection.Iterator;
  * is pushed as a sorted run; when the sorter runs short of memory, each spill is pushed as a run
  * of its own instead of being written to disk and merged ({@link SpillRuns}). At the end the
  * writer waits for every acknowledgement and commits the attempt with its per-partition bytes and
- * records (and where its further runs begin).
+ * records (and where its further runs begin). Batches awaiting acknowledgement are the task's
+ * execution memory ({@link PushBufferMemory}, frames only: the sorter's records are its own).
  *
  * <p>Attempt ids, the commit, losing the race and the MapStatus are {@link MapAttempt}'s.
  */
@@ -51,8 +52,11 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     ShuffleDependency<K, V, C> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
+    // No buffers of its own to push for another consumer: the sorter spills its records itself.
+    PushBufferMemory memory =
+        new PushBufferMemory(attempt.context.taskMemoryManager(), attempt, () -> 0L);
     CrossdockMapOutputWriter out = new CrossdockMapOutputWriter(attempt.startPushing(),
-        attempt.placement(), attempt.numPartitions,
+        attempt.placement(), memory, attempt.numPartitions,
         handle.sortedRuns() ? handle.runBatchBytes : attempt.conf.batchSize);
     ShuffleWriteMetricsReporter counted = out.countingRecords(attempt.metrics);
     if (handle.spillRuns) {
@@ -69,12 +73,16 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
           dep.mapSideCombine() ? dep.aggregator() : (Option) Option.empty(), partitioner,
           handle.sortedRuns() ? dep.keyOrdering() : (Option) Option.empty(), dep);
     }
-    attempt.pushAndCommit(() -> {
-      // With spills pushed as runs, inserting pushes too: its failures are the pushes'.
-      ((ExternalSorter) sorter).insertAll(records);
-      sorter.writePartitionedMapOutput(dep.shuffleId(), attempt.mapTaskId, out, counted);
-      return 0L; // on this path only the wait and the commit are timed
-    }, out.bytes, out.records);
+    try {
+      attempt.pushAndCommit(() -> {
+        // With spills pushed as runs, inserting pushes too: its failures are the pushes'.
+        ((ExternalSorter) sorter).insertAll(records);
+        sorter.writePartitionedMapOutput(dep.shuffleId(), attempt.mapTaskId, out, counted);
+        return 0L; // on this path only the wait and the commit are timed
+      }, out.bytes, out.records);
+    } finally {
+      memory.releaseAll();
+    }
     if (spills != null && spills.pushed() > 0) {
       LOG.debug("Crossdock shuffle {} map {}: {} spills pushed as sorted runs", dep.shuffleId(),
           attempt.mapTaskId, spills.pushed());

@@ -8,7 +8,9 @@ import org.apache.spark.memory.TaskMemoryManager;
 
 /**
  * The direct writer's per-partition buffers, and the frames it pushed that no worker has
- * acknowledged yet, as execution memory of the map task. Spark's memory manager then counts them
+ * acknowledged yet, as execution memory of the map task; for the sorting writer ({@link
+ * CrossdockShuffleWriter}), its frames only (Spark's sorter holds its records itself, and gives
+ * them back by spilling). Spark's memory manager then counts them
  * beside the task's other consumers (a SQL aggregate or sort in the same stage, a shuffle reader
  * feeding the writer), and a map task of a small executor pushes what it buffered when Spark
  * grants no more, instead of growing its buffers to {@code spark.crossdock.push.maxInFlight}
@@ -35,6 +37,8 @@ final class PushBufferMemory extends MemoryConsumer {
    */
   private static final AtomicLong PEAK = new AtomicLong();
   private static final AtomicLong SPILLS = new AtomicLong();
+  /** How many frames waited for every acknowledgement because Spark granted them no room. */
+  private static final AtomicLong FRAME_WAITS = new AtomicLong();
 
   static long peakInThisJvm() {
     return PEAK.get();
@@ -44,9 +48,14 @@ final class PushBufferMemory extends MemoryConsumer {
     return SPILLS.get();
   }
 
+  static long frameWaitsInThisJvm() {
+    return FRAME_WAITS.get();
+  }
+
   static void resetCounters() {
     PEAK.set(0);
     SPILLS.set(0);
+    FRAME_WAITS.set(0);
   }
 
   private final MapAttempt attempt;
@@ -118,6 +127,7 @@ final class PushBufferMemory extends MemoryConsumer {
       window += len;
       return;
     }
+    FRAME_WAITS.incrementAndGet();
     attempt.awaitAcks();
     settle(0);
     window += acquireMemory(len);

@@ -24,7 +24,8 @@ import scala.Tuple2;
  * default), a map task pushes what it buffered when Spark grants no more, and waits for
  * acknowledgements before it pushes more than Spark grants, so its memory stays within the pool
  * (before, buffers and frames each grew to the window whatever the heap held, and a small executor
- * ran out of heap in the map stage where vanilla Spark spilled).
+ * ran out of heap in the map stage where vanilla Spark spilled). The sorting writer's batches are
+ * held the same way.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class SparkPushMemoryTest {
@@ -91,6 +92,33 @@ class SparkPushMemoryTest {
     // At most the pool, and what a refusal leaves uncounted: one frame (at most a batch) or one
     // record's buffer.
     assertTrue(peak <= POOL + (1 << 20), "the writer's memory peaked at " + peak + " bytes; the pool is " + POOL);
+  }
+
+  /**
+   * The sorting writer (a key-ordered shuffle, whose map sorter pushes its spills as sorted runs)
+   * holds the batches awaiting acknowledgement as the task's execution memory: when the sorter has
+   * taken the pool and spills, a run's batches find no room and wait for the acknowledgements
+   * instead of filling the 32 MiB push window beside the records being spilled (where a map task
+   * of a small executor ran out of heap); every record still arrives once, in key order.
+   */
+  @Test
+  void theSortingWritersBatchesWaitForRoomWhenItsSorterHoldsThePool() {
+    // Each value a string of its own (pairs' values share one), so that the sorter's records take
+    // their size in the heap and it spills.
+    JavaPairRDD<Integer, String> sorted =
+        pairs(2).mapToPair(t -> new Tuple2<>(t._1(), t._2() + t._1())).sortByKey(true, 8);
+    CrossdockShuffleHandle<?, ?, ?> handle =
+        (CrossdockShuffleHandle<?, ?, ?>) SparkLocalTest.shuffleDep(sorted).shuffleHandle();
+    assertFalse(handle.framedBatches, "the sorting writer");
+    assertTrue(handle.spillRuns, "spills pushed as runs");
+    PushBufferMemory.resetCounters();
+    List<Integer> keys = sorted.keys().collect();
+    assertEquals(200_000, keys.size(), "every record once");
+    for (int i = 0; i < keys.size(); i++) {
+      assertEquals(i, keys.get(i), "key order at " + i);
+    }
+    assertTrue(PushBufferMemory.frameWaitsInThisJvm() > 0,
+        "no batch waited for room: the sorting writer's frames were not the task's memory");
   }
 
   /** An operator upstream of the writer in the same task that needs execution memory midway. */
