@@ -66,6 +66,8 @@ public final class CrossdockConf {
   public final long appStoredQuota;
   /** {@link #APP_MEMORY_SHARE} in parts per million, 0 when not set. */
   public final long appMemorySharePpm;
+  /** The most a merged shuffle's map sorter holds before it spills: see {@link #MAP_RUN_PARTS}. */
+  public final long mapRunBytes;
 
   /**
    * The default of a window a running task holds ({@link #PUSH_MAX_IN_FLIGHT}, {@link
@@ -87,6 +89,16 @@ public final class CrossdockConf {
   static final int PUSH_WINDOW_PARTS = 16;
   /** The share of a task slot's heap the fetch window takes by default. */
   static final int FETCH_WINDOW_PARTS = 8;
+
+  /**
+   * The share of a task slot's heap a merged shuffle's map sorter may hold before it spills (a
+   * third): its spills are pushed as sorted runs, which cost no disk and no merge on the map, so
+   * it need not fill Spark's whole share of the heap before it spills, as a sorter whose spills go
+   * to disk and are merged again should. Spark's share is 60% of the heap above its reserve and,
+   * where nothing is reserved, left a 4 GB RDD sort's map tasks no room for anything else
+   * (bench/min_memory.py --workloads rdd-sort). Below Spark's share Spark still decides.
+   */
+  static final int MAP_RUN_PARTS = 3;
 
   /**
    * The heap a task slot of an executor has, the same on the driver and on the executors (the
@@ -140,6 +152,7 @@ public final class CrossdockConf {
         ? Math.max(conf.getSizeAsBytes(PUSH_MAX_IN_FLIGHT), 1)
         : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT), PUSH_WINDOW_PARTS);
     this.networkTimeoutMs = Math.max(conf.getTimeAsMs(NETWORK_TIMEOUT, DEFAULT_NETWORK_TIMEOUT), 1000);
+    this.mapRunBytes = heapPerTask / MAP_RUN_PARTS;
     this.fetchMaxInFlight = conf.contains(FETCH_MAX_IN_FLIGHT)
         ? conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT)
         : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT), FETCH_WINDOW_PARTS);

@@ -63,7 +63,8 @@ final class CrossdockShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       // A merged shuffle on a coordinator that keeps run starts: each spill of the sorter is
       // pushed as a sorted run of its own, nothing is merged on the map.
       spills = new SpillRuns(out, counted, dep.keyOrdering().get(),
-          dep.serializer().newInstance(), dep.shuffleId(), attempt.mapTaskId);
+          dep.serializer().newInstance(), dep.shuffleId(), attempt.mapTaskId,
+          attempt.conf.mapRunBytes);
       sorter = (ExternalSorter) SparkCompat.runPushingSorter(attempt.context, partitioner,
           (scala.math.Ordering) dep.keyOrdering().get(), dep, spills);
     } else {

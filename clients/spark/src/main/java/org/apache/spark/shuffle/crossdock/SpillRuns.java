@@ -21,6 +21,11 @@ import scala.Option;
  * wrapped per block by the serializer manager) into the task's {@link CrossdockMapOutputWriter},
  * which pushes it and notes where the run begins. What is left in memory at the end is the last
  * run of each partition. Nothing goes to the map's disk and nothing is read back.
+ *
+ * <p>Because a pushed run costs the map no disk and no merge, the sorter spills once it holds
+ * {@code runBytes} (a third of a task slot's heap, {@link CrossdockConf#MAP_RUN_PARTS}) even when
+ * Spark would grant it more ({@link #toAsk}, called by the sorter's memory requests): the map task
+ * keeps the rest of its heap. The spills after the runs a map may push go to disk at that size too.
  */
 final class SpillRuns {
   private final CrossdockMapOutputWriter out;
@@ -30,17 +35,29 @@ final class SpillRuns {
   private final long mapTaskId;
   private final SerializerManager serializerManager = SparkEnv.get().serializerManager();
   private final SerializerInstance serializer;
+  private final long runBytes;
   private int pushed;
 
   @SuppressWarnings("unchecked")
   SpillRuns(CrossdockMapOutputWriter out, ShuffleWriteMetricsReporter metrics,
-      Comparator<?> keyOrder, SerializerInstance serializer, int shuffleId, long mapTaskId) {
+      Comparator<?> keyOrder, SerializerInstance serializer, int shuffleId, long mapTaskId,
+      long runBytes) {
     this.out = out;
     this.metrics = metrics;
     this.keyOrder = (Comparator<Object>) keyOrder;
     this.serializer = serializer;
     this.shuffleId = shuffleId;
     this.mapTaskId = mapTaskId;
+    this.runBytes = runBytes;
+  }
+
+  /**
+   * What the sorter asks Spark for when it holds {@code used} bytes (beyond the few MiB Spark lets
+   * a sorter hold unasked) and wants {@code asked} more: no more than takes it to {@code runBytes}.
+   * Granted less than it needs, Spark's sorter spills.
+   */
+  long toAsk(long used, long asked) {
+    return Math.max(0, Math.min(asked, runBytes - used));
   }
 
   /**

@@ -5,7 +5,10 @@ import static org.junit.jupiter.api.Assertions.*;
 import org.apache.spark.SparkConf;
 import org.junit.jupiter.api.Test;
 
-/** The windows' defaults follow the heap a task slot has; a value set is taken as it is. */
+/**
+ * The windows' defaults and a merged shuffle's map run follow the heap a task slot has; a value
+ * set is taken as it is.
+ */
 class CrossdockConfTest {
   static final long MIB = 1L << 20;
 
@@ -32,12 +35,14 @@ class CrossdockConfTest {
     assertEquals(8 * MIB, small.fetchMaxInFlight, "an eighth");
     CrossdockConf shared = new CrossdockConf(conf(2048 * MIB, 8).set("spark.task.cpus", "2"));
     assertEquals(32 * MIB, shared.maxInFlight, "2 GiB over 4 slots: 512 MiB each");
+    assertEquals(512 * MIB / 3, shared.mapRunBytes, "a merged shuffle's map run: a third of a slot");
     CrossdockConf many = new CrossdockConf(conf(1024 * MIB, 16));
     assertEquals(4 * MIB, many.maxInFlight, "1 GiB over 16 slots: 64 MiB each");
     assertEquals(8 * MIB, many.fetchMaxInFlight);
     CrossdockConf usual = new CrossdockConf(conf(1024 * MIB, 1));
     assertEquals(32 * MIB, usual.maxInFlight);
     assertEquals(48 * MIB, usual.fetchMaxInFlight);
+    assertEquals(1024 * MIB / 3, usual.mapRunBytes, "no fixed cap: a third of any slot");
   }
 
   @Test

@@ -96,17 +96,20 @@ class SparkPushMemoryTest {
 
   /**
    * The sorting writer (a key-ordered shuffle, whose map sorter pushes its spills as sorted runs)
-   * holds the batches awaiting acknowledgement as the task's execution memory: when the sorter has
-   * taken the pool and spills, a run's batches find no room and wait for the acknowledgements
-   * instead of filling the 32 MiB push window beside the records being spilled (where a map task
-   * of a small executor ran out of heap); every record still arrives once, in key order.
+   * holds the batches awaiting acknowledgement as the task's execution memory: when the task's
+   * share is taken (here by another consumer of the task holding all but 3 MiB, and the sorter
+   * growing into the rest) and the sorter spills, a run's batches find no room and wait for the
+   * acknowledgements instead of filling the 32 MiB push window beside the records being spilled
+   * (where a map task of a small executor ran out of heap); every record arrives once, in order.
    */
   @Test
-  void theSortingWritersBatchesWaitForRoomWhenItsSorterHoldsThePool() {
+  void theSortingWritersBatchesWaitForRoomWhenTheTasksShareIsTaken() {
     // Each value a string of its own (pairs' values share one), so that the sorter's records take
     // their size in the heap and it spills.
-    JavaPairRDD<Integer, String> sorted =
-        pairs(2).mapToPair(t -> new Tuple2<>(t._1(), t._2() + t._1())).sortByKey(true, 8);
+    JavaPairRDD<Integer, String> sorted = pairs(2)
+        .mapToPair(t -> new Tuple2<>(t._1(), t._2() + t._1()))
+        .mapPartitionsToPair(SparkPushMemoryTest::holdingAllBut3MiB, true)
+        .sortByKey(true, 8);
     CrossdockShuffleHandle<?, ?, ?> handle =
         (CrossdockShuffleHandle<?, ?, ?>) SparkLocalTest.shuffleDep(sorted).shuffleHandle();
     assertFalse(handle.framedBatches, "the sorting writer");
@@ -119,6 +122,29 @@ class SparkPushMemoryTest {
     }
     assertTrue(PushBufferMemory.frameWaitsInThisJvm() > 0,
         "no batch waited for room: the sorting writer's frames were not the task's memory");
+  }
+
+  /** {@code it}, with a consumer of the task holding all of the pool but 3 MiB while it is read. */
+  static java.util.Iterator<Tuple2<Integer, String>> holdingAllBut3MiB(
+      java.util.Iterator<Tuple2<Integer, String>> it) {
+    Hungry h = new Hungry(TaskContext.get().taskMemoryManager());
+    h.granted = h.acquireMemory(POOL - (3 << 20));
+    return new java.util.Iterator<>() {
+      @Override
+      public boolean hasNext() {
+        boolean more = it.hasNext();
+        if (!more && h.granted > 0) {
+          h.freeMemory(h.granted);
+          h.granted = 0;
+        }
+        return more;
+      }
+
+      @Override
+      public Tuple2<Integer, String> next() {
+        return it.next();
+      }
+    };
   }
 
   /** An operator upstream of the writer in the same task that needs execution memory midway. */

@@ -50,7 +50,10 @@ final class SparkCompat {
     return new RunPushingSorter(context, partitioner, ordering, dep, runs);
   }
 
-  /** Spark's sorter with its {@code spill} (public in bytecode) pushing runs. */
+  /**
+   * Spark's sorter with its {@code spill} (public in bytecode) pushing runs, and its memory
+   * requests capped at a run ({@link SpillRuns#toAsk}).
+   */
   @SuppressWarnings({"unchecked", "rawtypes"})
   private static final class RunPushingSorter<K, V> extends ExternalSorter<K, V, V> {
     private final SpillRuns runs;
@@ -60,6 +63,13 @@ final class SparkCompat {
       super(context, Option.empty(), Option.apply(partitioner), Option.apply(ordering),
           dep.serializer(), dep.rowBasedChecksums());
       this.runs = runs;
+    }
+
+    /** Spark's sorter asks here before it grows; granted less than it needs, it spills. */
+    @Override
+    public long acquireMemory(long size) {
+      long ask = runs.toAsk(getUsed(), size);
+      return ask == 0 ? 0 : super.acquireMemory(ask);
     }
 
     @Override
