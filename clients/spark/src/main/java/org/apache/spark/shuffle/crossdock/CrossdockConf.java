@@ -92,11 +92,12 @@ public final class CrossdockConf {
 
   /**
    * The share of a task slot's heap a merged shuffle's map sorter may hold before it spills (a
-   * third): its spills are pushed as sorted runs, which cost no disk and no merge on the map, so
-   * it need not fill Spark's whole share of the heap before it spills, as a sorter whose spills go
-   * to disk and are merged again should. Spark's share is 60% of the heap above its reserve and,
-   * where nothing is reserved, left a 4 GB RDD sort's map tasks no room for anything else
-   * (bench/min_memory.py --workloads rdd-sort). Below Spark's share Spark still decides.
+   * third), while its spills are pushed as sorted runs ({@link SpillRuns#toAsk}): a pushed run
+   * costs the map no disk and no merge, so filling Spark's whole share first (60% of the heap
+   * above Spark's reserve, for one task) buys it nothing and leaves the task's heap no room for
+   * anything else (a 4 GB RDD sort's maps ran out of it; bench/min_memory.py --workloads
+   * rdd-sort). Where Spark grants less, Spark decides; so it does for the spills after the runs,
+   * which go to disk. The slots count {@code spark.executor.cores}, 1 when not set.
    */
   static final int MAP_RUN_PARTS = 3;
 

@@ -187,13 +187,19 @@ final class PushBufferMemory extends MemoryConsumer {
    * Another consumer of the task needs memory: the writer pushes what it buffered, without waiting.
    * Only on the writing thread, and never for the writer's own request (it pushes by itself when
    * refused, outside a buffer's growth). Returns the buffer memory freed (the frames' share of it
-   * stays counted until acknowledged).
+   * stays counted until acknowledged); with no buffers, the frames acknowledged since the last one.
    */
   @Override
   public long spill(long size, MemoryConsumer trigger) {
-    if (trigger == this || Thread.currentThread() != writer || spilling || buffers == 0
-        || spillFailure != null) {
+    if (trigger == this || Thread.currentThread() != writer || spilling || spillFailure != null) {
       return 0;
+    }
+    if (buffers == 0) {
+      // Nothing to push (the sorting writer never has buffers): give back what the workers
+      // acknowledged since the last frame, which stays counted until then otherwise.
+      long counted = window;
+      settle(attempt.unacknowledgedBytes());
+      return counted - window;
     }
     long before = buffers + window;
     spilling = true;

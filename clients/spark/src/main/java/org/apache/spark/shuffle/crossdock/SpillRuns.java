@@ -25,7 +25,8 @@ import scala.Option;
  * <p>Because a pushed run costs the map no disk and no merge, the sorter spills once it holds
  * {@code runBytes} (a third of a task slot's heap, {@link CrossdockConf#MAP_RUN_PARTS}) even when
  * Spark would grant it more ({@link #toAsk}, called by the sorter's memory requests): the map task
- * keeps the rest of its heap. The spills after the runs a map may push go to disk at that size too.
+ * keeps the rest of its heap. Once the map pushed the runs it may, Spark's own grants decide its
+ * further spills, which go to disk.
  */
 final class SpillRuns {
   private final CrossdockMapOutputWriter out;
@@ -53,10 +54,14 @@ final class SpillRuns {
 
   /**
    * What the sorter asks Spark for when it holds {@code used} bytes (beyond the few MiB Spark lets
-   * a sorter hold unasked) and wants {@code asked} more: no more than takes it to {@code runBytes}.
+   * a sorter hold unasked) and wants {@code asked} more: no more than takes it to {@code runBytes}
+   * while its next spill would be pushed as a run; all of it once the map pushed the runs it may.
    * Granted less than it needs, Spark's sorter spills.
    */
   long toAsk(long used, long asked) {
+    if (pushed >= RunSizes.MAX_RUNS_PER_MAP - 1) {
+      return asked; // its further spills go to disk: Spark decides when, as for its own
+    }
     return Math.max(0, Math.min(asked, runBytes - used));
   }
 

@@ -47,7 +47,7 @@ class SparkMapRunSizeTest {
   }
 
   /** One map's records, made in the task: ascending keys, each with a 200-character value of its own. */
-  static Iterator<Tuple2<Integer, String>> records(int seed) {
+  static Iterator<Tuple2<Integer, String>> records(int unused) {
     return new Iterator<>() {
       int i;
 
@@ -95,8 +95,9 @@ class SparkMapRunSizeTest {
     }
     assertTrue(checked[1] > 0, "the map's sorter spilled");
     assertTrue(mapPeak > 0, "the map's sorter held memory");
-    // Spark's sorter checks its size every 32 records: it passes a run by at most a few.
-    assertTrue(mapPeak <= RUN + UNASKED + (1 << 20),
+    // Spark's sorter checks its size every 32 records, and its array grows by doubling: it passes
+    // a run by a little (Spark's share would let it reach 57.6 MiB and more).
+    assertTrue(mapPeak <= RUN + UNASKED + (4 << 20),
         "the map's sorter held " + mapPeak + " bytes; a run is " + RUN + ", Spark's share "
             + (long) (0.6 * HEAP));
   }
