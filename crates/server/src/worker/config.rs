@@ -57,7 +57,7 @@ pub const DEFAULT_MAX_BATCH: u64 = 16 << 20;
 /// it on, and holds it until the last of its batches is consumed, so the chunk is what a
 /// reader holds beyond its in-flight limit: 1 MiB keeps that small beside a small
 /// executor's limit (4 MiB chunks made a 64 MiB executor run out of heap in its reads),
-/// and costs nothing measurable in throughput (docs/benchmarks-service.md).
+/// and in a Spark A/B at normal memory was within the runs' spread (docs/benchmarks-service.md).
 pub const FETCH_CHUNK: u64 = 1 << 20;
 /// Largest first chunk of a fetch stream (the next ones double up to [`FETCH_CHUNK`]).
 pub const FIRST_CHUNK: u64 = 128 << 10;
@@ -119,18 +119,21 @@ pub struct WorkerConfig {
 /// streams' chunks at once.
 const MIN_FETCH_CREDIT: u64 = 4 << 20;
 
+/// The most fetch buffer credit a worker keeps, whatever its memory.
+const MAX_FETCH_CREDIT: u64 = 64 << 20;
+
 /// The part of a worker's memory kept for fetch buffers: an eighth, at least
-/// [`MIN_FETCH_CREDIT`] (half the memory when that is less) and at most 64 MiB.
+/// [`MIN_FETCH_CREDIT`] (half the memory when that is less) and at most [`MAX_FETCH_CREDIT`].
 fn fetch_credit(memory: u64) -> u64 {
-    (memory / 8).clamp(MIN_FETCH_CREDIT.min(memory / 2), 64 << 20)
+    (memory / 8).clamp(MIN_FETCH_CREDIT.min(memory / 2), MAX_FETCH_CREDIT)
 }
 
 /// The smallest worker memory (`--memory`) whose push credit is at least `push`: what a
 /// benchmark that sets the workers' job limit asks for.
 pub fn memory_for_push_credit(push: u64) -> u64 {
     // The push credit, memory less its fetch part, never falls as memory grows, and the
-    // fetch part is at most 64 MiB: the answer lies in [push, push + 64 MiB].
-    let (mut lo, mut hi) = (push, push + (64 << 20));
+    // fetch part is at most MAX_FETCH_CREDIT: the answer lies in [push, push + MAX_FETCH_CREDIT].
+    let (mut lo, mut hi) = (push, push + MAX_FETCH_CREDIT);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if mid - fetch_credit(mid) >= push {
