@@ -295,8 +295,16 @@ public final class MapPusher implements Closeable {
 
   /** Waits until every pushed batch is acknowledged; throws the first failure. */
   public synchronized void awaitAll() throws IOException {
+    awaitInFlightAtMost(0);
+  }
+
+  /**
+   * Waits until at most {@code bytes} pushed are unacknowledged (every batch, for 0); throws the
+   * first failure. The acknowledgement timeout runs from the call.
+   */
+  public synchronized void awaitInFlightAtMost(long bytes) throws IOException {
     lastProgressNanos = System.nanoTime();
-    while (failure == null && inFlight > 0) {
+    while (failure == null && inFlight > bytes) {
       waitForProgress();
     }
     if (failure != null) {

@@ -18,7 +18,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class SlowProxy implements AutoCloseable {
   private final ServerSocket server;
-  private final String target;
+  /** The worker's address; connections accepted before it is known wait for it. */
+  private final java.util.concurrent.CompletableFuture<String> target =
+      new java.util.concurrent.CompletableFuture<>();
   private final long delayMs;
   private final int chunk;
   private final List<Socket> open = new CopyOnWriteArrayList<>();
@@ -27,8 +29,16 @@ public final class SlowProxy implements AutoCloseable {
   private volatile int frozenBelow;
 
   public SlowProxy(String target, long delayMs, int chunk) throws IOException {
+    this(delayMs, chunk);
+    this.target.complete(target);
+  }
+
+  /**
+   * A proxy whose worker is named later ({@link #target}): for a worker that must be told the
+   * proxy's address when it starts (it advertises it).
+   */
+  public SlowProxy(long delayMs, int chunk) throws IOException {
     this.server = new ServerSocket(0);
-    this.target = target;
     this.delayMs = delayMs;
     this.chunk = chunk;
     Thread t = new Thread(this::accept, "slow-proxy");
@@ -46,7 +56,7 @@ public final class SlowProxy implements AutoCloseable {
       try {
         Socket client = server.accept();
         int n = accepted.getAndIncrement();
-        Socket worker = Net.connect("worker", target, 3000);
+        Socket worker = Net.connect("worker", awaitTarget(), 3000);
         open.add(client);
         open.add(worker);
         pipe(n, client.getInputStream(), worker.getOutputStream(), 0, client, worker);
@@ -85,6 +95,19 @@ public final class SlowProxy implements AutoCloseable {
     }, "slow-proxy-pipe");
     t.setDaemon(true);
     t.start();
+  }
+
+  /** Names the worker of a proxy made without one. */
+  public void target(String addr) {
+    target.complete(addr);
+  }
+
+  private String awaitTarget() throws IOException {
+    try {
+      return target.get(30, java.util.concurrent.TimeUnit.SECONDS);
+    } catch (Exception e) {
+      throw new IOException("the proxy's worker was never named", e);
+    }
   }
 
   /** Connections accepted so far. */

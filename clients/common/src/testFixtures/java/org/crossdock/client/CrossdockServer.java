@@ -19,17 +19,21 @@ import java.util.stream.Stream;
 
 /**
  * A real {@code crossdock standalone} (coordinator + 2 workers, more settings as extra arguments)
- * as a child process.
+ * as a child process; or ({@link #startWorkerAdvertising}) a {@code crossdock coordinator} and a
+ * {@code crossdock worker} as two, the worker telling clients another address than its own.
  */
 public final class CrossdockServer implements AutoCloseable {
-  private final Process process;
+  private final List<Process> processes;
   private final Path dataDir;
   private final String addr;
+  /** The worker's own address (not the one it advertises); null for a standalone. */
+  private final String workerAddr;
 
-  private CrossdockServer(Process process, Path dataDir, String addr) {
-    this.process = process;
+  private CrossdockServer(List<Process> processes, Path dataDir, String addr, String workerAddr) {
+    this.processes = processes;
     this.dataDir = dataDir;
     this.addr = addr;
+    this.workerAddr = workerAddr;
   }
 
   /** The repository root: the nearest ancestor holding Cargo.toml and testdata/. */
@@ -84,15 +88,62 @@ public final class CrossdockServer implements AutoCloseable {
         "127.0.0.1:0", "--workers", "2", "--memory", memory, "--data-dir", dir.toString(),
         "--metrics-listen", "off", "--secret-file", secretFile.toString()));
     cmd.addAll(List.of(extraArgs));
+    Process p = launch(cmd, dir.resolve("stderr.log"));
+    String addr = listeningAddr(p, "crossdock standalone listening on ", dir.resolve("stderr.log"));
+    return new CrossdockServer(List.of(p), dir, addr, null);
+  }
+
+  /**
+   * A coordinator and one worker (with {@code memory}) as processes of their own, the worker
+   * advertising {@code advertise} to clients instead of its own address ({@link #workerAddr}):
+   * e.g. a proxy in front of it.
+   */
+  public static CrossdockServer startWorkerAdvertising(String advertise, String memory)
+      throws Exception {
+    Path bin = binary();
+    Path dir = Files.createTempDirectory("crossdock-java-test");
+    Path secretFile = dir.resolve("secret");
+    Files.write(secretFile, SECRET);
+    Path coordDir = Files.createDirectories(dir.resolve("coordinator"));
+    Path workerDir = Files.createDirectories(dir.resolve("worker"));
+    Process c = launch(List.of(bin.toString(), "coordinator", "--listen", "127.0.0.1:0",
+        "--data-dir", coordDir.toString(), "--metrics-listen", "off",
+        "--secret-file", secretFile.toString()), dir.resolve("coordinator.log"));
+    try {
+      String addr = listeningAddr(c, "crossdock coordinator listening on ", dir.resolve("coordinator.log"));
+      Process w = launch(List.of(bin.toString(), "worker", "--coordinator", addr, "--listen",
+          "127.0.0.1:0", "--advertise-addr", advertise, "--memory", memory, "--data-dir",
+          workerDir.toString(), "--metrics-listen", "off", "--secret-file", secretFile.toString()),
+          dir.resolve("worker.log"));
+      try {
+        String line = listeningAddr(w, "crossdock worker listening on ", dir.resolve("worker.log"));
+        return new CrossdockServer(List.of(w, c), dir, addr, line.substring(0, line.indexOf(' ')));
+      } catch (Exception e) {
+        w.destroyForcibly();
+        throw e;
+      }
+    } catch (Exception e) {
+      c.destroyForcibly();
+      throw e;
+    }
+  }
+
+  private static Process launch(List<String> cmd, Path stderr) throws IOException {
     ProcessBuilder pb = new ProcessBuilder(cmd);
-    pb.redirectError(dir.resolve("stderr.log").toFile());
-    Process p = pb.start();
+    pb.redirectError(stderr.toFile());
+    return pb.start();
+  }
+
+  /**
+   * The rest of the line of {@code p}'s standard output that begins with {@code prefix} (its
+   * address, first), within 20 s; the process is killed if it does not come.
+   */
+  private static String listeningAddr(Process p, String prefix, Path stderr) throws Exception {
     CompletableFuture<String> listening = new CompletableFuture<>();
     Thread t = new Thread(() -> {
       try (BufferedReader r = new BufferedReader(
           new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
         String line;
-        String prefix = "crossdock standalone listening on ";
         while ((line = r.readLine()) != null) {
           if (line.startsWith(prefix)) {
             listening.complete(line.substring(prefix.length()).trim());
@@ -106,12 +157,11 @@ public final class CrossdockServer implements AutoCloseable {
     t.setDaemon(true);
     t.start();
     try {
-      return new CrossdockServer(p, dir, listening.get(20, TimeUnit.SECONDS));
+      return listening.get(20, TimeUnit.SECONDS);
     } catch (Exception e) {
       p.destroyForcibly();
-      String err = Files.exists(dir.resolve("stderr.log"))
-          ? Files.readString(dir.resolve("stderr.log")) : "";
-      throw new IllegalStateException("crossdock standalone did not start: " + e + "\n" + err, e);
+      String err = Files.exists(stderr) ? Files.readString(stderr) : "";
+      throw new IllegalStateException("crossdock (" + prefix.trim() + ") did not start: " + e + "\n" + err, e);
     }
   }
 
@@ -143,12 +193,19 @@ public final class CrossdockServer implements AutoCloseable {
     return addr;
   }
 
+  /** The address the worker of {@link #startWorkerAdvertising} listens on. */
+  public String workerAddr() {
+    return workerAddr;
+  }
+
   @Override
   public void close() throws Exception {
-    process.destroy();
-    if (!process.waitFor(10, TimeUnit.SECONDS)) {
-      process.destroyForcibly();
-      process.waitFor(10, TimeUnit.SECONDS);
+    for (Process process : processes) {
+      process.destroy();
+      if (!process.waitFor(10, TimeUnit.SECONDS)) {
+        process.destroyForcibly();
+        process.waitFor(10, TimeUnit.SECONDS);
+      }
     }
     try (Stream<Path> s = Files.walk(dataDir)) {
       s.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);

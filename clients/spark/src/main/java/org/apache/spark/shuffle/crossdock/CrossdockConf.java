@@ -68,6 +68,12 @@ public final class CrossdockConf {
   public final long appMemorySharePpm;
   /** The most a merged shuffle's map sorter holds before it spills: see {@link #MAP_RUN_PARTS}. */
   public final long mapRunBytes;
+  /**
+   * The most bytes of pushed frames a map task keeps unacknowledged beyond what Spark granted it
+   * ({@link PushBufferMemory#holdFrame}): a quarter of the push window, and at most a sixty-fourth
+   * of a task slot's heap ({@link #UNCOUNTED_FRAME_HEAP_PARTS}).
+   */
+  public final long uncountedFrameBytes;
 
   /**
    * The default of a window a running task holds ({@link #PUSH_MAX_IN_FLIGHT}, {@link
@@ -100,6 +106,15 @@ public final class CrossdockConf {
    * which go to disk. The slots count {@code spark.executor.cores}, 1 when not set.
    */
   static final int MAP_RUN_PARTS = 3;
+
+  /**
+   * When Spark grants a map task no room for a frame (its share is held by its sorter or by
+   * another consumer), the frame is pushed uncounted while fewer than {@link #uncountedFrameBytes}
+   * are unacknowledged, and waits below that: a few frames stay in flight instead of one per round
+   * trip. A sixty-fourth of the slot's heap (8 MiB of a 512 MiB slot, 2.5 MiB of a 160 MiB one)
+   * is of the order of what Spark itself lets a sorter hold without asking (5 MiB).
+   */
+  static final int UNCOUNTED_FRAME_HEAP_PARTS = 64;
 
   /**
    * The heap a task slot of an executor has, the same on the driver and on the executors (the
@@ -154,6 +169,7 @@ public final class CrossdockConf {
         : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT), PUSH_WINDOW_PARTS);
     this.networkTimeoutMs = Math.max(conf.getTimeAsMs(NETWORK_TIMEOUT, DEFAULT_NETWORK_TIMEOUT), 1000);
     this.mapRunBytes = heapPerTask / MAP_RUN_PARTS;
+    this.uncountedFrameBytes = Math.min(maxInFlight / 4, heapPerTask / UNCOUNTED_FRAME_HEAP_PARTS);
     this.fetchMaxInFlight = conf.contains(FETCH_MAX_IN_FLIGHT)
         ? conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT)
         : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT), FETCH_WINDOW_PARTS);

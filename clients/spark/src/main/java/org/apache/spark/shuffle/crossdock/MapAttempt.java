@@ -109,9 +109,9 @@ final class MapAttempt {
     return pusher.inFlightBytes();
   }
 
-  /** Waits until every batch pushed so far is acknowledged (the pusher stays open). */
-  void awaitAcks() throws IOException {
-    pusher.awaitAll();
+  /** Waits until at most {@code bytes} pushed are unacknowledged (the pusher stays open). */
+  void awaitAcksDownTo(long bytes) throws IOException {
+    pusher.awaitInFlightAtMost(bytes);
   }
 
   /**

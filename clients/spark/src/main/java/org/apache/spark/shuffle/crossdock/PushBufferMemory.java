@@ -18,8 +18,9 @@ import org.apache.spark.memory.TaskMemoryManager;
  *
  * <p>What is held is the buffers' capacity and the unacknowledged frames' lengths. A grant short
  * of a buffer's growth makes the writer push every buffer and ask again; one short of a frame
- * makes it wait for every acknowledgement and ask again. What Spark still refuses then (at most
- * the buffer of the record being written, or one frame) is used without being counted, as a
+ * makes it wait until few frames are in flight uncounted ({@link CrossdockConf#uncountedFrameBytes},
+ * a sixty-fourth of the slot's heap at most) and ask again. What Spark still refuses then (at most
+ * the buffer of the record being written, or those frames) is used without being counted, as a
  * sorter's last record must be.
  *
  * <p>When another consumer needs memory ({@link #spill}), the writer pushes its buffers without
@@ -37,8 +38,9 @@ final class PushBufferMemory extends MemoryConsumer {
    */
   private static final AtomicLong PEAK = new AtomicLong();
   private static final AtomicLong SPILLS = new AtomicLong();
-  /** How many frames waited for every acknowledgement because Spark granted them no room. */
-  private static final AtomicLong FRAME_WAITS = new AtomicLong();
+  /** How many frames Spark granted no room to, and the most bytes in flight uncounted then. */
+  private static final AtomicLong FRAMES_REFUSED = new AtomicLong();
+  private static final AtomicLong PEAK_UNCOUNTED = new AtomicLong();
 
   static long peakInThisJvm() {
     return PEAK.get();
@@ -48,17 +50,24 @@ final class PushBufferMemory extends MemoryConsumer {
     return SPILLS.get();
   }
 
-  static long frameWaitsInThisJvm() {
-    return FRAME_WAITS.get();
+  static long framesRefusedInThisJvm() {
+    return FRAMES_REFUSED.get();
+  }
+
+  static long peakUncountedInThisJvm() {
+    return PEAK_UNCOUNTED.get();
   }
 
   static void resetCounters() {
     PEAK.set(0);
     SPILLS.set(0);
-    FRAME_WAITS.set(0);
+    FRAMES_REFUSED.set(0);
+    PEAK_UNCOUNTED.set(0);
   }
 
   private final MapAttempt attempt;
+  /** {@link CrossdockConf#uncountedFrameBytes}. */
+  private final long uncountedLimit;
   private final MapAttempt.Pushes pushBuffered;
   /** The thread writing the map output: only there may the buffers be pushed. */
   private final Thread writer = Thread.currentThread();
@@ -78,6 +87,7 @@ final class PushBufferMemory extends MemoryConsumer {
   PushBufferMemory(TaskMemoryManager tmm, MapAttempt attempt, MapAttempt.Pushes pushBuffered) {
     super(tmm, MemoryMode.ON_HEAP);
     this.attempt = attempt;
+    this.uncountedLimit = attempt.conf.uncountedFrameBytes;
     this.pushBuffered = pushBuffered;
   }
 
@@ -112,8 +122,11 @@ final class PushBufferMemory extends MemoryConsumer {
   /**
    * Holds {@code len} bytes for a frame about to be pushed, which stays in memory until its worker
    * acknowledges it. First gives back what was acknowledged since the last frame; when Spark
-   * grants less than {@code len}, waits for every acknowledgement and holds what it grants then.
-   * While spilling, the frame's bytes move from the buffers' count instead (no new grant, no wait).
+   * grants less than {@code len}, waits until the frames in flight beyond what is counted leave
+   * room for this one within {@link CrossdockConf#uncountedFrameBytes}, and holds what Spark grants
+   * then. (Waiting for every acknowledgement instead kept one frame in flight per round trip
+   * whenever the task's share was full: a sorter holding its share while it pushes a run.) While
+   * spilling, the frame's bytes move from the buffers' count instead (no new grant, no wait).
    */
   void holdFrame(long len) throws IOException {
     settle(attempt.unacknowledgedBytes());
@@ -127,10 +140,12 @@ final class PushBufferMemory extends MemoryConsumer {
       window += len;
       return;
     }
-    FRAME_WAITS.incrementAndGet();
-    attempt.awaitAcks();
-    settle(0);
+    FRAMES_REFUSED.incrementAndGet();
+    // Uncounted after this frame: what is in flight beyond the counted window, plus the frame.
+    attempt.awaitAcksDownTo(window + Math.max(0, uncountedLimit - len));
+    settle(attempt.unacknowledgedBytes());
     window += acquireMemory(len);
+    PEAK_UNCOUNTED.accumulateAndGet(attempt.unacknowledgedBytes() + len - window, Math::max);
   }
 
   /** Gives back the counted frame bytes above {@code unacknowledged}. */

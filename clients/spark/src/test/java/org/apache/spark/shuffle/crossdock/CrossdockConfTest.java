@@ -43,6 +43,11 @@ class CrossdockConfTest {
     assertEquals(32 * MIB, usual.maxInFlight);
     assertEquals(48 * MIB, usual.fetchMaxInFlight);
     assertEquals(1024 * MIB / 3, usual.mapRunBytes, "no fixed cap: a third of any slot");
+    assertEquals(8 * MIB, usual.uncountedFrameBytes, "a quarter of the push window");
+    assertEquals(MIB, small.uncountedFrameBytes, "a sixty-fourth of a 64 MiB slot");
+    assertEquals(8 * MIB, shared.uncountedFrameBytes);
+    CrossdockConf pinned = new CrossdockConf(conf(1024 * MIB, 1).set(CrossdockConf.PUSH_MAX_IN_FLIGHT, "2m"));
+    assertEquals(MIB / 2, pinned.uncountedFrameBytes, "a quarter of a window set by hand");
   }
 
   @Test

@@ -38,13 +38,18 @@ class SparkPushMemoryTest {
   @BeforeAll
   void start() throws Exception {
     server = CrossdockServer.start();
-    sc = new JavaSparkContext(SparkLocalTest.conf(server.addr())
+    sc = new JavaSparkContext(conf(server.addr()));
+  }
+
+  /** One task slot of 16 MiB, nothing reserved: Spark's pool is {@link #POOL}. */
+  static org.apache.spark.SparkConf conf(String coordinator) {
+    return SparkLocalTest.conf(coordinator)
         .setMaster("local[1]")
         .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         .set("spark.crossdock.push.batchSize", "1m")
         .set("spark.crossdock.push.maxInFlight", "32m")
         .set("spark.testing.memory", String.valueOf(16 << 20))
-        .set("spark.testing.reservedMemory", "0"));
+        .set("spark.testing.reservedMemory", "0");
   }
 
   @AfterAll
@@ -52,8 +57,12 @@ class SparkPushMemoryTest {
     SparkLocalTest.stop(sc, server);
   }
 
-  /** 40 MB in {@code maps} map tasks: keys 0 to 199,999, each with ~200 bytes. */
   JavaPairRDD<Integer, String> pairs(int maps) {
+    return pairs(sc, maps);
+  }
+
+  /** 40 MB in {@code maps} map tasks: keys 0 to 199,999, each with ~200 bytes. */
+  static JavaPairRDD<Integer, String> pairs(JavaSparkContext sc, int maps) {
     List<Integer> seeds = new ArrayList<>();
     for (int m = 0; m < maps; m++) {
       seeds.add(m);
@@ -99,14 +108,32 @@ class SparkPushMemoryTest {
    * holds the batches awaiting acknowledgement as the task's execution memory: when the task's
    * share is taken (here by another consumer of the task holding all but 3 MiB, and the sorter
    * growing into the rest) and the sorter spills, a run's batches find no room and wait for the
-   * acknowledgements instead of filling the 32 MiB push window beside the records being spilled
-   * (where a map task of a small executor ran out of heap); every record arrives once, in order.
+   * acknowledgements (all but {@link CrossdockConf#uncountedFrameBytes}) instead of filling the 32
+   * MiB push window beside the records being spilled (where a map task of a small executor ran out
+   * of heap); every record arrives once, in order.
    */
   @Test
   void theSortingWritersBatchesWaitForRoomWhenTheTasksShareIsTaken() {
+    sortWithTheTasksShareTaken(sc);
+    // What went uncounted stayed within the allowance: a sixty-fourth of the 16 MiB slot.
+    long uncounted = PushBufferMemory.peakUncountedInThisJvm();
+    assertTrue(uncounted > 0 && uncounted <= ALLOWANCE,
+        "frames in flight uncounted peaked at " + uncounted + " bytes");
+  }
+
+  /** {@link CrossdockConf#uncountedFrameBytes} of a 16 MiB slot. */
+  static final long ALLOWANCE = 256 << 10;
+
+  /**
+   * Sorts {@link #pairs} by key in 8 partitions with another consumer of each map task holding
+   * all of the pool but 3 MiB, checks that every record arrives once and in order and that Spark
+   * refused the sorting writer's frames room; the counters are reset first.
+   */
+  static void sortWithTheTasksShareTaken(JavaSparkContext sc) {
+    assertEquals(ALLOWANCE, new CrossdockConf(sc.getConf()).uncountedFrameBytes);
     // Each value a string of its own (pairs' values share one), so that the sorter's records take
     // their size in the heap and it spills.
-    JavaPairRDD<Integer, String> sorted = pairs(2)
+    JavaPairRDD<Integer, String> sorted = pairs(sc, 2)
         .mapToPair(t -> new Tuple2<>(t._1(), t._2() + t._1()))
         .mapPartitionsToPair(SparkPushMemoryTest::holdingAllBut3MiB, true)
         .sortByKey(true, 8);
@@ -120,8 +147,8 @@ class SparkPushMemoryTest {
     for (int i = 0; i < keys.size(); i++) {
       assertEquals(i, keys.get(i), "key order at " + i);
     }
-    assertTrue(PushBufferMemory.frameWaitsInThisJvm() > 0,
-        "no batch waited for room: the sorting writer's frames were not the task's memory");
+    assertTrue(PushBufferMemory.framesRefusedInThisJvm() > 0,
+        "no batch was refused room: the sorting writer's frames were not the task's memory");
   }
 
   /** {@code it}, with a consumer of the task holding all of the pool but 3 MiB while it is read. */
