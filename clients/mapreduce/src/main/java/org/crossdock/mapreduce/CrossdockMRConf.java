@@ -3,6 +3,9 @@ package org.crossdock.mapreduce;
 import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapreduce.MRJobConfig;
+import org.apache.hadoop.mapreduce.TaskType;
 import org.crossdock.client.Tls;
 import org.crossdock.client.fetch.RunSizes;
 
@@ -59,8 +62,11 @@ final class CrossdockMRConf {
           + batch + " bytes");
     }
     batchSize = (int) batch;
-    pushMaxInFlight = positive(c, PUSH_MAX_IN_FLIGHT, c.getLongBytes(PUSH_MAX_IN_FLIGHT, 32L << 20));
-    fetchMaxInFlight = positive(c, FETCH_MAX_IN_FLIGHT, c.getLongBytes(FETCH_MAX_IN_FLIGHT, 48L << 20));
+    local = "local".equals(c.getTrimmed(FRAMEWORK, "local"));
+    pushMaxInFlight = positive(c, PUSH_MAX_IN_FLIGHT, c.getLongBytes(PUSH_MAX_IN_FLIGHT,
+        windowFor(taskHeap(c, TaskType.MAP, local), DEFAULT_PUSH_MAX_IN_FLIGHT, PUSH_WINDOW_PARTS)));
+    fetchMaxInFlight = positive(c, FETCH_MAX_IN_FLIGHT, c.getLongBytes(FETCH_MAX_IN_FLIGHT,
+        windowFor(taskHeap(c, TaskType.REDUCE, local), DEFAULT_FETCH_MAX_IN_FLIGHT, FETCH_WINDOW_PARTS)));
     networkTimeoutMs = positive(c, NETWORK_TIMEOUT,
         c.getTimeDuration(NETWORK_TIMEOUT, 120_000, TimeUnit.MILLISECONDS));
     mapsWaitMs = positive(c, MAPS_WAIT, c.getTimeDuration(MAPS_WAIT, 30 * 60_000, TimeUnit.MILLISECONDS));
@@ -72,9 +78,51 @@ final class CrossdockMRConf {
     }
     sortBufferBytes = (long) sortMb << 20;
     spillRuns = c.getBoolean(SPILL_RUNS, true);
-    local = "local".equals(c.getTrimmed(FRAMEWORK, "local"));
     String ca = c.getTrimmed(TLS_CA, "");
     tls = ca.isEmpty() ? null : Tls.trusting(Path.of(ca));
+  }
+
+  /**
+   * The default of a window ({@link #PUSH_MAX_IN_FLIGHT}, {@link #FETCH_MAX_IN_FLIGHT}) when its
+   * key is not set: the fixed default, or {@code 1/parts} of the task's heap when that is less, and
+   * at least 1 MiB; the rule of the Spark client's windows, where fixed windows made small
+   * executors fail where Spark's own shuffle completed. The push window takes a sixteenth (a map
+   * holds it beside its sort buffer, {@code mapreduce.task.io.sort.mb}), the fetch window an
+   * eighth. From 512 MiB of map heap and 384 MiB of reduce heap the fixed defaults stand.
+   */
+  static long windowFor(long heap, long fixed, int parts) {
+    return Math.max(1L << 20, Math.min(fixed, heap / parts));
+  }
+
+  static final long DEFAULT_PUSH_MAX_IN_FLIGHT = 32L << 20;
+  static final long DEFAULT_FETCH_MAX_IN_FLIGHT = 48L << 20;
+  static final int PUSH_WINDOW_PARTS = 16;
+  static final int FETCH_WINDOW_PARTS = 8;
+
+  /**
+   * The heap of a task of {@code type}, the same in every task of the job (a map sizes its runs'
+   * batches for the reducers' fetch window): the {@code -Xmx} of the type's Java options ({@code
+   * mapreduce.{map,reduce}.java.opts}, else {@code mapred.child.java.opts}), or as MapReduce
+   * derives it when they set none ({@link JobConf#getTaskJavaOpts}, without its log line): the
+   * container's memory ({@code mapreduce.{map,reduce}.memory.mb}) times {@code
+   * mapreduce.job.heap.memory-mb.ratio}. Under the local job runner, whose tasks share the
+   * submitting JVM, that JVM's heap over the tasks it runs at once ({@code
+   * mapreduce.local.{map,reduce}.tasks.maximum}).
+   */
+  static long taskHeap(Configuration c, TaskType type, boolean local) {
+    boolean map = type == TaskType.MAP;
+    if (local) {
+      String key = map ? "mapreduce.local.map.tasks.maximum" : "mapreduce.local.reduce.tasks.maximum";
+      return Runtime.getRuntime().maxMemory() / Math.max(1, c.getInt(key, 1));
+    }
+    String opts = c.get(map ? JobConf.MAPRED_MAP_TASK_JAVA_OPTS : JobConf.MAPRED_REDUCE_TASK_JAVA_OPTS,
+        c.get(JobConf.MAPRED_TASK_JAVA_OPTS, JobConf.DEFAULT_MAPRED_TASK_JAVA_OPTS));
+    int mb = JobConf.parseMaximumHeapSizeMB(opts);
+    if (mb <= 0) {
+      float ratio = c.getFloat(MRJobConfig.HEAP_MEMORY_MB_RATIO, MRJobConfig.DEFAULT_HEAP_MEMORY_MB_RATIO);
+      mb = (int) Math.ceil(new JobConf(c).getMemoryRequired(type) * ratio);
+    }
+    return mb > 0 ? (long) mb << 20 : Long.MAX_VALUE;
   }
 
   private static long positive(Configuration c, String key, long v) {
