@@ -180,6 +180,11 @@ public final class MapPusher implements Closeable {
     }
     synchronized (this) {
       long start = System.nanoTime();
+      if (inFlight == 0) {
+        // The acknowledgement clock runs from the oldest batch unacknowledged: a map that computed
+        // longer than the timeout before this batch has not been waiting for any.
+        lastProgressNanos = start;
+      }
       while (waitForRoom && failure == null && inFlight > 0 && inFlight + len > maxInFlightBytes) {
         waitForProgress();
       }

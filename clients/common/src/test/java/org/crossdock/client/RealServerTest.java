@@ -344,6 +344,30 @@ class RealServerTest {
     coord.unregisterApp(app);
   }
 
+  /**
+   * The acknowledgement timeout runs from the oldest batch unacknowledged, not from the pusher's
+   * last progress: a map that computes longer than the timeout before its next batch, and then
+   * fills its window before the worker answers, waits for the answer instead of failing at once.
+   */
+  @Test
+  void aMapThatComputedLongerThanTheAckTimeoutStillWaitsForItsFirstAnswers() throws Exception {
+    String app = "java-ack-clock";
+    Placement pl = registerShuffle(app, 1, 1, 1);
+    // The worker's answers take 100 ms; the timeout is 1 s and the map computes for 1.3 s
+    // between its first push (acknowledged) and the next ones, two batches over the window.
+    try (SlowProxy proxy = new SlowProxy(pl.addrOf(0), 100, 64 << 10);
+        MapPusher p = new MapPusher(pool, app, 1, 0, 0, 1, 64 << 10, 1000)) {
+      p.push(0, proxy.addr(), payload(0, 0, 0, 1000), 1000);
+      p.awaitAll();
+      Thread.sleep(1300);
+      p.push(0, proxy.addr(), payload(0, 0, 1, 60_000), 60_000);
+      p.push(0, proxy.addr(), payload(0, 0, 2, 60_000), 60_000);
+      p.awaitAll();
+      assertEquals(3, p.pushedBatches());
+    }
+    coord.unregisterApp(app);
+  }
+
   @Test
   void fetchResumesAfterABrokenConnection() throws Exception {
     String app = "java-resume";
