@@ -111,12 +111,14 @@ public final class CrossdockServer implements AutoCloseable {
         "--secret-file", secretFile.toString()), dir.resolve("coordinator.log"));
     try {
       String addr = listeningAddr(c, "crossdock coordinator listening on ", dir.resolve("coordinator.log"));
-      Process w = launch(List.of(bin.toString(), "worker", "--coordinator", addr, "--listen",
+      Process w = launch(List.of(bin.toString(), "worker", "--log", "info", "--coordinator", addr, "--listen",
           "127.0.0.1:0", "--advertise-addr", advertise, "--memory", memory, "--data-dir",
           workerDir.toString(), "--metrics-listen", "off", "--secret-file", secretFile.toString()),
           dir.resolve("worker.log"));
       try {
         String line = listeningAddr(w, "crossdock worker listening on ", dir.resolve("worker.log"));
+        // It registers after it listens: until then the coordinator would place nothing on it.
+        awaitLine(w, dir.resolve("worker.log"), "registered with the coordinator");
         return new CrossdockServer(List.of(w, c), dir, addr, line.substring(0, line.indexOf(' ')));
       } catch (Exception e) {
         w.destroyForcibly();
@@ -125,6 +127,18 @@ public final class CrossdockServer implements AutoCloseable {
     } catch (Exception e) {
       c.destroyForcibly();
       throw e;
+    }
+  }
+
+  /** Waits up to 20 s for {@code text} in the log {@code p} writes to {@code log}. */
+  private static void awaitLine(Process p, Path log, String text) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!(Files.exists(log) && Files.readString(log).contains(text))) {
+      if (!p.isAlive() || System.nanoTime() > deadline) {
+        String err = Files.exists(log) ? Files.readString(log) : "";
+        throw new IllegalStateException("crossdock never logged '" + text + "'\n" + err);
+      }
+      Thread.sleep(20);
     }
   }
 

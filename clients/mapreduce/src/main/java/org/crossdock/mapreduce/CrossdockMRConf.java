@@ -101,13 +101,15 @@ final class CrossdockMRConf {
 
   /**
    * The heap of a task of {@code type}, the same in every task of the job (a map sizes its runs'
-   * batches for the reducers' fetch window): the {@code -Xmx} of the type's Java options ({@code
-   * mapreduce.{map,reduce}.java.opts}, else {@code mapred.child.java.opts}), or as MapReduce
-   * derives it when they set none ({@link JobConf#getTaskJavaOpts}, without its log line): the
+   * batches for the reducers' fetch window), read as MapReduce sets it ({@link
+   * JobConf#getTaskJavaOpts}, without its log line): the last {@code -Xmx} of the administrator's
+   * options ({@code mapreduce.admin.{map,reduce}.child.java.opts}) followed by the job's ({@code
+   * mapreduce.{map,reduce}.java.opts}, else {@code mapred.child.java.opts}); without one, the
    * container's memory ({@code mapreduce.{map,reduce}.memory.mb}) times {@code
-   * mapreduce.job.heap.memory-mb.ratio}. Under the local job runner, whose tasks share the
-   * submitting JVM, that JVM's heap over the tasks it runs at once ({@code
-   * mapreduce.local.{map,reduce}.tasks.maximum}).
+   * mapreduce.job.heap.memory-mb.ratio} (0.8 when outside [0, 1]). Under the local job runner,
+   * whose tasks share the submitting JVM, that JVM's heap over the tasks it runs at once ({@code
+   * mapreduce.local.{map,reduce}.tasks.maximum}). (An uber job's tasks run in the application
+   * master's JVM, whose heap this does not read: its windows follow the task options.)
    */
   static long taskHeap(Configuration c, TaskType type, boolean local) {
     boolean map = type == TaskType.MAP;
@@ -115,12 +117,18 @@ final class CrossdockMRConf {
       String key = map ? "mapreduce.local.map.tasks.maximum" : "mapreduce.local.reduce.tasks.maximum";
       return Runtime.getRuntime().maxMemory() / Math.max(1, c.getInt(key, 1));
     }
-    String opts = c.get(map ? JobConf.MAPRED_MAP_TASK_JAVA_OPTS : JobConf.MAPRED_REDUCE_TASK_JAVA_OPTS,
+    String admin = c.get(map ? MRJobConfig.MAPRED_MAP_ADMIN_JAVA_OPTS : MRJobConfig.MAPRED_REDUCE_ADMIN_JAVA_OPTS,
+        MRJobConfig.DEFAULT_MAPRED_ADMIN_JAVA_OPTS);
+    String user = c.get(map ? JobConf.MAPRED_MAP_TASK_JAVA_OPTS : JobConf.MAPRED_REDUCE_TASK_JAVA_OPTS,
         c.get(JobConf.MAPRED_TASK_JAVA_OPTS, JobConf.DEFAULT_MAPRED_TASK_JAVA_OPTS));
-    int mb = JobConf.parseMaximumHeapSizeMB(opts);
+    int mb = JobConf.parseMaximumHeapSizeMB(admin + " " + user);
     if (mb <= 0) {
       float ratio = c.getFloat(MRJobConfig.HEAP_MEMORY_MB_RATIO, MRJobConfig.DEFAULT_HEAP_MEMORY_MB_RATIO);
-      mb = (int) Math.ceil(new JobConf(c).getMemoryRequired(type) * ratio);
+      if (ratio > 1 || ratio < 0) {
+        ratio = MRJobConfig.DEFAULT_HEAP_MEMORY_MB_RATIO;
+      }
+      JobConf job = c instanceof JobConf j ? j : new JobConf(c);
+      mb = (int) Math.ceil(job.getMemoryRequired(type) * ratio);
     }
     return mb > 0 ? (long) mb << 20 : Long.MAX_VALUE;
   }

@@ -36,11 +36,30 @@ class CrossdockMRConfTest {
         "no -Xmx: MapReduce's 0.8 of the container, rounded up");
     assertEquals(820 * MIB, CrossdockMRConf.taskHeap(none, TaskType.MAP, false),
         "MapReduce's default container, 1024 MiB");
+    Configuration admin = onYarn();
+    admin.set("mapreduce.admin.reduce.child.java.opts", "-Djava.net.preferIPv4Stack=true -Xmx300m");
+    assertEquals(300 * MIB, CrossdockMRConf.taskHeap(admin, TaskType.REDUCE, false),
+        "the administrator's -Xmx, where the job sets none");
+    admin.set("mapreduce.reduce.java.opts", "-Xmx2g");
+    assertEquals(2048 * MIB, CrossdockMRConf.taskHeap(admin, TaskType.REDUCE, false),
+        "the job's own, after the administrator's");
+    Configuration ratio = onYarn();
+    ratio.setInt("mapreduce.map.memory.mb", 1000);
+    ratio.setFloat("mapreduce.job.heap.memory-mb.ratio", 0.5f);
+    assertEquals(500 * MIB, CrossdockMRConf.taskHeap(ratio, TaskType.MAP, false));
+    ratio.setFloat("mapreduce.job.heap.memory-mb.ratio", 1.5f);
+    assertEquals(800 * MIB, CrossdockMRConf.taskHeap(ratio, TaskType.MAP, false),
+        "a ratio outside [0, 1]: MapReduce's default, 0.8");
     long jvm = Runtime.getRuntime().maxMemory();
     Configuration local = new Configuration(false);
     local.setInt("mapreduce.local.map.tasks.maximum", 4);
     assertEquals(jvm / 4, CrossdockMRConf.taskHeap(local, TaskType.MAP, true));
     assertEquals(jvm, CrossdockMRConf.taskHeap(local, TaskType.REDUCE, true));
+    Configuration unset = new Configuration(false);
+    unset.set(CrossdockMRConf.COORDINATOR, "127.0.0.1:1");
+    unset.set("mapreduce.reduce.java.opts", "-Xmx64m");
+    assertEquals(CrossdockMRConf.windowFor(jvm, 48 * MIB, 8), new CrossdockMRConf(unset).fetchMaxInFlight,
+        "no framework set: the local job runner, whose tasks have the JVM's heap");
   }
 
   @Test

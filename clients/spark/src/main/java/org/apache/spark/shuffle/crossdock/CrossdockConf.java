@@ -71,7 +71,7 @@ public final class CrossdockConf {
   /**
    * The most bytes of pushed frames a map task keeps unacknowledged beyond what Spark granted it
    * ({@link PushBufferMemory#holdFrame}): a quarter of the push window, and at most a sixty-fourth
-   * of a task slot's heap ({@link #UNCOUNTED_FRAME_HEAP_PARTS}).
+   * of a task slot's heap ({@link #UNCOUNTED_FRAME_HEAP_PARTS}); one frame when a frame is larger.
    */
   public final long uncountedFrameBytes;
 
@@ -109,9 +109,10 @@ public final class CrossdockConf {
 
   /**
    * When Spark grants a map task no room for a frame (its share is held by its sorter or by
-   * another consumer), the frame is pushed uncounted while fewer than {@link #uncountedFrameBytes}
-   * are unacknowledged, and waits below that: a few frames stay in flight instead of one per round
-   * trip. A sixty-fourth of the slot's heap (8 MiB of a 512 MiB slot, 2.5 MiB of a 160 MiB one)
+   * another consumer), it is pushed uncounted once the frames unacknowledged beyond what Spark
+   * counts, this one included, fit in {@link #uncountedFrameBytes} (or it is the only one, when a
+   * frame is larger), and waits for acknowledgements until then: a few frames stay in flight
+   * instead of one per round trip. A sixty-fourth of the slot's heap (8 MiB of a 512 MiB slot, 2.5 MiB of a 160 MiB one)
    * is of the order of what Spark itself lets a sorter hold without asking (5 MiB).
    */
   static final int UNCOUNTED_FRAME_HEAP_PARTS = 64;

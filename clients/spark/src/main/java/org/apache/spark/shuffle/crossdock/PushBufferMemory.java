@@ -19,7 +19,7 @@ import org.apache.spark.memory.TaskMemoryManager;
  * <p>What is held is the buffers' capacity and the unacknowledged frames' lengths. A grant short
  * of a buffer's growth makes the writer push every buffer and ask again; one short of a frame
  * makes it wait until few frames are in flight uncounted ({@link CrossdockConf#uncountedFrameBytes},
- * a sixty-fourth of the slot's heap at most) and ask again. What Spark still refuses then (at most
+ * a sixty-fourth of the slot's heap at most, or the one frame when it is larger) and ask again. What Spark still refuses then (at most
  * the buffer of the record being written, or those frames) is used without being counted, as a
  * sorter's last record must be.
  *

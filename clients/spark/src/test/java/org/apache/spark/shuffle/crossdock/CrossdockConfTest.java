@@ -48,6 +48,8 @@ class CrossdockConfTest {
     assertEquals(8 * MIB, shared.uncountedFrameBytes);
     CrossdockConf pinned = new CrossdockConf(conf(1024 * MIB, 1).set(CrossdockConf.PUSH_MAX_IN_FLIGHT, "2m"));
     assertEquals(MIB / 2, pinned.uncountedFrameBytes, "a quarter of a window set by hand");
+    CrossdockConf wide = new CrossdockConf(conf(64 * MIB, 1).set(CrossdockConf.PUSH_MAX_IN_FLIGHT, "32m"));
+    assertEquals(MIB, wide.uncountedFrameBytes, "a sixty-fourth of the slot, below a quarter of the window");
   }
 
   @Test

@@ -34,8 +34,11 @@ class SparkSlowAcksTest {
 
   @AfterAll
   void stop() throws Exception {
-    SparkLocalTest.stop(sc, server);
-    proxy.close();
+    try {
+      SparkLocalTest.stop(sc, server);
+    } finally {
+      proxy.close();
+    }
   }
 
   @Test
