@@ -112,8 +112,9 @@ public final class CrossdockConf {
    * another consumer), it is pushed uncounted once the frames unacknowledged beyond what Spark
    * counts, this one included, fit in {@link #uncountedFrameBytes} (or it is the only one, when a
    * frame is larger), and waits for acknowledgements until then: a few frames stay in flight
-   * instead of one per round trip. A sixty-fourth of the slot's heap (8 MiB of a 512 MiB slot, 2.5 MiB of a 160 MiB one)
-   * is of the order of what Spark itself lets a sorter hold without asking (5 MiB).
+   * instead of one per round trip. A sixty-fourth of the slot's heap (8 MiB of a 512 MiB slot,
+   * 2.5 MiB of a 160 MiB one) is of the order of what Spark itself lets a sorter hold without
+   * asking (5 MiB).
    */
   static final int UNCOUNTED_FRAME_HEAP_PARTS = 64;
 

@@ -18,10 +18,11 @@ import org.apache.spark.memory.TaskMemoryManager;
  *
  * <p>What is held is the buffers' capacity and the unacknowledged frames' lengths. A grant short
  * of a buffer's growth makes the writer push every buffer and ask again; one short of a frame
- * makes it wait until few frames are in flight uncounted ({@link CrossdockConf#uncountedFrameBytes},
- * a sixty-fourth of the slot's heap at most, or the one frame when it is larger) and ask again. What Spark still refuses then (at most
- * the buffer of the record being written, or those frames) is used without being counted, as a
- * sorter's last record must be.
+ * makes it wait until few frames are in flight uncounted ({@link
+ * CrossdockConf#uncountedFrameBytes}, a sixty-fourth of the slot's heap at most, or the one frame
+ * when it is larger) and ask again. What Spark still refuses then (at most the buffer of the
+ * record being written, or those frames) is used without being counted, as a sorter's last
+ * record must be.
  *
  * <p>When another consumer needs memory ({@link #spill}), the writer pushes its buffers without
  * waiting for room in the push window: Spark calls {@code spill} holding its memory manager's lock
