@@ -67,8 +67,6 @@ final class PushBufferMemory extends MemoryConsumer {
   }
 
   private final MapAttempt attempt;
-  /** {@link CrossdockConf#uncountedFrameBytes}. */
-  private final long uncountedLimit;
   private final MapAttempt.Pushes pushBuffered;
   /** The thread writing the map output: only there may the buffers be pushed. */
   private final Thread writer = Thread.currentThread();
@@ -88,7 +86,6 @@ final class PushBufferMemory extends MemoryConsumer {
   PushBufferMemory(TaskMemoryManager tmm, MapAttempt attempt, MapAttempt.Pushes pushBuffered) {
     super(tmm, MemoryMode.ON_HEAP);
     this.attempt = attempt;
-    this.uncountedLimit = attempt.conf.uncountedFrameBytes;
     this.pushBuffered = pushBuffered;
   }
 
@@ -143,7 +140,7 @@ final class PushBufferMemory extends MemoryConsumer {
     }
     FRAMES_REFUSED.incrementAndGet();
     // Uncounted after this frame: what is in flight beyond the counted window, plus the frame.
-    attempt.awaitAcksDownTo(window + Math.max(0, uncountedLimit - len));
+    attempt.awaitAcksDownTo(window + Math.max(0, attempt.conf.uncountedFrameBytes - len));
     settle(attempt.unacknowledgedBytes());
     window += acquireMemory(len);
     PEAK_UNCOUNTED.accumulateAndGet(attempt.unacknowledgedBytes() + len - window, Math::max);
