@@ -6,6 +6,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapreduce.MRJobConfig;
 import org.apache.hadoop.mapreduce.TaskType;
+import org.crossdock.client.TaskWindows;
 import org.crossdock.client.Tls;
 import org.crossdock.client.fetch.RunSizes;
 
@@ -64,9 +65,9 @@ final class CrossdockMRConf {
     batchSize = (int) batch;
     local = "local".equals(c.getTrimmed(FRAMEWORK, "local"));
     pushMaxInFlight = positive(c, PUSH_MAX_IN_FLIGHT, c.getLongBytes(PUSH_MAX_IN_FLIGHT,
-        windowFor(taskHeap(c, TaskType.MAP, local), DEFAULT_PUSH_MAX_IN_FLIGHT, PUSH_WINDOW_PARTS)));
+        TaskWindows.windowFor(taskHeap(c, TaskType.MAP, local), DEFAULT_PUSH_MAX_IN_FLIGHT, TaskWindows.PUSH_PARTS)));
     fetchMaxInFlight = positive(c, FETCH_MAX_IN_FLIGHT, c.getLongBytes(FETCH_MAX_IN_FLIGHT,
-        windowFor(taskHeap(c, TaskType.REDUCE, local), DEFAULT_FETCH_MAX_IN_FLIGHT, FETCH_WINDOW_PARTS)));
+        TaskWindows.windowFor(taskHeap(c, TaskType.REDUCE, local), DEFAULT_FETCH_MAX_IN_FLIGHT, TaskWindows.FETCH_PARTS)));
     networkTimeoutMs = positive(c, NETWORK_TIMEOUT,
         c.getTimeDuration(NETWORK_TIMEOUT, 120_000, TimeUnit.MILLISECONDS));
     mapsWaitMs = positive(c, MAPS_WAIT, c.getTimeDuration(MAPS_WAIT, 30 * 60_000, TimeUnit.MILLISECONDS));
@@ -83,21 +84,11 @@ final class CrossdockMRConf {
   }
 
   /**
-   * The default of a window ({@link #PUSH_MAX_IN_FLIGHT}, {@link #FETCH_MAX_IN_FLIGHT}) when its
-   * key is not set: the fixed default, or {@code 1/parts} of the task's heap when that is less, and
-   * at least 1 MiB; the rule of the Spark client's windows, where fixed windows made small
-   * executors fail where Spark's own shuffle completed. The push window takes a sixteenth (a map
-   * holds it beside its sort buffer, {@code mapreduce.task.io.sort.mb}), the fetch window an
-   * eighth. From 512 MiB of map heap and 384 MiB of reduce heap the fixed defaults stand.
+   * The windows' fixed defaults; below them a share of the task's heap ({@link TaskWindows}, the
+   * Spark client's rule).
    */
-  static long windowFor(long heap, long fixed, int parts) {
-    return Math.max(1L << 20, Math.min(fixed, heap / parts));
-  }
-
   static final long DEFAULT_PUSH_MAX_IN_FLIGHT = 32L << 20;
   static final long DEFAULT_FETCH_MAX_IN_FLIGHT = 48L << 20;
-  static final int PUSH_WINDOW_PARTS = 16;
-  static final int FETCH_WINDOW_PARTS = 8;
 
   /**
    * The heap of a task of {@code type}, the same in every task of the job (a map sizes its runs'

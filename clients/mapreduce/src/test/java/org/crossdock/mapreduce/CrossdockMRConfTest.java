@@ -58,7 +58,7 @@ class CrossdockMRConfTest {
     Configuration unset = new Configuration(false);
     unset.set(CrossdockMRConf.COORDINATOR, "127.0.0.1:1");
     unset.set("mapreduce.reduce.java.opts", "-Xmx64m");
-    assertEquals(CrossdockMRConf.windowFor(jvm, 48 * MIB, 8), new CrossdockMRConf(unset).fetchMaxInFlight,
+    assertEquals(org.crossdock.client.TaskWindows.windowFor(jvm, 48 * MIB, 8), new CrossdockMRConf(unset).fetchMaxInFlight,
         "no framework set: the local job runner, whose tasks have the JVM's heap");
   }
 

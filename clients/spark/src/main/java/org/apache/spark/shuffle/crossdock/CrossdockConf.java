@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.crossdock;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.network.util.JavaUtils;
+import org.crossdock.client.TaskWindows;
 import org.crossdock.client.fetch.FetchScheduler;
 import org.crossdock.client.fetch.RunSizes;
 import org.crossdock.client.route.RoutePolicy;
@@ -75,26 +76,6 @@ public final class CrossdockConf {
    */
   public final long uncountedFrameBytes;
 
-  /**
-   * The default of a window a running task holds ({@link #PUSH_MAX_IN_FLIGHT}, {@link
-   * #FETCH_MAX_IN_FLIGHT}) when its key is not set: the fixed default, or {@code 1/parts} of the
-   * heap a task slot has when that is less, and at least 1 MiB. A fixed window is the same for
-   * every executor, so a small one ran out of heap where Spark's own shuffle did not (a groupBy
-   * whose executors have 64 MiB: at the fixed defaults its map tasks' pushes and then its reduce
-   * tasks' reads fill the heap and the job fails; bench/min_memory.py). The fetch window takes an
-   * eighth ({@link #FETCH_WINDOW_PARTS}); the push window a sixteenth ({@link
-   * #PUSH_WINDOW_PARTS}), as a map task holds it twice: its frames awaiting acknowledgement and,
-   * in the direct writer, its buffers. The fixed defaults stand from 512 MiB of heap per task slot
-   * (push) and 384 MiB (fetch).
-   */
-  static long windowFor(long heapPerTask, long fixed, int parts) {
-    return Math.max(1L << 20, Math.min(fixed, heapPerTask / parts));
-  }
-
-  /** The share of a task slot's heap the push window takes by default: see {@link #windowFor}. */
-  static final int PUSH_WINDOW_PARTS = 16;
-  /** The share of a task slot's heap the fetch window takes by default. */
-  static final int FETCH_WINDOW_PARTS = 8;
 
   /**
    * The share of a task slot's heap a merged shuffle's map sorter may hold before it spills (a
@@ -168,13 +149,13 @@ public final class CrossdockConf {
     long heapPerTask = heapPerTask(conf);
     this.maxInFlight = conf.contains(PUSH_MAX_IN_FLIGHT)
         ? Math.max(conf.getSizeAsBytes(PUSH_MAX_IN_FLIGHT), 1)
-        : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT), PUSH_WINDOW_PARTS);
+        : TaskWindows.windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT), TaskWindows.PUSH_PARTS);
     this.networkTimeoutMs = Math.max(conf.getTimeAsMs(NETWORK_TIMEOUT, DEFAULT_NETWORK_TIMEOUT), 1000);
     this.mapRunBytes = heapPerTask / MAP_RUN_PARTS;
     this.uncountedFrameBytes = Math.min(maxInFlight / 4, heapPerTask / UNCOUNTED_FRAME_HEAP_PARTS);
     this.fetchMaxInFlight = conf.contains(FETCH_MAX_IN_FLIGHT)
         ? conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT)
-        : windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT), FETCH_WINDOW_PARTS);
+        : TaskWindows.windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT), TaskWindows.FETCH_PARTS);
     if (fetchMaxInFlight < (1 << 20)) {
       throw new IllegalArgumentException(FETCH_MAX_IN_FLIGHT + " must be at least 1m, got "
           + fetchMaxInFlight);

@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.crossdock;
 import static org.junit.jupiter.api.Assertions.*;
 
 import org.apache.spark.SparkConf;
+import org.crossdock.client.TaskWindows;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,11 +22,11 @@ class CrossdockConfTest {
 
   @Test
   void aWindowIsAShareOfATaskSlotsHeapUpToItsFixedDefault() {
-    assertEquals(8 * MIB, CrossdockConf.windowFor(64 * MIB, 32 * MIB, 8));
-    assertEquals(4 * MIB, CrossdockConf.windowFor(64 * MIB, 32 * MIB, 16));
-    assertEquals(32 * MIB, CrossdockConf.windowFor(256 * MIB, 32 * MIB, 8), "from 256 MiB up, the fixed default");
-    assertEquals(32 * MIB, CrossdockConf.windowFor(8192 * MIB, 32 * MIB, 16));
-    assertEquals(MIB, CrossdockConf.windowFor(2 * MIB, 32 * MIB, 8), "at least 1 MiB");
+    assertEquals(8 * MIB, TaskWindows.windowFor(64 * MIB, 32 * MIB, 8));
+    assertEquals(4 * MIB, TaskWindows.windowFor(64 * MIB, 32 * MIB, 16));
+    assertEquals(32 * MIB, TaskWindows.windowFor(256 * MIB, 32 * MIB, 8), "from 256 MiB up, the fixed default");
+    assertEquals(32 * MIB, TaskWindows.windowFor(8192 * MIB, 32 * MIB, 16));
+    assertEquals(MIB, TaskWindows.windowFor(2 * MIB, 32 * MIB, 8), "at least 1 MiB");
   }
 
   @Test
