@@ -19,7 +19,13 @@ public class CrossdockException extends IOException {
     /** Received data failed its CRC32C, order or count check. */
     CORRUPT,
     /** The peer sent something this client does not understand. */
-    PROTOCOL
+    PROTOCOL,
+    /**
+     * This client failed while handling the peer's answers (the JVM out of memory, a defect):
+     * not the copy's fault, and reading another copy or asking again would most likely meet it
+     * again, so the read fails at once with the cause.
+     */
+    LOCAL
   }
 
   private final Kind kind;
@@ -50,6 +56,11 @@ public class CrossdockException extends IOException {
 
   public static CrossdockException protocol(String addr, String what, Throwable cause) {
     return new CrossdockException(Kind.PROTOCOL, addr, 0, what + " (" + addr + ")", cause);
+  }
+
+  /** This client failed on its own while handling what {@code addr} sent ({@link Kind#LOCAL}). */
+  public static CrossdockException local(String addr, String what, Throwable cause) {
+    return new CrossdockException(Kind.LOCAL, addr, 0, what + " (" + addr + "): " + cause, cause);
   }
 
   public Kind kind() {

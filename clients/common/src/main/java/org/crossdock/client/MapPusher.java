@@ -272,6 +272,10 @@ public final class MapPusher implements Closeable {
         f.whenComplete((m, e) -> acked(sent, e, m));
       } catch (IOException e) {
         acked(it, e, null);
+      } catch (RuntimeException | Error t) {
+        // The map fails with it rather than waiting out the acknowledgement timeout for a
+        // batch this thread never sent.
+        acked(it, CrossdockException.local(it.addr, "the push thread failed", t), null);
       }
     }
   }

@@ -183,6 +183,11 @@ public final class RpcConnection implements Closeable {
       }
     } catch (IOException e) {
       why = e;
+    } catch (RuntimeException | Error t) {
+      // The heap exhausted by an answer's body, a defect: the callers fail with it (this
+      // client's, not the server's: no worker is reported for it) instead of waiting for their
+      // timeouts while the thread is gone.
+      why = CrossdockException.local(addr, "the connection's reading thread failed", t);
     }
     fail(why);
   }
@@ -201,8 +206,10 @@ public final class RpcConnection implements Closeable {
     for (Long id : ids) {
       CompletableFuture<Message> f = pending.remove(id);
       if (f != null) {
-        f.completeExceptionally(
-            CrossdockException.transport(addr, "connection lost before the response arrived", why));
+        f.completeExceptionally(why instanceof CrossdockException c
+            && c.kind() == CrossdockException.Kind.LOCAL
+            ? why
+            : CrossdockException.transport(addr, "connection lost before the response arrived", why));
       }
     }
   }

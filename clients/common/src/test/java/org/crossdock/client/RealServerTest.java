@@ -368,6 +368,29 @@ class RealServerTest {
     coord.unregisterApp(app);
   }
 
+  /**
+   * A batch the sending thread cannot send (here one whose length passes its buffer, a caller's
+   * defect) fails the map at once with the cause, as this client's own failure (no worker
+   * reported as unreachable), instead of the thread dying and the map waiting out its
+   * acknowledgement timeout for a batch never sent.
+   */
+  @Test
+  void aBatchItsThreadCannotSendFailsTheMapAtOnce() throws Exception {
+    String app = "java-push-thread";
+    Placement pl = registerShuffle(app, 1, 1, 1);
+    long start = System.nanoTime();
+    try (MapPusher p = new MapPusher(pool, app, 1, 0, 0, 1, 1 << 20, TIMEOUT)) {
+      p.push(0, pl.addrOf(0), new byte[100], 200);
+      CrossdockException e = assertThrows(CrossdockException.class, p::awaitAll);
+      assertEquals(CrossdockException.Kind.LOCAL, e.kind(), e.getMessage());
+      assertInstanceOf(IndexOutOfBoundsException.class, e.getCause(), e.getMessage());
+      assertNull(p.unreachableWorker(), "no worker is to blame");
+    }
+    assertTrue(System.nanoTime() - start < TIMEOUT * 1_000_000L / 2,
+        "failed at once, not at the acknowledgement timeout");
+    coord.unregisterApp(app);
+  }
+
   @Test
   void fetchResumesAfterABrokenConnection() throws Exception {
     String app = "java-resume";

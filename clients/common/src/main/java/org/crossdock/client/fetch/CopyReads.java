@@ -339,6 +339,11 @@ abstract class CopyReads implements SourceStream.Events {
     if (closed || !reading(s)) {
       return;
     }
+    if (e.kind() == CrossdockException.Kind.LOCAL) {
+      s.source = null; // this client's own failure: no copy is to blame, the task gets it
+      s.failure = e;
+      return;
+    }
     List<String> others = othersThan(s, addr);
     boolean giveUpCopy = neverConnected && !others.isEmpty();
     if (e.isTransport() && (free || s.retries < maxRetries) && !giveUpCopy) {

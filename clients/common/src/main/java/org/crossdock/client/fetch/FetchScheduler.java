@@ -74,6 +74,22 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     public List<String> unreachable() {
       return List.copyOf(segment.unreachable);
     }
+
+    /**
+     * Throws what ended the read if it was this client's own failure ({@link
+     * CrossdockException.Kind#LOCAL}), so that the task fails the way it would have had it met
+     * the failure itself: an {@link Error} as it is (the engine's policy for it applies, e.g.
+     * Spark ending the executor on a JVM out of memory), anything else as the task's I/O error,
+     * never as lost shuffle data (the copies are fine; recomputing maps would not help).
+     */
+    public void throwIfLocal() throws CrossdockException {
+      if (getCause() instanceof CrossdockException c && c.kind() == CrossdockException.Kind.LOCAL) {
+        if (c.getCause() instanceof Error err) {
+          throw err;
+        }
+        throw c;
+      }
+    }
   }
 
   /** Requests read in a row without a wait after which the adaptive limit shrinks. */

@@ -176,7 +176,22 @@ final class SourceStream implements Closeable {
     out.flush();
   }
 
+  /**
+   * The connection's thread. Anything but an {@link IOException} (the heap exhausted by a frame
+   * body, a defect in a read's bookkeeping) is handed to the read like a broken connection, as a
+   * {@link CrossdockException.Kind#LOCAL} failure that the task throws: left to the thread's
+   * uncaught handler, it would leave the task waiting for answers nobody reads (Spark's local
+   * mode, MapReduce), or make Spark's handler end the whole executor for one task's read.
+   */
   private void run() {
+    try {
+      serve();
+    } catch (RuntimeException | Error t) {
+      fail(CrossdockException.local(addr, "the fetch connection's thread failed", t));
+    }
+  }
+
+  private void serve() {
     DataInputStream in;
     try {
       Socket s = Net.connect("Crossdock worker", addr, connectTimeoutMs);

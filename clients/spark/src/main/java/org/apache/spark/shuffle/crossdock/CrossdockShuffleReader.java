@@ -23,6 +23,7 @@ import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockId;
 import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
+import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Net;
 import org.crossdock.client.Placement;
 import org.crossdock.client.fetch.FetchMonitor;
@@ -374,7 +375,9 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       return addr != null && localByWorker.computeIfAbsent(addr, CrossdockShuffleReader::onThisHost);
     }
 
-    private void recover(FetchScheduler.SegmentFailed f) throws FetchFailedException {
+    private void recover(FetchScheduler.SegmentFailed f)
+        throws FetchFailedException, CrossdockException {
+      f.throwIfLocal();
       scheduler.retry(f.segment, copiesAfterFailure(f, refreshed));
     }
 
