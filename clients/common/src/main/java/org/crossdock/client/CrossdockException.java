@@ -63,6 +63,18 @@ public class CrossdockException extends IOException {
     return new CrossdockException(Kind.LOCAL, addr, 0, what + " (" + addr + "): " + cause, cause);
   }
 
+  /**
+   * Throws the {@link Error} behind {@code e} if {@code e} is this client's own failure ({@link
+   * Kind#LOCAL}) caused by one, so that the task meets it as if it had hit it itself and the
+   * engine's policy for it applies (Spark ends an executor on a JVM out of memory).
+   */
+  public static void throwIfLocalError(IOException e) {
+    if (e instanceof CrossdockException c && c.kind == Kind.LOCAL
+        && c.getCause() instanceof Error err) {
+      throw err;
+    }
+  }
+
   public Kind kind() {
     return kind;
   }

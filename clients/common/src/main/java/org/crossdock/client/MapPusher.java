@@ -190,7 +190,7 @@ public final class MapPusher implements Closeable {
       }
       blockedNanos += System.nanoTime() - start;
       if (failure != null) {
-        throw failure;
+        throw thrown(failure);
       }
       if (closed) {
         throw new IOException("pusher is closed");
@@ -302,6 +302,12 @@ public final class MapPusher implements Closeable {
     notifyAll();
   }
 
+  /** The failure to throw: an {@link Error} a thread of this pusher met is the task's own. */
+  private static IOException thrown(IOException failure) {
+    CrossdockException.throwIfLocalError(failure);
+    return failure;
+  }
+
   /** Waits until every pushed batch is acknowledged; throws the first failure. */
   public synchronized void awaitAll() throws IOException {
     awaitInFlightAtMost(0);
@@ -317,7 +323,7 @@ public final class MapPusher implements Closeable {
       waitForProgress();
     }
     if (failure != null) {
-      throw failure;
+      throw thrown(failure);
     }
   }
 

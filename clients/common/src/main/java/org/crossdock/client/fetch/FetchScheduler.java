@@ -84,9 +84,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
      */
     public void throwIfLocal() throws CrossdockException {
       if (getCause() instanceof CrossdockException c && c.kind() == CrossdockException.Kind.LOCAL) {
-        if (c.getCause() instanceof Error err) {
-          throw err;
-        }
+        CrossdockException.throwIfLocalError(c);
         throw c;
       }
     }
