@@ -19,9 +19,22 @@ public final class CrossdockAccumulators implements Serializable {
   public static final String PUSHED_BYTES = "crossdock pushed bytes";
   /**
    * Milliseconds map tasks waited on the workers: blocked on a full push window, then for the
-   * last acknowledgements before committing.
+   * last acknowledgements before committing ({@link #PUSH_REFUSED_WAIT_MS} counts the other wait).
    */
   public static final String PUSH_WAIT_MS = "crossdock push wait ms";
+  /**
+   * Frames the map tasks pushed that Spark's memory manager granted no room to (the task's share
+   * held by its sorter or another consumer): each waited until the frames in flight uncounted
+   * left room for it ({@code CrossdockConf.uncountedFrameBytes}). Many of them say the executor's
+   * memory, not the network, paces the map stage.
+   */
+  public static final String PUSH_FRAMES_REFUSED = "crossdock push frames refused memory";
+  /**
+   * Milliseconds those frames waited for acknowledgements. Not part of {@link #PUSH_WAIT_MS}:
+   * the sorting writer's frames may be pushed while Spark's sorter spills, outside the write time
+   * that the push wait and the commit time are part of.
+   */
+  public static final String PUSH_REFUSED_WAIT_MS = "crossdock push refused-frame wait ms";
   /** Milliseconds map tasks spent committing (the coordinator's round trip). */
   public static final String COMMIT_MS = "crossdock commit ms";
   /** Sorted runs the reduce tasks merged ((partition, map) pairs read by the merge). */
@@ -40,6 +53,8 @@ public final class CrossdockAccumulators implements Serializable {
 
   public final LongAccumulator pushedBytes = new LongAccumulator();
   public final LongAccumulator pushWaitMs = new LongAccumulator();
+  public final LongAccumulator pushFramesRefused = new LongAccumulator();
+  public final LongAccumulator pushRefusedWaitMs = new LongAccumulator();
   public final LongAccumulator commitMs = new LongAccumulator();
   public final LongAccumulator mergedRuns = new LongAccumulator();
   public final LongAccumulator mergeRequests = new LongAccumulator();
@@ -60,6 +75,8 @@ public final class CrossdockAccumulators implements Serializable {
     CrossdockAccumulators a = new CrossdockAccumulators();
     sc.register(a.pushedBytes, PUSHED_BYTES);
     sc.register(a.pushWaitMs, PUSH_WAIT_MS);
+    sc.register(a.pushFramesRefused, PUSH_FRAMES_REFUSED);
+    sc.register(a.pushRefusedWaitMs, PUSH_REFUSED_WAIT_MS);
     sc.register(a.commitMs, COMMIT_MS);
     sc.register(a.mergedRuns, MERGED_RUNS);
     sc.register(a.mergeRequests, MERGE_REQUESTS);
@@ -69,10 +86,17 @@ public final class CrossdockAccumulators implements Serializable {
     return a;
   }
 
-  /** One map attempt's pushing: {@code waitNanos} waiting on workers, {@code commitNanos} committing. */
-  void mapDone(long pushed, long waitNanos, long commitNanos) {
+  /**
+   * One map attempt's pushing: {@code waitNanos} waiting on workers, {@code refusedWaitNanos} the
+   * waits of its {@code framesRefused} frames Spark granted no memory, {@code commitNanos}
+   * committing.
+   */
+  void mapDone(long pushed, long waitNanos, long framesRefused, long refusedWaitNanos,
+      long commitNanos) {
     pushedBytes.add(pushed);
     pushWaitMs.add(waitNanos / 1_000_000);
+    pushFramesRefused.add(framesRefused);
+    pushRefusedWaitMs.add(refusedWaitNanos / 1_000_000);
     commitMs.add(commitNanos / 1_000_000);
   }
 

@@ -61,6 +61,9 @@ final class MapAttempt {
   private long[] lengths;
   private MapStatus mapStatus;
   private boolean stopping;
+  /** Frames Spark granted no memory, and how long they waited for acknowledgements. */
+  private long framesRefused;
+  private long refusedWaitNanos;
 
   MapAttempt(CrossdockShuffleHandle<?, ?, ?> handle, CrossdockShuffleManager manager,
       long mapTaskId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
@@ -109,9 +112,19 @@ final class MapAttempt {
     return pusher.inFlightBytes();
   }
 
-  /** Waits until at most {@code bytes} pushed are unacknowledged (the pusher stays open). */
-  void awaitAcksDownTo(long bytes) throws IOException {
-    pusher.awaitInFlightAtMost(bytes);
+  /**
+   * For a frame Spark granted no memory: waits until at most {@code bytes} pushed are
+   * unacknowledged (the pusher stays open), counting the frame and the wait for the task's
+   * figures ({@link CrossdockAccumulators#PUSH_FRAMES_REFUSED}).
+   */
+  void awaitAcksForRefusedFrame(long bytes) throws IOException {
+    long start = System.nanoTime();
+    framesRefused++;
+    try {
+      pusher.awaitInFlightAtMost(bytes);
+    } finally {
+      refusedWaitNanos += System.nanoTime() - start;
+    }
   }
 
   /**
@@ -144,7 +157,8 @@ final class MapAttempt {
       long t2 = System.nanoTime();
       metrics.incWriteTime(writeNanos + t2 - t0);
       if (handle.accumulators != null) {
-        handle.accumulators.mapDone(pusher.pushedBytes(), pusher.blockedNanos() + t1 - t0, t2 - t1);
+        handle.accumulators.mapDone(pusher.pushedBytes(), pusher.blockedNanos() + t1 - t0,
+            framesRefused, refusedWaitNanos, t2 - t1);
       }
     } catch (IOException e) {
       failed();

@@ -140,7 +140,7 @@ final class PushBufferMemory extends MemoryConsumer {
     }
     FRAMES_REFUSED.incrementAndGet();
     // Uncounted after this frame: what is in flight beyond the counted window, plus the frame.
-    attempt.awaitAcksDownTo(window + Math.max(0, attempt.conf.uncountedFrameBytes - len));
+    attempt.awaitAcksForRefusedFrame(window + Math.max(0, attempt.conf.uncountedFrameBytes - len));
     settle(attempt.unacknowledgedBytes());
     window += acquireMemory(len);
     PEAK_UNCOUNTED.accumulateAndGet(attempt.unacknowledgedBytes() + len - window, Math::max);

@@ -127,9 +127,10 @@ class SparkPushMemoryTest {
   /**
    * Sorts {@link #pairs} by key in 8 partitions with another consumer of each map task holding
    * all of the pool but 3 MiB, checks that every record arrives once and in order and that Spark
-   * refused the sorting writer's frames room; the counters are reset first.
+   * refused the sorting writer's frames room; the counters are reset first. Returns the shuffle's
+   * handle (its accumulators hold the map tasks' figures).
    */
-  static void sortWithTheTasksShareTaken(JavaSparkContext sc) {
+  static CrossdockShuffleHandle<?, ?, ?> sortWithTheTasksShareTaken(JavaSparkContext sc) {
     assertEquals(ALLOWANCE, new CrossdockConf(sc.getConf()).uncountedFrameBytes);
     // Each value a string of its own (pairs' values share one), so that the sorter's records take
     // their size in the heap and it spills.
@@ -149,6 +150,7 @@ class SparkPushMemoryTest {
     }
     assertTrue(PushBufferMemory.framesRefusedInThisJvm() > 0,
         "no batch was refused room: the sorting writer's frames were not the task's memory");
+    return handle;
   }
 
   /** {@code it}, with a consumer of the task holding all of the pool but 3 MiB while it is read. */

@@ -43,7 +43,7 @@ class SparkSlowAcksTest {
 
   @Test
   void refusedFramesStayInFlightUpToTheAllowance() {
-    SparkPushMemoryTest.sortWithTheTasksShareTaken(sc);
+    CrossdockAccumulators acc = SparkPushMemoryTest.sortWithTheTasksShareTaken(sc).accumulators;
     long uncounted = PushBufferMemory.peakUncountedInThisJvm();
     assertTrue(uncounted <= SparkPushMemoryTest.ALLOWANCE,
         "frames in flight uncounted peaked at " + uncounted + " bytes, past the allowance");
@@ -51,5 +51,10 @@ class SparkSlowAcksTest {
     // twice): more than half the allowance is more than one frame.
     assertTrue(uncounted > SparkPushMemoryTest.ALLOWANCE / 2,
         "frames in flight uncounted peaked at " + uncounted + " bytes: one at a time");
+    // The map tasks' figures in the UI and the event log: every refused frame (no task failed),
+    // and their waits, which the 25 ms answers make longer than a millisecond in all.
+    assertEquals(PushBufferMemory.framesRefusedInThisJvm(), acc.pushFramesRefused.value(),
+        "refused frames counted in the tasks' accumulators");
+    assertTrue(acc.pushRefusedWaitMs.value() > 0, "refused frames' wait: " + acc.pushRefusedWaitMs.value());
   }
 }
