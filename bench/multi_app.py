@@ -76,8 +76,7 @@ class App:
         self.proc = subprocess.Popen(
             [sys.executable, str(build.script), "--conf-file", str(conf_path), "--child", workload, "--scale", str(scale)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "CROSSDOCK_BENCH_ROOT": str(sb.ROOT),
-                 "SPARK_WORKER_DIR": str(run_dir / f"{tag}-spark-work")})
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "CROSSDOCK_BENCH_ROOT": str(sb.ROOT)})
 
     def result(self, timeout: float) -> dict:
         try:
@@ -91,6 +90,9 @@ class App:
         if self.proc.returncode != 0 or line is None:
             raise RuntimeError(f"{self.tag} failed (exit {self.proc.returncode}):\n" + "\n".join(stderr.splitlines()[-20:]))
         r = json.loads(line[len("RESULT "):])
+        # Its executors' directories (logs, jars) go with the run's other logs (applications
+        # run side by side here, so they are picked by the application's id).
+        sb.move_executor_dirs([r["app_id"]], self.run_dir / f"{self.tag}-executors")
         return {"wall_s": r["wall_s"], "digest": r["digest"], "app_s": time.monotonic() - self.started}
 
     def kill(self) -> None:

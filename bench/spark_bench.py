@@ -305,6 +305,10 @@ def child(workload: str, scale: float, conf_path: str) -> None:
         fetch_peak = max((int(a.get("value", 0)) for s in stages for a in s.get("accumulatorUpdates", [])
                           if a.get("name") == "crossdock fetch peak buffered bytes"), default=0)
         sums = lambda k: sum(s.get(k, 0) for s in stages)  # noqa: E731
+        # Frames Spark's memory manager granted no room (the map task's share held by its
+        # sorter or another consumer), and how long they waited for acknowledgements.
+        acc = lambda name: sum(int(a.get("value", 0)) for s in stages  # noqa: E731
+                               for a in s.get("accumulatorUpdates", []) if a.get("name") == name)
 
         def stage(s):
             t0, t1 = _ms(s.get("submissionTime")), _ms(s.get("completionTime"))
@@ -339,6 +343,9 @@ def child(workload: str, scale: float, conf_path: str) -> None:
             "peak_execution_memory": max((s.get("peakExecutionMemory", 0) for s in stages), default=0),
             "peak_executor_heap": peak_heap,
             "fetch_peak_bytes": fetch_peak,
+            "push_frames_refused": acc("crossdock push frames refused memory"),
+            "push_refused_wait_s": acc("crossdock push refused-frame wait ms") / 1e3,
+            "app_id": spark.sparkContext.applicationId,
         }), flush=True)
 
 
@@ -400,13 +407,19 @@ def _keep_executor_logs(before: set[str], dest: pathlib.Path) -> None:
     """Moves the executor directories of the applications started since `before` into `dest`
     (the run's directory), so that they go or stay with the run's other logs instead of
     piling up in the Python environment."""
+    move_executor_dirs(sorted(_local_cluster_apps() - before), dest)
+
+
+def move_executor_dirs(app_ids: list[str], dest: pathlib.Path) -> None:
+    """Moves local-cluster's executor directories of the applications `app_ids` into `dest`."""
     work = _local_cluster_work()
     if not work or not work.is_dir():
         return
-    for name in sorted(_local_cluster_apps() - before):
-        dest.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            shutil.move(str(work / name), str(dest / name))
+    for name in app_ids:
+        if (work / name).is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.move(str(work / name), str(dest / name))
 
 
 def one_run(backend, build: Build, workload: str, mode: Mode, scale: float, run_dir: pathlib.Path,
