@@ -75,6 +75,11 @@ public class CrossdockException extends IOException {
     }
   }
 
+  /** Whether {@code t} is this client's own failure ({@link Kind#LOCAL}). */
+  public static boolean isLocal(Throwable t) {
+    return t instanceof CrossdockException c && c.kind == Kind.LOCAL;
+  }
+
   public Kind kind() {
     return kind;
   }

@@ -20,8 +20,10 @@ import org.crossdock.protocol.Message;
  * acknowledgements free room (back-pressure; a worker short of memory delays its acknowledgements
  * and stops reading, so the window fills and the map task waits instead of buffering). A batch
  * larger than the window is still sent, alone. The first failure (a worker's Error answer, a
- * broken connection, no acknowledgement within the timeout) is kept and thrown by the next
- * {@link #push} or by {@link #awaitAll}.
+ * broken connection, no acknowledgement within the timeout, this client's own failure on the
+ * sender or a connection's thread) is kept and thrown by the next {@link #push} or by {@link
+ * #awaitAll}; an {@link Error} one of those threads met is thrown as it is, as if the task had
+ * met it itself.
  *
  * <p><b>Splits.</b> A worker whose partition was split answers {@code PushRedirect}: the batch
  * is stored, and the partition goes on in a split slot on another worker. The pusher records it

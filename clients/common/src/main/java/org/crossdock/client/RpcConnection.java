@@ -24,7 +24,8 @@ import org.crossdock.protocol.ProtocolException;
  * One TCP connection on which many requests may be outstanding (pipelining). Responses are
  * matched to requests by request id on a reader thread. An {@code Error} response completes the
  * request's future exceptionally with a REMOTE {@link CrossdockException}. When the connection
- * fails every outstanding request fails with a TRANSPORT error and the connection reports itself
+ * fails every outstanding request fails with a TRANSPORT error (or, when this client failed on its
+ * own while reading or writing, with that LOCAL error as it is) and the connection reports itself
  * closed; callers open a new one.
  */
 public final class RpcConnection implements Closeable {
@@ -98,9 +99,16 @@ public final class RpcConnection implements Closeable {
     pending.put(id, f);
     if (closed) {
       pending.remove(id);
-      throw CrossdockException.transport(addr, "connection is closed", failure);
+      throw closedBy(failure, "connection is closed");
     }
     return f;
+  }
+
+  /** The error for a call the connection's failure {@code why} ended. */
+  private CrossdockException closedBy(IOException why, String what) {
+    return why instanceof CrossdockException c && c.kind() == CrossdockException.Kind.LOCAL
+        ? c
+        : CrossdockException.transport(addr, what, why);
   }
 
   /** Sends {@code m}; the future completes with the response. */
@@ -138,6 +146,12 @@ public final class RpcConnection implements Closeable {
       pending.remove(id);
       fail(e);
       throw CrossdockException.transport(addr, "write failed", e);
+    } catch (RuntimeException | Error t) {
+      // A frame may be half written: the connection is of no use to anyone any more.
+      pending.remove(id);
+      CrossdockException local = CrossdockException.local(addr, "writing a request failed", t);
+      fail(local);
+      throw local;
     }
   }
 
@@ -206,10 +220,7 @@ public final class RpcConnection implements Closeable {
     for (Long id : ids) {
       CompletableFuture<Message> f = pending.remove(id);
       if (f != null) {
-        f.completeExceptionally(why instanceof CrossdockException c
-            && c.kind() == CrossdockException.Kind.LOCAL
-            ? why
-            : CrossdockException.transport(addr, "connection lost before the response arrived", why));
+        f.completeExceptionally(closedBy(why, "connection lost before the response arrived"));
       }
     }
   }

@@ -68,6 +68,13 @@ abstract class CopyReads implements SourceStream.Events {
    * there again. Other reads (the executor's next tasks) still try it, as the paper's rule does.
    */
   private final java.util.Set<String> left = new java.util.HashSet<>();
+  /**
+   * This client's own failure on a connection's thread ({@link CrossdockException.Kind#LOCAL}),
+   * and the request it was answering if any: the read ends with it at its next call, whatever
+   * became of that connection's requests (the failure may have cut their hand-over short).
+   */
+  private CrossdockException localFailure;
+  private Segment localFailed;
 
   CopyReads(String appId, byte[] appToken, int shuffleId, int connectTimeoutMs,
       int readTimeoutMs, int maxRetries, FetchMonitor monitor, Predicate<String> local) {
@@ -298,7 +305,26 @@ abstract class CopyReads implements SourceStream.Events {
   }
 
   @Override
+  public final void failedLocally(SourceStream src, Segment s, CrossdockException e) {
+    if (localFailure == null) {
+      localFailure = e;
+      localFailed = s;
+    }
+    lock.notifyAll();
+  }
+
+  /** Throws the read's LOCAL failure, if a connection's thread met one. Call with the lock held. */
+  final void throwIfFailedLocally() throws FetchScheduler.SegmentFailed {
+    if (localFailure != null) {
+      throw new FetchScheduler.SegmentFailed(localFailed, localFailure);
+    }
+  }
+
+  @Override
   public final void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
+    if (CrossdockException.isLocal(e)) {
+      failedLocally(src, unanswered.isEmpty() ? null : unanswered.get(0), e);
+    }
     streams.remove(src.addr, src);
     // Taken out first: a request retried on this copy below joins the queue anew.
     java.util.ArrayDeque<Segment> waiting = held.remove(src.addr);

@@ -65,8 +65,10 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     private static final long serialVersionUID = 1L;
     public final transient Segment segment;
 
+    /** {@code segment} may be null only for a LOCAL failure (the read failed, not one segment). */
     SegmentFailed(Segment segment, CrossdockException cause) {
-      super("cannot read " + segment + ": " + cause.getMessage(), cause);
+      super((segment == null ? "the read failed" : "cannot read " + segment) + ": "
+          + cause.getMessage(), cause);
       this.segment = segment;
     }
 
@@ -148,6 +150,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         if (closed) {
           throw new IOException("the read was closed");
         }
+        throwIfFailedLocally();
         refill();
         if (current == null || (!current.started && current.ready.isEmpty())) {
           Segment was = current;

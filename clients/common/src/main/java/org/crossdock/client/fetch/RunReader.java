@@ -92,6 +92,7 @@ public final class RunReader extends CopyReads implements Closeable {
         if (closed) {
           throw new IOException("the read was closed");
         }
+        throwIfFailedLocally();
         Message.FetchedBatch b = run.ready.poll();
         if (b != null) {
           if (waitStart != 0) {

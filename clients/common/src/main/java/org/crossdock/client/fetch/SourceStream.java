@@ -56,6 +56,13 @@ final class SourceStream implements Closeable {
     void broken(SourceStream src, List<Segment> unanswered, CrossdockException e);
 
     /**
+     * The connection's thread failed on its own ({@link CrossdockException.Kind#LOCAL}) while
+     * {@code s} (null: none) was being answered: the read is to end with {@code e}. Told besides
+     * {@link #broken}, which such a failure may have cut short.
+     */
+    void failedLocally(SourceStream src, Segment s, CrossdockException e);
+
+    /**
      * Whether the read has room now for a frame body of {@code bytes} on {@code src}; if so the
      * bytes count as arriving until {@link #arrived}. If not, the connection waits on the
      * read's lock until the task has consumed some of what it holds.
@@ -187,7 +194,36 @@ final class SourceStream implements Closeable {
     try {
       serve();
     } catch (RuntimeException | Error t) {
-      fail(CrossdockException.local(addr, "the fetch connection's thread failed", t));
+      CrossdockException e = CrossdockException.local(addr, "the fetch connection's thread failed", t);
+      Segment head = null;
+      Binding b = binding;
+      if (b != null) {
+        synchronized (b.lock()) {
+          Request r = pending.peek();
+          head = r == null ? null : r.segment();
+        }
+      }
+      try {
+        fail(e);
+      } finally {
+        tellLocal(b, head, e);
+      }
+    }
+  }
+
+  /**
+   * Tells the read {@code b} (null: none, the connection was idle) that this connection's thread
+   * failed on its own while answering {@code head}, even if {@link #fail} could not hand its
+   * requests back (it failed there, or had already closed the connection).
+   */
+  private void tellLocal(Binding b, Segment head, CrossdockException e) {
+    if (b == null) {
+      return;
+    }
+    synchronized (b.lock()) {
+      if (binding == b) {
+        b.events().failedLocally(this, head, e);
+      }
     }
   }
 
@@ -197,8 +233,8 @@ final class SourceStream implements Closeable {
       Socket s = Net.connect("Crossdock worker", addr, connectTimeoutMs);
       try {
         Handshake.prove(s, addr, appId, appToken, readTimeoutMs);
-      } catch (IOException e) {
-        s.close();
+      } catch (IOException | RuntimeException | Error e) {
+        s.close(); // not yet this stream's socket: nothing else would close it
         throw e;
       }
       s.setSoTimeout(readTimeoutMs);

@@ -68,6 +68,8 @@ class SourceStreamTest {
     final CountDownLatch broken = new CountDownLatch(1);
     final List<Segment> unanswered = new ArrayList<>();
     CrossdockException why;
+    Segment failedLocally;
+    CrossdockException local;
 
     Throwing(Throwable thrown) {
       this.thrown = thrown;
@@ -92,6 +94,12 @@ class SourceStreamTest {
       unanswered.addAll(segs);
       why = e;
       broken.countDown();
+    }
+
+    @Override
+    public void failedLocally(SourceStream src, Segment s, CrossdockException e) {
+      failedLocally = s;
+      local = e;
     }
 
     @Override
@@ -134,6 +142,8 @@ class SourceStreamTest {
         assertTrue(events.why.getMessage().contains(thrown.getMessage()), events.why.getMessage());
         assertTrue(st.isClosed());
         assertEquals(0, st.outstanding());
+        assertSame(s, events.failedLocally, "the read is told which request was being answered");
+        assertSame(events.why, events.local, "and ends with the same failure");
       }
       FetchScheduler.SegmentFailed f = new FetchScheduler.SegmentFailed(s, events.why);
       Throwable rethrown = assertThrows(Throwable.class, f::throwIfLocal);

@@ -30,9 +30,8 @@ public final class CrossdockAccumulators implements Serializable {
    */
   public static final String PUSH_FRAMES_REFUSED = "crossdock push frames refused memory";
   /**
-   * Milliseconds those frames waited for acknowledgements. Not part of {@link #PUSH_WAIT_MS}:
-   * the sorting writer's frames may be pushed while Spark's sorter spills, outside the write time
-   * that the push wait and the commit time are part of.
+   * Milliseconds those frames waited for acknowledgements, counted apart from {@link
+   * #PUSH_WAIT_MS} (the wait on a full window and for the last acknowledgements).
    */
   public static final String PUSH_REFUSED_WAIT_MS = "crossdock push refused-frame wait ms";
   /** Milliseconds map tasks spent committing (the coordinator's round trip). */

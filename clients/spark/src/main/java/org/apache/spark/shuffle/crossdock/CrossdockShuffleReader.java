@@ -129,6 +129,29 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
   }
 
   /**
+   * Throws what a failure {@code t} of a reader's records means to Spark: a FetchFailedException
+   * passes through; an I/O failure while decoding (a codec or deserializer meeting bytes that are
+   * not what was written) becomes {@code undecodable} of it; anything else is rethrown as it is:
+   * a user class failing to load, an interrupt, and this client's own failure (a LOCAL one: the
+   * shuffle's data is fine, and a fetch failure would make Spark recompute its maps for nothing).
+   */
+  static RuntimeException readFailure(Throwable t,
+      java.util.function.Function<IOException, FetchFailedException> undecodable) {
+    if (t instanceof FetchFailedException) {
+      return sneakyThrow(t);
+    }
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof java.io.InterruptedIOException || CrossdockException.isLocal(c)) {
+        break;
+      }
+      if (c instanceof IOException io) {
+        return sneakyThrow(undecodable.apply(io));
+      }
+    }
+    return sneakyThrow(t);
+  }
+
+  /**
    * The FetchFailedException for a failure reading {@code partition}, attributed to map {@code
    * mapIndex} and to the executor that ran it (from the map output tracker), so that Spark
    * unregisters that map output and reruns the map stage. If the map's location is not known
@@ -296,24 +319,8 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       return r;
     }
 
-    /**
-     * A FetchFailedException passes through; an I/O failure while decoding (a codec or
-     * deserializer meeting bytes that are not what was written) becomes one; anything else (a
-     * user class failing to load, an interrupt) is rethrown as it is.
-     */
     private RuntimeException failure(Throwable t) {
-      if (t instanceof FetchFailedException) {
-        return sneakyThrow(t);
-      }
-      for (Throwable c = t; c != null; c = c.getCause()) {
-        if (c instanceof java.io.InterruptedIOException) {
-          break;
-        }
-        if (c instanceof IOException) {
-          return sneakyThrow(fetchFailed(lastPartition, lastMap, "undecodable data: " + c, t));
-        }
-      }
-      return sneakyThrow(t);
+      return readFailure(t, c -> fetchFailed(lastPartition, lastMap, "undecodable data: " + c, t));
     }
 
     /** Opens the next map's stream; false at the end of everything. */

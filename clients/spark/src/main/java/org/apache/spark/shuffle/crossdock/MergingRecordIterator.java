@@ -310,21 +310,10 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
       }
     }
 
-    /** A fetch failure passes; undecodable bytes become one; anything else is rethrown. */
+    /** See {@link CrossdockShuffleReader#readFailure}. */
     private RuntimeException failure(Throwable t) {
-      if (t instanceof FetchFailedException) {
-        return CrossdockShuffleReader.sneakyThrow(t);
-      }
-      for (Throwable c = t; c != null; c = c.getCause()) {
-        if (c instanceof java.io.InterruptedIOException) {
-          break;
-        }
-        if (c instanceof IOException) {
-          return CrossdockShuffleReader.sneakyThrow(reader.fetchFailed(run.partition,
-              run.startMap, "undecodable data: " + c, t));
-        }
-      }
-      return CrossdockShuffleReader.sneakyThrow(t);
+      return CrossdockShuffleReader.readFailure(t, c -> reader.fetchFailed(run.partition,
+          run.startMap, "undecodable data: " + c, t));
     }
   }
 

@@ -29,7 +29,9 @@ import org.apache.spark.memory.TaskMemoryManager;
  * (and the asking consumer may hold its own), so waiting there for a worker's acknowledgements
  * would stall the task's other threads. Those frames are counted as window, from what the buffers
  * held. A failure there is kept and thrown by the writer's next call ({@link #throwIfSpillFailed}),
- * where the task's own failure handling sees it.
+ * where the task's own failure handling sees it; an {@link Error} a pusher's thread met (thrown
+ * by {@link org.crossdock.client.MapPusher} as the task's own) leaves {@code spill} at once, into
+ * Spark's memory manager and the task thread that asked it for memory.
  */
 final class PushBufferMemory extends MemoryConsumer {
   /**
