@@ -18,7 +18,6 @@ final class Futures {
     } catch (ExecutionException e) {
       Throwable c = e.getCause();
       if (c instanceof CrossdockException ce) {
-        CrossdockException.throwIfLocalError(ce); // the caller's own, as if it had met it
         throw ce;
       }
       throw CrossdockException.transport(addr, what + " failed", c);

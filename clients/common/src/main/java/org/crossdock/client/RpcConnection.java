@@ -24,9 +24,11 @@ import org.crossdock.protocol.ProtocolException;
  * One TCP connection on which many requests may be outstanding (pipelining). Responses are
  * matched to requests by request id on a reader thread. An {@code Error} response completes the
  * request's future exceptionally with a REMOTE {@link CrossdockException}. When the connection
- * fails every outstanding request fails with a TRANSPORT error (or, when this client failed on its
- * own while reading or writing, with that LOCAL error as it is) and the connection reports itself
- * closed; callers open a new one.
+ * fails every outstanding request fails with a TRANSPORT error and the connection reports itself
+ * closed; callers open a new one. That includes this client failing on its own while reading an
+ * answer (its heap exhausted by a body, a defect): the connection is shared by every task of the
+ * executor, so its calls fail as for a broken connection (and are asked again on a new one where
+ * their callers retry) rather than all taking one task's error as theirs.
  */
 public final class RpcConnection implements Closeable {
   private final String addr;
@@ -72,12 +74,19 @@ public final class RpcConnection implements Closeable {
       }
       throw e;
     } catch (IOException e) {
-      try {
-        s.close();
-      } catch (IOException ignored) {
-        // nothing to do
-      }
+      closeQuietly(s);
       throw CrossdockException.transport(addr, "cannot open streams", e);
+    } catch (RuntimeException | Error t) {
+      closeQuietly(s); // e.g. no thread could be started for it
+      throw t;
+    }
+  }
+
+  private static void closeQuietly(Socket s) {
+    try {
+      s.close();
+    } catch (IOException ignored) {
+      // nothing to do
     }
   }
 
@@ -99,16 +108,9 @@ public final class RpcConnection implements Closeable {
     pending.put(id, f);
     if (closed) {
       pending.remove(id);
-      throw closedBy(failure, "connection is closed");
+      throw CrossdockException.transport(addr, "connection is closed", failure);
     }
     return f;
-  }
-
-  /** The error for a call the connection's failure {@code why} ended. */
-  private CrossdockException closedBy(IOException why, String what) {
-    return why instanceof CrossdockException c && c.kind() == CrossdockException.Kind.LOCAL
-        ? c
-        : CrossdockException.transport(addr, what, why);
   }
 
   /** Sends {@code m}; the future completes with the response. */
@@ -147,16 +149,17 @@ public final class RpcConnection implements Closeable {
       fail(e);
       throw CrossdockException.transport(addr, "write failed", e);
     } catch (RuntimeException | Error t) {
-      // A frame may be half written: the connection is of no use to anyone any more.
+      // The caller's own failure, thrown to it as it is; a frame may be half written, so the
+      // connection is of no use to anyone any more.
       pending.remove(id);
-      CrossdockException local = CrossdockException.local(addr, "writing a request failed", t);
-      fail(local);
-      throw local;
+      fail(new IOException("a write on this connection failed half-way: " + t, t));
+      throw t;
     }
   }
 
   private void readLoop() {
     IOException why = null;
+    Error fatal = null;
     try (DataInputStream in =
         new DataInputStream(new BufferedInputStream(socket.getInputStream(), 64 << 10))) {
       byte[] raw = new byte[FrameHeader.LEN];
@@ -198,12 +201,15 @@ public final class RpcConnection implements Closeable {
     } catch (IOException e) {
       why = e;
     } catch (RuntimeException | Error t) {
-      // The heap exhausted by an answer's body, a defect: the callers fail with it (this
-      // client's, not the server's: no worker is reported for it) instead of waiting for their
-      // timeouts while the thread is gone.
-      why = CrossdockException.local(addr, "the connection's reading thread failed", t);
+      // The heap exhausted by an answer's body, a defect: the calls fail now, as for a broken
+      // connection, instead of waiting for their timeouts while the thread is gone.
+      why = new IOException("the connection's reading thread failed: " + t, t);
+      fatal = t instanceof Error e ? e : null;
     }
     fail(why);
+    if (fatal != null) {
+      throw fatal; // and the JVM's own policy for it applies (Spark ends an executor on one)
+    }
   }
 
   private void fail(IOException why) {
@@ -220,7 +226,8 @@ public final class RpcConnection implements Closeable {
     for (Long id : ids) {
       CompletableFuture<Message> f = pending.remove(id);
       if (f != null) {
-        f.completeExceptionally(closedBy(why, "connection lost before the response arrived"));
+        f.completeExceptionally(
+            CrossdockException.transport(addr, "connection lost before the response arrived", why));
       }
     }
   }

@@ -40,15 +40,7 @@ class RealServerTest {
 
   @AfterAll
   static void stop() throws Exception {
-    if (pool != null) {
-      pool.close();
-    }
-    if (coord != null) {
-      coord.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    CrossdockServer.closeAll(pool, coord, server);
   }
 
   static byte[] payload(int map, int partition, int seq, int size) {

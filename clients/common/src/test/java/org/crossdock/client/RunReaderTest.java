@@ -66,15 +66,7 @@ class RunReaderTest {
 
   @AfterAll
   static void stop() throws Exception {
-    if (pool != null) {
-      pool.close();
-    }
-    if (coord != null) {
-      coord.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    CrossdockServer.closeAll(pool, coord, server);
   }
 
   static List<Segment> runs(long cap, List<String> extraFirstCopy) {

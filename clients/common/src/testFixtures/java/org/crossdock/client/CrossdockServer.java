@@ -212,6 +212,18 @@ public final class CrossdockServer implements AutoCloseable {
     return workerAddr;
   }
 
+  /**
+   * Closes a test class's clients and then its server, in the order given, skipping those never
+   * opened (a failed start).
+   */
+  public static void closeAll(AutoCloseable... opened) throws Exception {
+    for (AutoCloseable c : opened) {
+      if (c != null) {
+        c.close();
+      }
+    }
+  }
+
   @Override
   public void close() throws Exception {
     for (Process process : processes) {

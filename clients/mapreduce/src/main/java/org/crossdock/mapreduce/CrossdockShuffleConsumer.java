@@ -90,7 +90,7 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
         job.getCredentials());
     try {
       return startRead();
-    } catch (IOException | InterruptedException | RuntimeException e) {
+    } catch (IOException | InterruptedException | RuntimeException | Error e) {
       close();
       throw e;
     }

@@ -322,12 +322,19 @@ abstract class CopyReads implements SourceStream.Events {
 
   @Override
   public final void broken(SourceStream src, List<Segment> unanswered, CrossdockException e) {
-    if (CrossdockException.isLocal(e)) {
-      failedLocally(src, unanswered.isEmpty() ? null : unanswered.get(0), e);
-    }
     streams.remove(src.addr, src);
     // Taken out first: a request retried on this copy below joins the queue anew.
     java.util.ArrayDeque<Segment> waiting = held.remove(src.addr);
+    if (CrossdockException.isLocal(e)) {
+      // The read ends with it: nothing is asked again, here or elsewhere.
+      failedLocally(src, unanswered.isEmpty() ? null : unanswered.get(0), e);
+      for (Segment s : unanswered) {
+        arrivedAll(src.addr, s);
+        failed(s, src.addr, e, false);
+      }
+      lock.notifyAll();
+      return;
+    }
     for (int i = 0; i < unanswered.size(); i++) {
       Segment s = unanswered.get(i);
       arrivedAll(src.addr, s);

@@ -185,26 +185,37 @@ final class SourceStream implements Closeable {
 
   /**
    * The connection's thread. Anything but an {@link IOException} (the heap exhausted by a frame
-   * body, a defect in a read's bookkeeping) is handed to the read like a broken connection, as a
-   * {@link CrossdockException.Kind#LOCAL} failure that the task throws: left to the thread's
+   * body, a defect in a read's bookkeeping) met while it answered a read is handed to that read
+   * as a {@link CrossdockException.Kind#LOCAL} failure that the task throws: left to the thread's
    * uncaught handler, it would leave the task waiting for answers nobody reads (Spark's local
-   * mode, MapReduce), or make Spark's handler end the whole executor for one task's read.
+   * mode, MapReduce), or make Spark's handler end the whole executor for one task's read. Met
+   * while it answered nothing (idle, or bound with nothing asked), there is no read to hand it
+   * to: the connection closes as a broken one (a read that takes it meanwhile asks again free of
+   * charge) and the thread's uncaught handler gets it.
    */
   private void run() {
     try {
       serve();
     } catch (RuntimeException | Error t) {
-      CrossdockException e = CrossdockException.local(addr, "the fetch connection's thread failed", t);
-      Segment head = null;
+      // The read it answers cannot change while a request is unanswered: a connection is
+      // released, and taken by another read, only with nothing unanswered.
       Binding b = binding;
+      Segment head = null;
       if (b != null) {
         synchronized (b.lock()) {
-          Request r = pending.peek();
+          Request r = binding == b ? pending.peek() : null;
           head = r == null ? null : r.segment();
         }
       }
+      if (head == null) {
+        fail(CrossdockException.transport(addr, "the fetch connection's thread failed", t));
+        throw t;
+      }
+      CrossdockException e = CrossdockException.local(addr, "the fetch connection's thread failed", t);
       try {
         fail(e);
+      } catch (RuntimeException | Error again) {
+        e.addSuppressed(again); // handing the requests back failed too: the read is told below
       } finally {
         tellLocal(b, head, e);
       }
@@ -212,14 +223,11 @@ final class SourceStream implements Closeable {
   }
 
   /**
-   * Tells the read {@code b} (null: none, the connection was idle) that this connection's thread
-   * failed on its own while answering {@code head}, even if {@link #fail} could not hand its
-   * requests back (it failed there, or had already closed the connection).
+   * Tells the read {@code b} that this connection's thread failed on its own while answering
+   * {@code head}, even if {@link #fail} could not hand its requests back (it failed there, or
+   * had already closed the connection).
    */
   private void tellLocal(Binding b, Segment head, CrossdockException e) {
-    if (b == null) {
-      return;
-    }
     synchronized (b.lock()) {
       if (binding == b) {
         b.events().failedLocally(this, head, e);
@@ -234,7 +242,11 @@ final class SourceStream implements Closeable {
       try {
         Handshake.prove(s, addr, appId, appToken, readTimeoutMs);
       } catch (IOException | RuntimeException | Error e) {
-        s.close(); // not yet this stream's socket: nothing else would close it
+        try {
+          s.close(); // not yet this stream's socket: nothing else would close it
+        } catch (IOException ignored) {
+          // the handshake's failure is the one to report
+        }
         throw e;
       }
       s.setSoTimeout(readTimeoutMs);

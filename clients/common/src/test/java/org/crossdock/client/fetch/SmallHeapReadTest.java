@@ -10,24 +10,39 @@ import org.junit.jupiter.api.Test;
 
 /** {@link SmallHeapRead} in a JVM of its own with a 16 MiB heap. */
 class SmallHeapReadTest {
-  @Test
-  void aFrameTooLargeForTheHeapFailsTheTaskWithTheErrorAtOnce() throws Exception {
+  /** Runs {@link SmallHeapRead} {@code mode}; returns its output once it exited 0. */
+  static String run(String mode) throws Exception {
     Path log = Files.createTempFile("small-heap-read", ".log");
     try {
       String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
       Process p = new ProcessBuilder(java, "-Xmx16m", "-XX:+UseSerialGC", "-Xshare:off",
-          "-cp", System.getProperty("java.class.path"), SmallHeapRead.class.getName())
+          "-cp", System.getProperty("java.class.path"), SmallHeapRead.class.getName(), mode)
           .redirectErrorStream(true).redirectOutput(log.toFile()).start();
-      boolean ended = p.waitFor(60, TimeUnit.SECONDS);
+      // The answers nobody reads would be waited for 60 s (the read timeout, the call's wait).
+      boolean ended = p.waitFor(45, TimeUnit.SECONDS);
       if (!ended) {
         p.destroyForcibly().waitFor();
       }
       String out = Files.readString(log);
-      assertTrue(ended, "the task still waited after 60 s for answers nobody reads:\n" + out);
+      assertTrue(ended, "still waiting after 45 s for answers nobody reads:\n" + out);
       assertEquals(0, p.exitValue(), out);
-      assertTrue(out.contains("TASK GOT java.lang.OutOfMemoryError"), out);
+      return out;
     } finally {
       new File(log.toString()).delete();
     }
+  }
+
+  @Test
+  void aFrameTooLargeForTheHeapFailsTheTaskWithTheErrorAtOnce() throws Exception {
+    String out = run("fetch");
+    assertTrue(out.contains("TASK GOT java.lang.OutOfMemoryError"), out);
+  }
+
+  @Test
+  void onASharedConnectionItFailsTheCallsAsABrokenConnection() throws Exception {
+    String out = run("rpc");
+    assertTrue(out.contains("CALL FAILED org.crossdock.client.CrossdockException: connection lost"
+        + " before the response arrived"), out);
+    assertTrue(out.contains("OutOfMemoryError"), "the error is named:\n" + out);
   }
 }

@@ -51,21 +51,14 @@ class SourceStreamTest {
 
   @AfterAll
   static void stop() throws Exception {
-    if (pool != null) {
-      pool.close();
-    }
-    if (coord != null) {
-      coord.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    CrossdockServer.closeAll(pool, coord, server);
   }
 
   /** A read whose bookkeeping throws {@code thrown} when the first batches arrive. */
   static final class Throwing implements SourceStream.Events {
     final Throwable thrown;
     final CountDownLatch broken = new CountDownLatch(1);
+    final CountDownLatch told = new CountDownLatch(1);
     final List<Segment> unanswered = new ArrayList<>();
     CrossdockException why;
     Segment failedLocally;
@@ -100,6 +93,7 @@ class SourceStreamTest {
     public void failedLocally(SourceStream src, Segment s, CrossdockException e) {
       failedLocally = s;
       local = e;
+      told.countDown();
     }
 
     @Override
@@ -135,6 +129,7 @@ class SourceStreamTest {
       }
       assertTrue(events.broken.await(20, TimeUnit.SECONDS),
           "the read is told its connection failed, not left waiting for answers");
+      assertTrue(events.told.await(20, TimeUnit.SECONDS), "and that it failed on its own");
       synchronized (lock) {
         assertEquals(List.of(s), events.unanswered);
         assertEquals(CrossdockException.Kind.LOCAL, events.why.kind(), events.why.getMessage());

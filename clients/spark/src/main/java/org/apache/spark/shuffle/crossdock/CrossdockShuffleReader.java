@@ -142,8 +142,10 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     }
     for (Throwable c = t; c != null; c = c.getCause()) {
       if (c instanceof java.io.InterruptedIOException || CrossdockException.isLocal(c)) {
-        break;
+        return sneakyThrow(t); // wherever it is in the chain
       }
+    }
+    for (Throwable c = t; c != null; c = c.getCause()) {
       if (c instanceof IOException io) {
         return sneakyThrow(undecodable.apply(io));
       }

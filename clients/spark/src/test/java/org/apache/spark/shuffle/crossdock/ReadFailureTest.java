@@ -32,6 +32,8 @@ class ReadFailureTest {
     assertSame(local, thrown(local), "rethrown as it is: Spark retries the task, no map is recomputed");
     RuntimeException wrapped = new RuntimeException(local);
     assertSame(wrapped, thrown(wrapped));
+    IOException deeper = new IOException("reading the next batch", local);
+    assertSame(deeper, thrown(deeper), "also under an I/O error of its own");
   }
 
   @Test
