@@ -215,7 +215,7 @@ final class SourceStream implements Closeable {
       try {
         fail(e);
       } catch (RuntimeException | Error again) {
-        e.addSuppressed(again); // handing the requests back failed too: the read is told below
+        // Handing the requests back failed too: fail() noted it on e and told the read.
       } finally {
         tellLocal(b, head, e);
       }
@@ -549,7 +549,20 @@ final class SourceStream implements Closeable {
         }
         pending.clear();
         unsent.clear();
-        b.events().broken(this, unanswered, ce);
+        try {
+          b.events().broken(this, unanswered, ce);
+        } catch (RuntimeException | Error t) {
+          // Handing the requests back failed part-way (e.g. no thread for a retry's connection):
+          // the read must still learn that it is over, or it would wait for them.
+          CrossdockException local = ce;
+          if (!CrossdockException.isLocal(ce)) {
+            local = CrossdockException.local(addr, "handing a broken connection's requests back failed", t);
+          } else if (ce.getCause() != t) {
+            ce.addSuppressed(t);
+          }
+          b.events().failedLocally(this, unanswered.isEmpty() ? null : unanswered.get(0), local);
+          throw t;
+        }
         return;
       }
     }
