@@ -51,10 +51,11 @@ class SparkSlowAcksTest {
     // twice): more than half the allowance is more than one frame.
     assertTrue(uncounted > SparkPushMemoryTest.ALLOWANCE / 2,
         "frames in flight uncounted peaked at " + uncounted + " bytes: one at a time");
-    // The map tasks' figures in the UI and the event log: every refused frame (no task failed),
-    // and their waits, which the 25 ms answers make longer than a millisecond in all.
+    // The map tasks' figures in the UI and the event log: every refused frame (no task failed).
+    // Their wait (`pushRefusedWaitMs`) is not asserted: whether a refused frame finds the
+    // allowance full depends on when the answers come back, and on a loaded machine it was
+    // below a millisecond a map.
     assertEquals(PushBufferMemory.framesRefusedInThisJvm(), acc.pushFramesRefused.value(),
         "refused frames counted in the tasks' accumulators");
-    assertTrue(acc.pushRefusedWaitMs.value() > 0, "refused frames' wait: " + acc.pushRefusedWaitMs.value());
   }
 }
