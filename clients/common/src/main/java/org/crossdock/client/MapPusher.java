@@ -21,9 +21,8 @@ import org.crossdock.protocol.Message;
  * and stops reading, so the window fills and the map task waits instead of buffering). A batch
  * larger than the window is still sent, alone. The first failure (a worker's Error answer, a
  * broken connection, no acknowledgement within the timeout, this client's own failure on the
- * sender or a connection's thread) is kept and thrown by the next {@link #push} or by {@link
- * #awaitAll}; an {@link Error} one of those threads met is thrown as it is, as if the task had
- * met it itself.
+ * sender thread) is kept and thrown by the next {@link #push} or by {@link #awaitAll}; an {@link
+ * Error} the sender thread met is thrown as it is, as if the task had met it itself.
  *
  * <p><b>Splits.</b> A worker whose partition was split answers {@code PushRedirect}: the batch
  * is stored, and the partition goes on in a split slot on another worker. The pusher records it
@@ -304,7 +303,7 @@ public final class MapPusher implements Closeable {
     notifyAll();
   }
 
-  /** The failure to throw: an {@link Error} a thread of this pusher met is the task's own. */
+  /** The failure to throw: an {@link Error} the sender thread met is the task's own. */
   private static IOException thrown(IOException failure) {
     CrossdockException.throwIfLocalError(failure);
     return failure;
