@@ -65,9 +65,11 @@ final class CrossdockMRConf {
     batchSize = (int) batch;
     local = "local".equals(c.getTrimmed(FRAMEWORK, "local"));
     pushMaxInFlight = positive(c, PUSH_MAX_IN_FLIGHT, c.getLongBytes(PUSH_MAX_IN_FLIGHT,
-        TaskWindows.windowFor(taskHeap(c, TaskType.MAP, local), DEFAULT_PUSH_MAX_IN_FLIGHT, TaskWindows.PUSH_PARTS)));
+        TaskWindows.windowFor(taskHeap(c, TaskType.MAP, local), DEFAULT_PUSH_MAX_IN_FLIGHT,
+            TaskWindows.PUSH_PARTS)));
     fetchMaxInFlight = positive(c, FETCH_MAX_IN_FLIGHT, c.getLongBytes(FETCH_MAX_IN_FLIGHT,
-        TaskWindows.windowFor(taskHeap(c, TaskType.REDUCE, local), DEFAULT_FETCH_MAX_IN_FLIGHT, TaskWindows.FETCH_PARTS)));
+        TaskWindows.windowFor(taskHeap(c, TaskType.REDUCE, local), DEFAULT_FETCH_MAX_IN_FLIGHT,
+            TaskWindows.FETCH_PARTS)));
     networkTimeoutMs = positive(c, NETWORK_TIMEOUT,
         c.getTimeDuration(NETWORK_TIMEOUT, 120_000, TimeUnit.MILLISECONDS));
     mapsWaitMs = positive(c, MAPS_WAIT, c.getTimeDuration(MAPS_WAIT, 30 * 60_000, TimeUnit.MILLISECONDS));

@@ -149,13 +149,15 @@ public final class CrossdockConf {
     long heapPerTask = heapPerTask(conf);
     this.maxInFlight = conf.contains(PUSH_MAX_IN_FLIGHT)
         ? Math.max(conf.getSizeAsBytes(PUSH_MAX_IN_FLIGHT), 1)
-        : TaskWindows.windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT), TaskWindows.PUSH_PARTS);
+        : TaskWindows.windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_MAX_IN_FLIGHT),
+            TaskWindows.PUSH_PARTS);
     this.networkTimeoutMs = Math.max(conf.getTimeAsMs(NETWORK_TIMEOUT, DEFAULT_NETWORK_TIMEOUT), 1000);
     this.mapRunBytes = heapPerTask / MAP_RUN_PARTS;
     this.uncountedFrameBytes = Math.min(maxInFlight / 4, heapPerTask / UNCOUNTED_FRAME_HEAP_PARTS);
     this.fetchMaxInFlight = conf.contains(FETCH_MAX_IN_FLIGHT)
         ? conf.getSizeAsBytes(FETCH_MAX_IN_FLIGHT)
-        : TaskWindows.windowFor(heapPerTask, JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT), TaskWindows.FETCH_PARTS);
+        : TaskWindows.windowFor(heapPerTask,
+            JavaUtils.byteStringAsBytes(DEFAULT_FETCH_MAX_IN_FLIGHT), TaskWindows.FETCH_PARTS);
     if (fetchMaxInFlight < (1 << 20)) {
       throw new IllegalArgumentException(FETCH_MAX_IN_FLIGHT + " must be at least 1m, got "
           + fetchMaxInFlight);
