@@ -179,7 +179,6 @@ public final class CrossdockShuffleConsumer<K, V> implements ShuffleConsumerPlug
    * the copies learned, once each; a run that fails again ends the attempt.
    */
   private void recover(FetchScheduler.SegmentFailed f) throws IOException {
-    f.throwIfLocal();
     Segment s = f.segment;
     if (!retriedOnFresh.add(s)) {
       throw new IOException("Crossdock: the run of map " + s.startMap + " of partition "

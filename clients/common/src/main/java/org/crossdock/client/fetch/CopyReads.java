@@ -69,12 +69,12 @@ abstract class CopyReads implements SourceStream.Events {
    */
   private final java.util.Set<String> left = new java.util.HashSet<>();
   /**
-   * This client's own failure on a connection's thread ({@link CrossdockException.Kind#LOCAL}),
-   * and the request it was answering if any: the read ends with it at its next call, whatever
-   * became of that connection's requests (the failure may have cut their hand-over short).
+   * This client's own failure on a connection's thread ({@link CrossdockException.Kind#LOCAL}):
+   * the read ends with it at its next call, whatever became of that connection's requests (the
+   * failure may have cut their hand-over short). Not a segment's failure: no copy is to blame,
+   * and the readers' recovery (other copies, the coordinator, a fetch failure) must not run.
    */
   private CrossdockException localFailure;
-  private Segment localFailed;
 
   CopyReads(String appId, byte[] appToken, int shuffleId, int connectTimeoutMs,
       int readTimeoutMs, int maxRetries, FetchMonitor monitor, Predicate<String> local) {
@@ -305,18 +305,22 @@ abstract class CopyReads implements SourceStream.Events {
   }
 
   @Override
-  public final void failedLocally(SourceStream src, Segment s, CrossdockException e) {
+  public final void failedLocally(SourceStream src, CrossdockException e) {
     if (localFailure == null) {
       localFailure = e;
-      localFailed = s;
     }
     lock.notifyAll();
   }
 
-  /** Throws the read's LOCAL failure, if a connection's thread met one. Call with the lock held. */
-  final void throwIfFailedLocally() throws FetchScheduler.SegmentFailed {
+  /**
+   * Throws the read's LOCAL failure, if a connection's thread met one, as the task's own: an
+   * {@link Error} as it is (the engine's policy for it applies, e.g. Spark ending the executor on
+   * a JVM out of memory), anything else as the task's I/O error. Call with the lock held.
+   */
+  final void throwIfFailedLocally() throws CrossdockException {
     if (localFailure != null) {
-      throw new FetchScheduler.SegmentFailed(localFailed, localFailure);
+      CrossdockException.throwIfLocalError(localFailure);
+      throw localFailure;
     }
   }
 
@@ -326,13 +330,11 @@ abstract class CopyReads implements SourceStream.Events {
     // Taken out first: a request retried on this copy below joins the queue anew.
     java.util.ArrayDeque<Segment> waiting = held.remove(src.addr);
     if (CrossdockException.isLocal(e)) {
-      // The read ends with it: nothing is asked again, here or elsewhere.
-      failedLocally(src, unanswered.isEmpty() ? null : unanswered.get(0), e);
+      // The read ends with it (its next call throws it): nothing is asked again.
       for (Segment s : unanswered) {
         arrivedAll(src.addr, s);
-        failed(s, src.addr, e, false);
       }
-      lock.notifyAll();
+      failedLocally(src, e);
       return;
     }
     for (int i = 0; i < unanswered.size(); i++) {
@@ -370,11 +372,6 @@ abstract class CopyReads implements SourceStream.Events {
     boolean free = s.freeRetry;
     s.freeRetry = false;
     if (closed || !reading(s)) {
-      return;
-    }
-    if (e.kind() == CrossdockException.Kind.LOCAL) {
-      s.source = null; // this client's own failure: no copy is to blame, the task gets it
-      s.failure = e;
       return;
     }
     List<String> others = othersThan(s, addr);

@@ -65,30 +65,14 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     private static final long serialVersionUID = 1L;
     public final transient Segment segment;
 
-    /** {@code segment} may be null only for a LOCAL failure (the read failed, not one segment). */
     SegmentFailed(Segment segment, CrossdockException cause) {
-      super((segment == null ? "the read failed" : "cannot read " + segment) + ": "
-          + cause.getMessage(), cause);
+      super("cannot read " + segment + ": " + cause.getMessage(), cause);
       this.segment = segment;
     }
 
     /** Copies that could not be reached (to report to the coordinator). */
     public List<String> unreachable() {
       return List.copyOf(segment.unreachable);
-    }
-
-    /**
-     * Throws what ended the read if it was this client's own failure ({@link
-     * CrossdockException.Kind#LOCAL}), so that the task fails the way it would have had it met
-     * the failure itself: an {@link Error} as it is (the engine's policy for it applies, e.g.
-     * Spark ending the executor on a JVM out of memory), anything else as the task's I/O error,
-     * never as lost shuffle data (the copies are fine; recomputing maps would not help).
-     */
-    public void throwIfLocal() throws CrossdockException {
-      if (getCause() instanceof CrossdockException c && c.kind() == CrossdockException.Kind.LOCAL) {
-        CrossdockException.throwIfLocalError(c);
-        throw c;
-      }
     }
   }
 

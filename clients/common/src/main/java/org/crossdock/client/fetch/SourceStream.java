@@ -56,11 +56,11 @@ final class SourceStream implements Closeable {
     void broken(SourceStream src, List<Segment> unanswered, CrossdockException e);
 
     /**
-     * The connection's thread failed on its own ({@link CrossdockException.Kind#LOCAL}) while
-     * {@code s} (null: none) was being answered: the read is to end with {@code e}. Told besides
-     * {@link #broken}, which such a failure may have cut short.
+     * The read is to end with {@code e}, this client's own failure ({@link
+     * CrossdockException.Kind#LOCAL}): told when handing a broken connection's requests back
+     * ({@link #broken}) failed part-way. A LOCAL {@link #broken} means the same.
      */
-    void failedLocally(SourceStream src, Segment s, CrossdockException e);
+    void failedLocally(SourceStream src, CrossdockException e);
 
     /**
      * Whether the read has room now for a frame body of {@code bytes} on {@code src}; if so the
@@ -200,37 +200,20 @@ final class SourceStream implements Closeable {
       // The read it answers cannot change while a request is unanswered: a connection is
       // released, and taken by another read, only with nothing unanswered.
       Binding b = binding;
-      Segment head = null;
+      boolean answering = false;
       if (b != null) {
         synchronized (b.lock()) {
-          Request r = binding == b ? pending.peek() : null;
-          head = r == null ? null : r.segment();
+          answering = binding == b && !pending.isEmpty();
         }
       }
-      if (head == null) {
+      if (!answering) {
         fail(CrossdockException.transport(addr, "the fetch connection's thread failed", t));
         throw t;
       }
-      CrossdockException e = CrossdockException.local(addr, "the fetch connection's thread failed", t);
       try {
-        fail(e);
+        fail(CrossdockException.local(addr, "the fetch connection's thread failed", t));
       } catch (RuntimeException | Error again) {
-        // Handing the requests back failed too: fail() noted it on e and told the read.
-      } finally {
-        tellLocal(b, head, e);
-      }
-    }
-  }
-
-  /**
-   * Tells the read {@code b} that this connection's thread failed on its own while answering
-   * {@code head}, even if {@link #fail} could not hand its requests back (it failed there, or
-   * had already closed the connection).
-   */
-  private void tellLocal(Binding b, Segment head, CrossdockException e) {
-    synchronized (b.lock()) {
-      if (binding == b) {
-        b.events().failedLocally(this, head, e);
+        // Handing the requests back failed too: fail() noted it and told the read.
       }
     }
   }
@@ -560,7 +543,7 @@ final class SourceStream implements Closeable {
           } else if (ce.getCause() != t) {
             ce.addSuppressed(t);
           }
-          b.events().failedLocally(this, unanswered.isEmpty() ? null : unanswered.get(0), local);
+          b.events().failedLocally(this, local);
           throw t;
         }
         return;

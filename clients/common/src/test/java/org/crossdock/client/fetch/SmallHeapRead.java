@@ -67,15 +67,12 @@ final class SmallHeapRead {
         f.next();
         System.out.println("UNEXPECTED a batch");
         System.exit(2);
-      } catch (FetchScheduler.SegmentFailed e) {
-        try {
-          e.throwIfLocal();
-          System.out.println("NOT LOCAL " + e);
-          System.exit(3);
-        } catch (OutOfMemoryError oom) {
-          System.out.println("TASK GOT " + oom);
-          System.exit(0);
-        }
+      } catch (OutOfMemoryError oom) {
+        System.out.println("TASK GOT " + oom);
+        System.exit(0);
+      } catch (java.io.IOException e) {
+        System.out.println("NOT THE ERROR " + e);
+        System.exit(3);
       }
     }
   }

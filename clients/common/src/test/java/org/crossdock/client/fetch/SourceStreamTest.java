@@ -58,11 +58,8 @@ class SourceStreamTest {
   static final class Throwing implements SourceStream.Events {
     final Throwable thrown;
     final CountDownLatch broken = new CountDownLatch(1);
-    final CountDownLatch told = new CountDownLatch(1);
     final List<Segment> unanswered = new ArrayList<>();
     CrossdockException why;
-    Segment failedLocally;
-    CrossdockException local;
 
     Throwing(Throwable thrown) {
       this.thrown = thrown;
@@ -90,10 +87,8 @@ class SourceStreamTest {
     }
 
     @Override
-    public void failedLocally(SourceStream src, Segment s, CrossdockException e) {
-      failedLocally = s;
-      local = e;
-      told.countDown();
+    public void failedLocally(SourceStream src, CrossdockException e) {
+      throw new AssertionError("told apart from broken(), which did not fail: " + e);
     }
 
     @Override
@@ -129,7 +124,6 @@ class SourceStreamTest {
       }
       assertTrue(events.broken.await(20, TimeUnit.SECONDS),
           "the read is told its connection failed, not left waiting for answers");
-      assertTrue(events.told.await(20, TimeUnit.SECONDS), "and that it failed on its own");
       synchronized (lock) {
         assertEquals(List.of(s), events.unanswered);
         assertEquals(CrossdockException.Kind.LOCAL, events.why.kind(), events.why.getMessage());
@@ -137,15 +131,22 @@ class SourceStreamTest {
         assertTrue(events.why.getMessage().contains(thrown.getMessage()), events.why.getMessage());
         assertTrue(st.isClosed());
         assertEquals(0, st.outstanding());
-        assertSame(s, events.failedLocally, "the read is told which request was being answered");
-        assertSame(events.why, events.local, "and ends with the same failure");
       }
-      FetchScheduler.SegmentFailed f = new FetchScheduler.SegmentFailed(s, events.why);
-      Throwable rethrown = assertThrows(Throwable.class, f::throwIfLocal);
-      if (thrown instanceof Error) {
-        assertSame(thrown, rethrown, "an Error reaches the task as it is");
-      } else {
-        assertSame(events.why, rethrown, "anything else as the task's I/O error");
+      // A read told so ends with it at its next call, as the task's own failure.
+      FetchScheduler.Settings settings = new FetchScheduler.Settings(APP, token, 1,
+          FetchScheduler.Policy.ADAPTIVE, 48 << 20, 2 << 20, 3000, TIMEOUT, 3, 200);
+      try (FetchScheduler f = new FetchScheduler(settings, List.of(s), new FetchMonitor(),
+          FetchMemory.UNLIMITED, a -> false)) {
+        synchronized (f.lock) {
+          f.broken(st, List.of(), events.why);
+        }
+        Throwable rethrown = assertThrows(Throwable.class, f::next);
+        if (thrown instanceof Error) {
+          assertSame(thrown, rethrown, "an Error reaches the task as it is");
+        } else {
+          assertSame(events.why, rethrown, "anything else as the task's I/O error, not a"
+              + " segment's failure for the readers' recovery");
+        }
       }
     } finally {
       Thread.setDefaultUncaughtExceptionHandler(was);
@@ -163,13 +164,5 @@ class SourceStreamTest {
   @Test
   void anErrorOnTheConnectionsThreadReachesTheTask() throws Exception {
     aThrowIsHandedToTheRead(new OutOfMemoryError("test: no heap for a frame body"));
-  }
-
-  @Test
-  void otherFailuresAreNotThrownAsTheTasksOwn() {
-    Segment s = new Segment(0, 0, 1, 2000, List.of(addr));
-    FetchScheduler.SegmentFailed f = new FetchScheduler.SegmentFailed(
-        s, CrossdockException.transport(addr, "fetch stream broke", null));
-    assertDoesNotThrow(f::throwIfLocal, "a copy's failure goes to the reader's recovery");
   }
 }

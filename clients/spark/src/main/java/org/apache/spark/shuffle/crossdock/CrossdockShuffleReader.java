@@ -384,9 +384,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       return addr != null && localByWorker.computeIfAbsent(addr, CrossdockShuffleReader::onThisHost);
     }
 
-    private void recover(FetchScheduler.SegmentFailed f)
-        throws FetchFailedException, CrossdockException {
-      f.throwIfLocal();
+    private void recover(FetchScheduler.SegmentFailed f) throws FetchFailedException {
       scheduler.retry(f.segment, copiesAfterFailure(f, refreshed));
     }
 

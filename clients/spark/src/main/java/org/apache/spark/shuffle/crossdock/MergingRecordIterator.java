@@ -18,7 +18,6 @@ import org.apache.spark.shuffle.FetchFailedException;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.ShuffleBlockId;
-import org.crossdock.client.CrossdockException;
 import org.crossdock.client.Placement;
 import org.crossdock.client.fetch.FetchMonitor;
 import org.crossdock.client.fetch.FetchScheduler;
@@ -242,11 +241,6 @@ final class MergingRecordIterator extends AbstractIterator<Tuple2<Object, Object
    * fails again after that is a fetch failure.
    */
   private void recover(FetchScheduler.SegmentFailed f) {
-    try {
-      f.throwIfLocal();
-    } catch (CrossdockException e) {
-      throw CrossdockShuffleReader.sneakyThrow(e);
-    }
     Segment s = f.segment;
     List<String> fresh = freshCopies.get(s.partition);
     if (fresh != null && retriedOnFresh.add(s)) {
