@@ -186,6 +186,10 @@ pub struct ElasticLimit {
     /// `Some(n)`: shrink only after `n` blocks in a row consumed without any wait.
     quiet_to_shrink: Option<u32>,
     quiet: u32,
+    /// 1: the paper's rule (grow after every wait above the average); `n`: grow only when
+    /// that wait is the `n`-th block in a row that waited.
+    waits_to_grow: u32,
+    waited: u32,
 }
 
 impl ElasticLimit {
@@ -205,6 +209,8 @@ impl ElasticLimit {
             floor: inc,
             quiet_to_shrink: None,
             quiet: 0,
+            waits_to_grow: 1,
+            waited: 0,
         }
     }
 
@@ -216,6 +222,26 @@ impl ElasticLimit {
     /// where each request waits for the round trip. The Spark reader uses 8.
     pub fn shrinking_after_quiet(mut self, n: u32) -> Self {
         self.quiet_to_shrink = Some(n.max(1));
+        self
+    }
+
+    /// Grows only on a wait above the average that is the `n`-th block in a row that waited
+    /// (the paper: after every wait above the average). On a busy host a request now and
+    /// then waits for no lack of prefetching (a reading thread or the worker did not get a
+    /// core in time); growing at each such lone wait raises the limit in bursts that the
+    /// quiet rule then takes its run to undo. A reader short of prefetching waits on block
+    /// after block and still grows at every one after the first. The Spark reader uses 2.
+    pub fn growing_after_waits(mut self, n: u32) -> Self {
+        self.waits_to_grow = n.max(1);
+        self
+    }
+
+    /// Continues runs carried over from an earlier reducer of the same executor (as the
+    /// Spark reader carries its limit between short tasks): `quiet` blocks in a row without
+    /// a wait, `waited` blocks in a row with one (at most one of them is non-zero).
+    pub fn with_runs(mut self, quiet: u32, waited: u32) -> Self {
+        self.quiet = quiet;
+        self.waited = waited;
         self
     }
 
@@ -273,14 +299,16 @@ impl ElasticLimit {
     }
 
     /// A block was consumed after the reducer blocked `wait_ms`: grow if the wait was above
-    /// the average, shrink otherwise (or, with [`Self::shrinking_after_quiet`], after a run
-    /// of blocks without any wait), then fold the wait into the average.
+    /// the average (with [`Self::growing_after_waits`], and ended a run of waits), shrink
+    /// otherwise (or, with [`Self::shrinking_after_quiet`], after a run of blocks without any
+    /// wait), then fold the wait into the average.
     pub fn on_consume(&mut self, wait_ms: f64) {
         if self.skip_first {
             self.skip_first = false;
             return;
         }
         if let Some(avg) = self.avg_wait_ms {
+            self.waited = if wait_ms > 0.0 { self.waited + 1 } else { 0 };
             let shrink = match self.quiet_to_shrink {
                 None => wait_ms <= avg,
                 Some(n) => {
@@ -288,7 +316,7 @@ impl ElasticLimit {
                     self.quiet >= n
                 }
             };
-            if wait_ms > avg {
+            if wait_ms > avg && self.waited >= self.waits_to_grow {
                 self.soft = (self.soft + self.inc).min(self.hard);
             } else if shrink && self.soft >= self.floor + self.inc {
                 self.soft -= self.inc;

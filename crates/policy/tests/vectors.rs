@@ -36,6 +36,11 @@ fn the_elastic_limit_follows_the_vectors() {
         if let Some(a) = c.get("initial_avg_ms") {
             l = l.with_average(a.as_f64().unwrap());
         }
+        if let Some(n) = c.get("waits_to_grow") {
+            l = l.growing_after_waits(u(n) as u32);
+        }
+        let run = |k: &str| c.get(k).map_or(0, |n| u(n) as u32);
+        l = l.with_runs(run("initial_quiet"), run("initial_waited"));
         let got: Vec<u64> = c["waits_ms"]
             .as_array()
             .unwrap()

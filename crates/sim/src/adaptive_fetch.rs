@@ -79,6 +79,10 @@ pub struct FetchArgs {
     /// average).
     #[arg(long, default_value_t = 0)]
     pub quiet_shrink: u32,
+    /// Grow the elastic limit only at a wait above the average that is this many blocks in a
+    /// row that waited (the Spark reader's rule uses 2); 1 = the paper's rule.
+    #[arg(long, default_value_t = 1)]
+    pub waits_to_grow: u32,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -210,6 +214,11 @@ impl World<'_> {
                 })
             })
             .collect();
+        let mut limit = ElasticLimit::new(self.limit, self.inc, 0.125)
+            .growing_after_waits(self.a.waits_to_grow);
+        if self.a.quiet_shrink > 0 {
+            limit = limit.shrinking_after_quiet(self.a.quiet_shrink);
+        }
         let planner = match self.strategy {
             Strategy::Static => {
                 let rng = &mut self.rng;
@@ -217,17 +226,7 @@ impl World<'_> {
                     rng.below(n)
                 }))
             }
-            Strategy::Adaptive => Planner::Adaptive(AdaptiveFetcher::new(
-                exec,
-                e,
-                &blocks,
-                if self.a.quiet_shrink > 0 {
-                    ElasticLimit::new(self.limit, self.inc, 0.125)
-                        .shrinking_after_quiet(self.a.quiet_shrink)
-                } else {
-                    ElasticLimit::new(self.limit, self.inc, 0.125)
-                },
-            )),
+            Strategy::Adaptive => Planner::Adaptive(AdaptiveFetcher::new(exec, e, &blocks, limit)),
         };
         self.reducers[r].left = blocks.len();
         self.reducers[r].planner = Some(planner);
@@ -465,7 +464,8 @@ pub fn run(a: &FetchArgs) -> anyhow::Result<()> {
     );
     println!(
         "adaptive-fetch: {} executors ({} per node) x {} reducers x {} waves, {:.0} MB per \
-         reducer, {} blocks per source, increment = {:.0}% of limit, K = {}, shrink {}, seed {}",
+         reducer, {} blocks per source, increment = {:.0}% of limit, K = {}, shrink {}, grow {}, \
+         seed {}",
         a.executors,
         a.executors_per_node,
         a.reducers_per_executor,
@@ -476,6 +476,11 @@ pub fn run(a: &FetchArgs) -> anyhow::Result<()> {
         a.wait_window,
         if a.quiet_shrink > 0 {
             format!("after {} waitless blocks", a.quiet_shrink)
+        } else {
+            "as the paper".to_string()
+        },
+        if a.waits_to_grow > 1 {
+            format!("at {} waits in a row", a.waits_to_grow)
         } else {
             "as the paper".to_string()
         },
@@ -545,6 +550,7 @@ mod tests {
             consume_sigma: 0.3,
             gc_knee_gb: 0.0,
             quiet_shrink: 0,
+            waits_to_grow: 1,
             seed: 7,
         }
     }

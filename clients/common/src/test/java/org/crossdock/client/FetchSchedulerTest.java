@@ -238,6 +238,26 @@ class FetchSchedulerTest {
   }
 
   @Test
+  void aReadStartsFromWhatTheExecutorsLastReadLearnedAndPassesItOn() throws Exception {
+    // One segment: its wait is the task's first (connecting), which teaches the limit nothing,
+    // so what the read passes on is exactly what it started from, the runs included.
+    for (FetchMonitor.Learned before : List.of(new FetchMonitor.Learned(512 << 10, 2_000_000, 5, 0),
+        new FetchMonitor.Learned(256 << 10, 3_000_000, 0, 1))) {
+      FetchMonitor monitor = new FetchMonitor();
+      monitor.learn(before);
+      Segment s = new Segment(0, 0, MAPS, (long) BATCHES * 4 * size(3), placement.copiesOf(0));
+      try (FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),
+          List.of(s), monitor, FetchMemory.UNLIMITED, a -> false)) {
+        assertEquals(before.soft(), f.softLimit(), "starts from the executor's last limit");
+        while (f.next() != null) {
+          // read to the end
+        }
+      }
+      assertEquals(before, monitor.learned(), "the limit, the average wait and both runs");
+    }
+  }
+
+  @Test
   void emptyPlanEndsAtOnce() throws Exception {
     try (FetchScheduler f = new FetchScheduler(settings(Policy.STATIC, 1 << 20, 64 << 10),
         List.of(), new FetchMonitor(), FetchMemory.UNLIMITED, a -> false)) {

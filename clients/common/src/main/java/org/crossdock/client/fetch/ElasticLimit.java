@@ -12,10 +12,12 @@ package org.crossdock.client.fetch;
  * keeps the limit (the printed code shrinks it). The paper leaves the average open: it is an
  * exponential moving average of weight {@code alpha}, as in {@code crates/policy}. The rest is
  * the caller's to choose, with the methods below: the floor, where the limit starts and with
- * which average, whether the first wait counts, and whether the limit shrinks after every wait
- * at or below the average (the paper) or only after a run of requests without any wait (the
- * Spark reader; see {@link #shrinkingAfterQuiet}). The decisions match {@code crates/policy}'s
- * on the shared vectors ({@code testdata/policy/adaptive_fetch.json}).
+ * which average, whether the first wait counts, whether the limit shrinks after every wait at
+ * or below the average (the paper) or only after a run of requests without any wait (the Spark
+ * reader; see {@link #shrinkingAfterQuiet}), and whether it grows at every wait above the
+ * average (the paper) or only at one that ends a run of waits (the Spark reader; see {@link
+ * #growingAfterWaits}). The decisions match {@code crates/policy}'s on the shared vectors
+ * ({@code testdata/policy/adaptive_fetch.json}).
  */
 public final class ElasticLimit {
   /** The reader's average weight (the simulator's too). */
@@ -32,6 +34,9 @@ public final class ElasticLimit {
   /** 0: the paper's rule; n: shrink after n requests in a row without a wait. */
   private int quietToShrink;
   private int quiet;
+  /** 1: the paper's rule; n: grow only on the n-th request in a row that waited. */
+  private int waitsToGrow = 1;
+  private int waited;
 
   /**
    * A limit of at most {@code hard} bytes growing and shrinking by {@code increment}, averaging
@@ -96,6 +101,50 @@ public final class ElasticLimit {
     return this;
   }
 
+  /**
+   * Grows only on a wait above the average that is the {@code n}-th in a row (the paper: every
+   * wait above the average). On a busy host a task's requests wait now and then for no lack of
+   * prefetching (its connection's thread or the worker did not get a core in time); growing on
+   * each such lone wait raises the limit in bursts, and a limit that has grown stays up for at
+   * least the run of quiet requests it takes to shrink it. A reader that lacks prefetching
+   * waits on request after request, so it still grows on every one after the first.
+   */
+  public ElasticLimit growingAfterWaits(int n) {
+    this.waitsToGrow = Math.max(1, n);
+    return this;
+  }
+
+  /**
+   * Continues a run of {@code n} requests that waited (carried over from an earlier task, see
+   * {@link #waitRun}).
+   */
+  public ElasticLimit withWaitRun(int n) {
+    this.waited = Math.max(0, n);
+    return this;
+  }
+
+  /** Requests read in a row that waited (any wait, above the average or not). */
+  public int waitRun() {
+    return waited;
+  }
+
+  /**
+   * Continues a run of {@code n} requests read without a wait (carried over from an earlier
+   * task, see {@link #quietRun}).
+   */
+  public ElasticLimit withQuietRun(int n) {
+    this.quiet = Math.max(0, n);
+    return this;
+  }
+
+  /**
+   * Requests read in a row without a wait since the last wait or shrink (0 unless {@link
+   * #shrinkingAfterQuiet}).
+   */
+  public int quietRun() {
+    return quietToShrink == 0 ? 0 : quiet;
+  }
+
   /** The limit now. */
   public long soft() {
     return soft;
@@ -125,6 +174,7 @@ public final class ElasticLimit {
       avgWaitNanos = waitNanos;
       return;
     }
+    waited = waitNanos > 0 ? waited + 1 : 0;
     boolean shrink;
     if (quietToShrink == 0) {
       shrink = waitNanos <= avgWaitNanos;
@@ -132,7 +182,7 @@ public final class ElasticLimit {
       quiet = waitNanos > 0 ? 0 : quiet + 1;
       shrink = quiet >= quietToShrink;
     }
-    if (waitNanos > avgWaitNanos) {
+    if (waitNanos > avgWaitNanos && waited >= waitsToGrow) {
       soft = Math.min(hard, soft + increment);
     } else if (shrink && soft - increment >= floor) {
       soft -= increment;

@@ -37,10 +37,13 @@ public final class FetchMonitor {
   final IdleStreams idle = new IdleStreams();
 
   /**
-   * Where the executor's last adaptive read left its {@link ElasticLimit}: the limit and the
-   * average wait ({@code < 0} if none) the next read starts from.
+   * Where the executor's last adaptive read left its {@link ElasticLimit}: the limit, the
+   * average wait ({@code < 0} if none), and the runs of requests read without a wait and with
+   * one, which the next read starts from. The runs are carried with the limit: a task reads too
+   * few requests to complete a run of its own, so a limit carried without them could grow from
+   * task to task and never shrink.
    */
-  public record Learned(long soft, double avgWaitNanos) {}
+  public record Learned(long soft, double avgWaitNanos, int quietRun, int waitRun) {}
 
   /** The executor's monitor. */
   public static FetchMonitor shared() {

@@ -79,6 +79,9 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   /** Requests read in a row without a wait after which the adaptive limit shrinks. */
   static final int QUIET_REQUESTS = 8;
 
+  /** Requests in a row that waited, the last above the average, after which the limit grows. */
+  static final int WAITS_TO_GROW = 2;
+
   private final Settings settings;
   private final FetchMemory memory;
   private final ElasticLimit limit;
@@ -102,10 +105,11 @@ public final class FetchScheduler extends CopyReads implements Closeable {
       // learn its own), else low.
       long two = 2 * settings.increment();
       this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA)
-          .withFloor(two).startingAt(two).shrinkingAfterQuiet(QUIET_REQUESTS).skippingFirstWait();
+          .withFloor(two).startingAt(two).shrinkingAfterQuiet(QUIET_REQUESTS)
+          .growingAfterWaits(WAITS_TO_GROW).skippingFirstWait();
       FetchMonitor.Learned from = monitor.learned();
       if (from != null) {
-        limit.startingAt(from.soft());
+        limit.startingAt(from.soft()).withQuietRun(from.quietRun()).withWaitRun(from.waitRun());
         if (from.avgWaitNanos() >= 0) {
           limit.withAverage(from.avgWaitNanos());
         }
@@ -241,7 +245,8 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     }
     if (settings.policy() == Policy.ADAPTIVE) {
       limit.consumed(s.waitedNanos);
-      monitor.learn(new FetchMonitor.Learned(limit.soft(), limit.averageWaitNanos()));
+      monitor.learn(new FetchMonitor.Learned(limit.soft(), limit.averageWaitNanos(),
+          limit.quietRun(), limit.waitRun()));
     }
     if (current == s) {
       current = null;

@@ -78,6 +78,43 @@ class FetchPolicyTest {
     assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 0.5));
   }
 
+  /** The Spark reader's limit: growing and shrinking by 2 MiB, floor 4 MiB. */
+  static ElasticLimit sparkReaders(long startAt) {
+    return new ElasticLimit(48 << 20, 2 << 20, ElasticLimit.ALPHA).withFloor(4 << 20)
+        .startingAt(startAt).shrinkingAfterQuiet(8).growingAfterWaits(2).withAverage(1_000_000);
+  }
+
+  @Test
+  void aRunOfQuietRequestsGoesOnInTheNextTask() {
+    // A Spark task reads a few requests; its limit goes to the executor's next task. A run of
+    // requests without a wait must go with it, or a limit that a wait grew never shrinks.
+    ElasticLimit first = sparkReaders(10 << 20);
+    for (int i = 0; i < 5; i++) {
+      first.consumed(0);
+    }
+    assertEquals(10 << 20, first.soft(), "5 quiet requests: not yet");
+    assertEquals(5, first.quietRun());
+    ElasticLimit next = sparkReaders(first.soft()).withQuietRun(first.quietRun());
+    ElasticLimit alone = sparkReaders(first.soft());
+    for (int i = 0; i < 3; i++) {
+      next.consumed(0);
+      alone.consumed(0);
+    }
+    assertEquals(8 << 20, next.soft(), "the 8th quiet request in a row shrinks, across tasks");
+    assertEquals(0, next.quietRun(), "a shrink starts a new run");
+    assertEquals(10 << 20, alone.soft(), "counted per task, 3 quiet requests shrink nothing");
+    next.consumed(0);
+    next.consumed(5_000_000);
+    assertEquals(0, next.quietRun(), "a wait ends the run");
+    assertEquals(1, next.waitRun());
+    assertEquals(8 << 20, next.soft(), "a lone wait above the average grows nothing");
+    ElasticLimit third = sparkReaders(next.soft()).withWaitRun(next.waitRun());
+    third.consumed(5_000_000);
+    assertEquals(10 << 20, third.soft(), "the second wait in a row grows, across tasks");
+    assertEquals(0, new ElasticLimit(10, 2, 0.5).withQuietRun(3).quietRun(),
+        "the paper's rule keeps no run");
+  }
+
   static JsonNode vectors() throws Exception {
     Path p = org.crossdock.client.CrossdockServer.repoRoot()
         .resolve("testdata/policy/adaptive_fetch.json");
@@ -102,6 +139,11 @@ class FetchPolicyTest {
       if (c.has("initial_avg_ms")) {
         l.withAverage(c.get("initial_avg_ms").asDouble() * 1_000_000);
       }
+      if (c.has("waits_to_grow")) {
+        l.growingAfterWaits(c.get("waits_to_grow").asInt());
+      }
+      l.withQuietRun(c.path("initial_quiet").asInt(0))
+          .withWaitRun(c.path("initial_waited").asInt(0));
       List<Long> got = new ArrayList<>();
       for (JsonNode w : c.get("waits_ms")) {
         l.consumed(Math.round(w.asDouble() * 1_000_000));
