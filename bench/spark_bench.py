@@ -345,6 +345,9 @@ def child(workload: str, scale: float, conf_path: str) -> None:
             "fetch_peak_bytes": fetch_peak,
             "push_frames_refused": acc("crossdock push frames refused memory"),
             "push_refused_wait_s": acc("crossdock push refused-frame wait ms") / 1e3,
+            # The adaptive readers' limit changes (grows far above shrinks: it follows noise).
+            "fetch_limit_grown": acc("crossdock fetch limit grown"),
+            "fetch_limit_shrunk": acc("crossdock fetch limit shrunk"),
             "app_id": spark.sparkContext.applicationId,
         }), flush=True)
 

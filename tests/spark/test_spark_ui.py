@@ -27,6 +27,8 @@ COMMIT = "crossdock commit ms"
 PEAK = "crossdock fetch peak buffered bytes"
 OPENED = "crossdock fetch connections opened"
 REUSED = "crossdock fetch connections reused"
+GROWN = "crossdock fetch limit grown"
+SHRUNK = "crossdock fetch limit shrunk"
 
 JOB = textwrap.dedent("""
     import json, sys, urllib.request
@@ -124,6 +126,8 @@ def test_event_log_carries_them_per_task(run):
     for e in reduces:
         u = _updates(e)
         assert u.get(PEAK, 0) > 0, u
+        # Neither shuffle is key-ordered: every read is the adaptive one, with a limit.
+        assert GROWN in u and SHRUNK in u, u
         read = e["Task Metrics"]["Shuffle Read Metrics"]
         assert "Fetch Wait Time" in read
     # The SQL aggregation's exchange: its plan's metric "shuffle bytes written" (the SQL

@@ -12,7 +12,8 @@
 //!   ([`FetchMonitor::recommend_source`]).
 //! - [`ElasticLimit`]: the per-reducer soft in-flight limit that grows by one increment when a
 //!   fetch waited longer than average and shrinks by one otherwise, within
-//!   `[increment, hard limit]`.
+//!   `[increment, hard limit]`; the Spark reader's variants (grow only at the second wait in a
+//!   row, shrink only after a run of fetches without a wait) are options of it.
 //! - [`AdaptiveFetcher`] builds requests on the fly (at least one increment each, unless the
 //!   chosen source has less left); [`StaticFetcher`] is Spark 1.6's default: requests pre-packed
 //!   to 1/5 of the limit per source, shuffled once, issued FIFO.
@@ -308,11 +309,19 @@ impl ElasticLimit {
             return;
         }
         if let Some(avg) = self.avg_wait_ms {
-            self.waited = if wait_ms > 0.0 { self.waited + 1 } else { 0 };
+            self.waited = if wait_ms > 0.0 {
+                self.waited.saturating_add(1)
+            } else {
+                0
+            };
             let shrink = match self.quiet_to_shrink {
                 None => wait_ms <= avg,
                 Some(n) => {
-                    self.quiet = if wait_ms > 0.0 { 0 } else { self.quiet + 1 };
+                    self.quiet = if wait_ms > 0.0 {
+                        0
+                    } else {
+                        self.quiet.saturating_add(1)
+                    };
                     self.quiet >= n
                 }
             };

@@ -37,6 +37,8 @@ public final class ElasticLimit {
   /** 1: the paper's rule; n: grow only on the n-th request in a row that waited. */
   private int waitsToGrow = 1;
   private int waited;
+  private long grown;
+  private long shrunk;
 
   /**
    * A limit of at most {@code hard} bytes growing and shrinking by {@code increment}, averaging
@@ -158,6 +160,16 @@ public final class ElasticLimit {
     return increment;
   }
 
+  /** Times the limit grew by an increment (at the hard limit, where it cannot, not counted). */
+  public long grown() {
+    return grown;
+  }
+
+  /** Times the limit shrank by an increment (a squeeze is not counted). */
+  public long shrunk() {
+    return shrunk;
+  }
+
   /** The average wait so far, in ns; negative before there is one. */
   public double averageWaitNanos() {
     return hasAverage ? avgWaitNanos : -1;
@@ -183,9 +195,13 @@ public final class ElasticLimit {
       shrink = quiet >= quietToShrink;
     }
     if (waitNanos > avgWaitNanos && waited >= waitsToGrow) {
-      soft = Math.min(hard, soft + increment);
+      if (soft < hard) {
+        soft = Math.min(hard, soft + increment);
+        grown++;
+      }
     } else if (shrink && soft - increment >= floor) {
       soft -= increment;
+      shrunk++;
       quiet = 0;
     }
     avgWaitNanos += alpha * (waitNanos - avgWaitNanos);

@@ -120,6 +120,20 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     this.queue = new ArrayDeque<>(plan);
   }
 
+  /** Times this read's in-flight limit grew by an increment (0 for the static policy). */
+  public long limitGrown() {
+    synchronized (lock) {
+      return limit.grown();
+    }
+  }
+
+  /** Times this read's in-flight limit shrank by an increment (0 for the static policy). */
+  public long limitShrunk() {
+    synchronized (lock) {
+      return limit.shrunk();
+    }
+  }
+
   /** The in-flight limit now. */
   public long softLimit() {
     synchronized (lock) {

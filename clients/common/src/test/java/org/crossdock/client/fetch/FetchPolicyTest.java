@@ -76,6 +76,11 @@ class FetchPolicyTest {
     l.squeeze(0);
     assertEquals(2, l.soft(), "but never below one increment");
     assertThrows(IllegalArgumentException.class, () -> new ElasticLimit(1, 2, 0.5));
+    ElasticLimit atHard = new ElasticLimit(10, 2, 0.5);
+    atHard.consumed(0);
+    atHard.consumed(5_000_000);
+    assertEquals(10, atHard.soft(), "a wait above the average at the hard limit keeps it");
+    assertEquals(0, atHard.grown(), "and is no grow");
   }
 
   /** The Spark reader's limit: growing and shrinking by 2 MiB, floor 4 MiB. */
@@ -108,9 +113,12 @@ class FetchPolicyTest {
     assertEquals(0, next.quietRun(), "a wait ends the run");
     assertEquals(1, next.waitRun());
     assertEquals(8 << 20, next.soft(), "a lone wait above the average grows nothing");
+    assertEquals(0, next.grown());
+    assertEquals(1, next.shrunk(), "each change counted");
     ElasticLimit third = sparkReaders(next.soft()).withWaitRun(next.waitRun());
     third.consumed(5_000_000);
     assertEquals(10 << 20, third.soft(), "the second wait in a row grows, across tasks");
+    assertEquals(1, third.grown());
     assertEquals(0, new ElasticLimit(10, 2, 0.5).withQuietRun(3).quietRun(),
         "the paper's rule keeps no run");
   }

@@ -49,6 +49,13 @@ public final class CrossdockAccumulators implements Serializable {
   public static final String FETCH_CONNECTIONS_OPENED = "crossdock fetch connections opened";
   /** Connections the reduce tasks took from those an earlier task of the executor left idle. */
   public static final String FETCH_CONNECTIONS_REUSED = "crossdock fetch connections reused";
+  /**
+   * Times the adaptive readers' in-flight limits grew, and shrank, by an increment (the reads of
+   * key-ordered shuffles, which merge runs, have no such limit and add nothing). Many more grows
+   * than shrinks over a stage whose reads seldom waited long say the limit follows noise.
+   */
+  public static final String FETCH_LIMIT_GROWN = "crossdock fetch limit grown";
+  public static final String FETCH_LIMIT_SHRUNK = "crossdock fetch limit shrunk";
 
   public final LongAccumulator pushedBytes = new LongAccumulator();
   public final LongAccumulator pushWaitMs = new LongAccumulator();
@@ -59,6 +66,8 @@ public final class CrossdockAccumulators implements Serializable {
   public final LongAccumulator mergeRequests = new LongAccumulator();
   public final LongAccumulator fetchConnectionsOpened = new LongAccumulator();
   public final LongAccumulator fetchConnectionsReused = new LongAccumulator();
+  public final LongAccumulator fetchLimitGrown = new LongAccumulator();
+  public final LongAccumulator fetchLimitShrunk = new LongAccumulator();
   /** The reduce tasks' largest fetch buffers ({@link FetchPeak#NAME}). */
   public final FetchPeak fetchPeak = new FetchPeak();
 
@@ -82,6 +91,8 @@ public final class CrossdockAccumulators implements Serializable {
     sc.register(a.fetchPeak, FetchPeak.NAME);
     sc.register(a.fetchConnectionsOpened, FETCH_CONNECTIONS_OPENED);
     sc.register(a.fetchConnectionsReused, FETCH_CONNECTIONS_REUSED);
+    sc.register(a.fetchLimitGrown, FETCH_LIMIT_GROWN);
+    sc.register(a.fetchLimitShrunk, FETCH_LIMIT_SHRUNK);
     return a;
   }
 
@@ -107,5 +118,11 @@ public final class CrossdockAccumulators implements Serializable {
     fetchPeak.add(peakBuffered);
     fetchConnectionsOpened.add(opened);
     fetchConnectionsReused.add(reused);
+  }
+
+  /** One adaptive read's limit, once at its end: the times it grew and shrank. */
+  void limitDone(long grown, long shrunk) {
+    fetchLimitGrown.add(grown);
+    fetchLimitShrunk.add(shrunk);
   }
 }

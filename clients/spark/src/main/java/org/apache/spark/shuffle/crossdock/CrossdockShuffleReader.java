@@ -438,6 +438,7 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
         if (handle.accumulators != null) {
           handle.accumulators.readDone(scheduler.peakBufferedBytes(),
               scheduler.connectionsOpened(), scheduler.connectionsReused());
+          handle.accumulators.limitDone(scheduler.limitGrown(), scheduler.limitShrunk());
         }
       }
     }
