@@ -43,7 +43,13 @@ public final class FetchMonitor {
    * few requests to complete a run of its own, so a limit carried without them could grow from
    * task to task and never shrink.
    */
-  public record Learned(long soft, double avgWaitNanos, int quietRun, int waitRun) {}
+  public record Learned(long soft, double avgWaitNanos, int quietRun, int waitRun) {
+    /** Where {@code limit} is now. */
+    static Learned of(ElasticLimit limit) {
+      return new Learned(limit.soft(), limit.averageWaitNanos(), limit.quietRun(),
+          limit.waitRun());
+    }
+  }
 
   /** The executor's monitor. */
   public static FetchMonitor shared() {

@@ -100,24 +100,31 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     this.settings = settings;
     this.memory = memory;
     if (settings.policy() == Policy.ADAPTIVE) {
-      // Between two increments (one consumed while the next arrives) and the hard limit,
-      // starting where the executor's last read left it (a task reads too few requests to
-      // learn its own), else low.
-      long two = 2 * settings.increment();
-      this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA)
-          .withFloor(two).startingAt(two).shrinkingAfterQuiet(QUIET_REQUESTS)
-          .growingAfterWaits(WAITS_TO_GROW).skippingFirstWait();
-      FetchMonitor.Learned from = monitor.learned();
-      if (from != null) {
-        limit.startingAt(from.soft()).withQuietRun(from.quietRun()).withWaitRun(from.waitRun());
-        if (from.avgWaitNanos() >= 0) {
-          limit.withAverage(from.avgWaitNanos());
-        }
-      }
+      this.limit = adaptiveLimit(settings.hardLimit(), settings.increment(), monitor.learned());
     } else {
       this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA);
     }
     this.queue = new ArrayDeque<>(plan);
+  }
+
+  /**
+   * An adaptive read's limit: between two increments (one consumed while the next arrives) and
+   * the hard limit, starting where the executor's last read left it ({@code from}: a task reads
+   * too few requests to learn its own), else low; its first request's wait (connecting) left
+   * out.
+   */
+  static ElasticLimit adaptiveLimit(long hard, long increment, FetchMonitor.Learned from) {
+    long two = 2 * increment;
+    ElasticLimit l = new ElasticLimit(hard, increment, ElasticLimit.ALPHA).withFloor(two)
+        .startingAt(two).shrinkingAfterQuiet(QUIET_REQUESTS).growingAfterWaits(WAITS_TO_GROW)
+        .skippingFirstWait();
+    if (from != null) {
+      l.startingAt(from.soft()).withQuietRun(from.quietRun()).withWaitRun(from.waitRun());
+      if (from.avgWaitNanos() >= 0) {
+        l.withAverage(from.avgWaitNanos());
+      }
+    }
+    return l;
   }
 
   /** Times this read's in-flight limit grew by an increment (0 for the static policy). */
@@ -259,8 +266,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     }
     if (settings.policy() == Policy.ADAPTIVE) {
       limit.consumed(s.waitedNanos);
-      monitor.learn(new FetchMonitor.Learned(limit.soft(), limit.averageWaitNanos(),
-          limit.quietRun(), limit.waitRun()));
+      monitor.learn(FetchMonitor.Learned.of(limit));
     }
     if (current == s) {
       current = null;

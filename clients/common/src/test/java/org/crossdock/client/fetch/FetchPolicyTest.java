@@ -83,24 +83,29 @@ class FetchPolicyTest {
     assertEquals(0, atHard.grown(), "and is no grow");
   }
 
-  /** The Spark reader's limit: growing and shrinking by 2 MiB, floor 4 MiB. */
-  static ElasticLimit sparkReaders(long startAt) {
-    return new ElasticLimit(48 << 20, 2 << 20, ElasticLimit.ALPHA).withFloor(4 << 20)
-        .startingAt(startAt).shrinkingAfterQuiet(8).growingAfterWaits(2).withAverage(1_000_000);
+  /**
+   * A task's limit as the Spark reader makes it (2 MiB increments of a 48 MiB hard limit),
+   * starting from {@code from}, its first request (connecting) already read.
+   */
+  static ElasticLimit task(FetchMonitor.Learned from) {
+    ElasticLimit l = FetchScheduler.adaptiveLimit(48 << 20, 2 << 20, from);
+    l.consumed(50_000_000);
+    return l;
   }
 
   @Test
   void aRunOfQuietRequestsGoesOnInTheNextTask() {
     // A Spark task reads a few requests; its limit goes to the executor's next task. A run of
     // requests without a wait must go with it, or a limit that a wait grew never shrinks.
-    ElasticLimit first = sparkReaders(10 << 20);
+    ElasticLimit first = task(new FetchMonitor.Learned(10 << 20, 1_000_000, 0, 0));
     for (int i = 0; i < 5; i++) {
       first.consumed(0);
     }
     assertEquals(10 << 20, first.soft(), "5 quiet requests: not yet");
     assertEquals(5, first.quietRun());
-    ElasticLimit next = sparkReaders(first.soft()).withQuietRun(first.quietRun());
-    ElasticLimit alone = sparkReaders(first.soft());
+    ElasticLimit next = task(FetchMonitor.Learned.of(first));
+    ElasticLimit alone = task(
+        new FetchMonitor.Learned(first.soft(), first.averageWaitNanos(), 0, 0));
     for (int i = 0; i < 3; i++) {
       next.consumed(0);
       alone.consumed(0);
@@ -115,7 +120,7 @@ class FetchPolicyTest {
     assertEquals(8 << 20, next.soft(), "a lone wait above the average grows nothing");
     assertEquals(0, next.grown());
     assertEquals(1, next.shrunk(), "each change counted");
-    ElasticLimit third = sparkReaders(next.soft()).withWaitRun(next.waitRun());
+    ElasticLimit third = task(FetchMonitor.Learned.of(next));
     third.consumed(5_000_000);
     assertEquals(10 << 20, third.soft(), "the second wait in a row grows, across tasks");
     assertEquals(1, third.grown());
