@@ -305,7 +305,7 @@ abstract class CopyReads implements SourceStream.Events {
   }
 
   @Override
-  public final void failedLocally(SourceStream src, CrossdockException e) {
+  public final void failedLocally(CrossdockException e) {
     if (localFailure == null) {
       localFailure = e;
     }
@@ -334,7 +334,7 @@ abstract class CopyReads implements SourceStream.Events {
       for (Segment s : unanswered) {
         arrivedAll(src.addr, s);
       }
-      failedLocally(src, e);
+      failedLocally(e);
       return;
     }
     for (int i = 0; i < unanswered.size(); i++) {

@@ -60,7 +60,7 @@ final class SourceStream implements Closeable {
      * CrossdockException.Kind#LOCAL}): told when handing a broken connection's requests back
      * ({@link #broken}) failed part-way. A LOCAL {@link #broken} means the same.
      */
-    void failedLocally(SourceStream src, CrossdockException e);
+    void failedLocally(CrossdockException e);
 
     /**
      * Whether the read has room now for a frame body of {@code bytes} on {@code src}; if so the
@@ -543,7 +543,7 @@ final class SourceStream implements Closeable {
           } else if (ce.getCause() != t) {
             ce.addSuppressed(t);
           }
-          b.events().failedLocally(this, local);
+          b.events().failedLocally(local);
           throw t;
         }
         return;

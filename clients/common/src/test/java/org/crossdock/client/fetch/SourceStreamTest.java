@@ -87,7 +87,7 @@ class SourceStreamTest {
     }
 
     @Override
-    public void failedLocally(SourceStream src, CrossdockException e) {
+    public void failedLocally(CrossdockException e) {
       throw new AssertionError("told apart from broken(), which did not fail: " + e);
     }
 
