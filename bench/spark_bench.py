@@ -226,21 +226,29 @@ class LocalBackend:
     executors = 2
 
     def __init__(self, workdir: pathlib.Path, replication: int = 1, worker_memory: str = "1GiB",
-                 split_size: str | None = None):
+                 split_size: str | None = None, executor_cores: int = 1):
         self.workdir = workdir
+        self.executor_cores = executor_cores
         self.replication = replication
         self.worker_memory = worker_memory
         self.split_size = split_size
 
     def describe(self) -> dict:
         split = f", split size {self.split_size}" if self.split_size else ""
-        return {"kind": self.kind, "spark": "local-cluster[2,1,2048]: 2 executors x 1 core, 1 GiB heap",
+        c = self.executor_cores
+        return {"kind": self.kind,
+                "spark": f"local-cluster[2,{c},2048]: 2 executors x {c} core{'s' if c > 1 else ''}, 1 GiB heap",
                 "crossdock": f"crossdock standalone, 2 workers x {self.worker_memory}, replication "
                              f"{self.replication}{split}, per run",
                 "goal_wall_ratio": 1.0}
 
     def spark_conf(self) -> dict[str, str]:
-        return base_conf(executors=self.executors, executor_memory_mb=2048)
+        conf = base_conf(executors=self.executors, executor_memory_mb=2048)
+        if self.executor_cores != 1:
+            # Each executor runs this many tasks at once (its worker offers as many cores).
+            conf["spark.master"] = f"local-cluster[{self.executors},{self.executor_cores},2048]"
+            conf["spark.executor.cores"] = str(self.executor_cores)
+        return conf
 
     def start_crossdock(self, build: Build, run_dir: pathlib.Path, tls: bool = False,
                         coordinator_args: list[str] | None = None) -> CrossdockService:
@@ -759,18 +767,24 @@ def add_suite_args(ap: argparse.ArgumentParser, default_workloads: str, default_
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_suite_args(ap, ",".join(WORKLOADS), 1.0)
+    ap.add_argument("--executor-cores", type=int, default=1,
+                    help="tasks each of the 2 executors runs at once (more than the machine's cores "
+                         "oversubscribes it) [1]")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--conf-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.scale, args.conf_file)
         return 0
+    if args.executor_cores < 1:
+        raise SystemExit("--executor-cores must be at least 1")
     if args.plot_only:
         _plots(pathlib.Path(args.plot_only))
         return 0
     with work_dir("crossdock-bench-", args.keep_logs or args.jfr) as workdir:
         return run_suite(args, LocalBackend(workdir, replication=args.replication,
-                                        worker_memory=args.worker_memory, split_size=args.split_size), workdir)
+                                        worker_memory=args.worker_memory, split_size=args.split_size,
+                                        executor_cores=args.executor_cores), workdir)
 
 
 if __name__ == "__main__":

@@ -244,7 +244,7 @@ class FetchSchedulerTest {
     for (FetchMonitor.Learned before : List.of(new FetchMonitor.Learned(512 << 10, 2_000_000, 5, 0),
         new FetchMonitor.Learned(256 << 10, 3_000_000, 0, 1))) {
       FetchMonitor monitor = new FetchMonitor();
-      monitor.learn(before);
+      monitor.giveBack(before);
       Segment s = new Segment(0, 0, MAPS, (long) BATCHES * 4 * size(3), placement.copiesOf(0));
       try (FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),
           List.of(s), monitor, FetchMemory.UNLIMITED, a -> false)) {
@@ -253,8 +253,58 @@ class FetchSchedulerTest {
           // read to the end
         }
       }
-      assertEquals(before, monitor.learned(), "the limit, the average wait and both runs");
+      assertEquals(before, monitor.take(), "the limit, the average wait and both runs");
+      assertNull(monitor.take(), "one record, given back once");
     }
+  }
+
+  @Test
+  void concurrentReadsEachStartFromARecordOfTheirOwnAndGiveItBack() throws Exception {
+    // Two tasks of an executor reading at once must not share (and overwrite) one record:
+    // each takes its own, the freshest first; a third finds none free and starts at the floor.
+    FetchMonitor monitor = new FetchMonitor();
+    FetchMonitor.Learned older = new FetchMonitor.Learned(512 << 10, 2_000_000, 5, 0);
+    FetchMonitor.Learned newer = new FetchMonitor.Learned(768 << 10, 3_000_000, 0, 1);
+    monitor.giveBack(older);
+    monitor.giveBack(newer);
+    FetchScheduler.Settings adaptive = settings(Policy.ADAPTIVE, 1 << 20, 64 << 10);
+    FetchScheduler first = new FetchScheduler(adaptive, List.of(), monitor, FetchMemory.UNLIMITED,
+        a -> false);
+    FetchScheduler second = new FetchScheduler(adaptive, List.of(), monitor,
+        FetchMemory.UNLIMITED, a -> false);
+    FetchScheduler third = new FetchScheduler(adaptive, List.of(), monitor, FetchMemory.UNLIMITED,
+        a -> false);
+    assertEquals(newer.soft(), first.softLimit(), "the freshest record first");
+    assertEquals(older.soft(), second.softLimit(), "the next read the other one");
+    assertEquals(2 * (64 << 10), third.softLimit(), "none free: two increments");
+    second.close();
+    second.close();
+    first.close();
+    third.close();
+    // Given back as they ended (a read that learned nothing gives back what it took), once.
+    FetchMonitor.Learned fresh = monitor.take();
+    assertEquals(2 * (64 << 10), fresh.soft(), "the third read's, given back last");
+    assertEquals(newer, monitor.take());
+    assertEquals(older, monitor.take());
+    assertNull(monitor.take());
+    // A static read neither takes nor gives back.
+    monitor.giveBack(older);
+    new FetchScheduler(settings(Policy.STATIC, 1 << 20, 64 << 10), List.of(), monitor,
+        FetchMemory.UNLIMITED, a -> false).close();
+    assertEquals(older, monitor.take());
+    assertNull(monitor.take());
+  }
+
+  @Test
+  void theShelfKeepsTheFreshestRecordsOnly() {
+    FetchMonitor monitor = new FetchMonitor();
+    for (int i = 0; i < 100; i++) {
+      monitor.giveBack(new FetchMonitor.Learned(i, -1, 0, 0));
+    }
+    for (int i = 99; i >= 36; i--) {
+      assertEquals(i, monitor.take().soft());
+    }
+    assertNull(monitor.take(), "64 kept: reads that were never closed cannot grow it");
   }
 
   @Test

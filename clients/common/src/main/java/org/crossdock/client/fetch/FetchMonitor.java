@@ -1,5 +1,6 @@
 package org.crossdock.client.fetch;
 
+import java.util.ArrayDeque;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -29,10 +30,19 @@ public final class FetchMonitor {
   /** Requests per source in the moving average of waits (the paper's K; the simulator's too). */
   public static final int WINDOW = 16;
 
+  /** Records of learned limits kept for later reads (more than an executor runs tasks at once). */
+  static final int SHELF = 64;
+
   private static final FetchMonitor SHARED = new FetchMonitor();
 
   private final ConcurrentHashMap<String, Source> sources = new ConcurrentHashMap<>();
-  private volatile Learned learned;
+  /**
+   * Records of what finished reads learned, the most recently given back last: each read takes
+   * one for its own while it runs, so concurrent tasks of an executor never share (or overwrite)
+   * one another's runs. At most {@link #SHELF} are kept: as many as tasks ran at once, bounded
+   * in case reads are never closed.
+   */
+  private final ArrayDeque<Learned> shelf = new ArrayDeque<>();
   /** Fetch connections between tasks. */
   final IdleStreams idle = new IdleStreams();
 
@@ -92,14 +102,32 @@ public final class FetchMonitor {
     return sources.computeIfAbsent(addr, a -> new Source());
   }
 
-  /** What the executor's reads learned of their limit so far; null before any read. */
-  public Learned learned() {
-    return learned;
+  /**
+   * The record a new read starts from, taken off the shelf until the read gives it back: the one
+   * given back last (the freshest), or null when none is free (the executor's first reads, or
+   * as many reads running as records given back).
+   */
+  public Learned take() {
+    synchronized (shelf) {
+      return shelf.pollLast();
+    }
   }
 
-  /** A read's limit after its latest request (the last writer wins among concurrent tasks). */
-  public void learn(Learned l) {
-    learned = l;
+  /** What a read learned, given back when it ends for the executor's next read to take. */
+  public void giveBack(Learned l) {
+    synchronized (shelf) {
+      shelf.addLast(l);
+      if (shelf.size() > SHELF) {
+        shelf.pollFirst();
+      }
+    }
+  }
+
+  /** The records free on the shelf, the next to be taken last (for tests). */
+  List<Learned> shelved() {
+    synchronized (shelf) {
+      return List.copyOf(shelf);
+    }
   }
 
   /** Bytes were asked of {@code addr}. */

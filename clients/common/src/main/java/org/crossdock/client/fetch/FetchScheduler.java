@@ -20,7 +20,9 @@ import org.crossdock.protocol.Message;
  * source among the copies of the segments still to ask for, and the next segments that source
  * holds are packed into one go until they make an increment; every request to a worker shares one
  * pipelined connection ({@link SourceStream}). The limit grows and shrinks with the task's waits,
- * learned per request, and carries over to the executor's next read.
+ * learned per request; a read starts from a record an earlier read of the executor gave back
+ * and gives its own back when it ends ({@link FetchMonitor#take}), so the limit carries over
+ * from task to task while concurrent tasks each keep their own.
  * A task blocked on a copy much longer than the other copy of the same partition has been taking
  * lately moves away from it: the connection is dropped and its unanswered segments are asked
  * again, from where they stopped, of the better copies, and the read's later requests go to the
@@ -100,7 +102,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     this.settings = settings;
     this.memory = memory;
     if (settings.policy() == Policy.ADAPTIVE) {
-      this.limit = adaptiveLimit(settings.hardLimit(), settings.increment(), monitor.learned());
+      this.limit = adaptiveLimit(settings.hardLimit(), settings.increment(), monitor.take());
     } else {
       this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA);
     }
@@ -109,9 +111,9 @@ public final class FetchScheduler extends CopyReads implements Closeable {
 
   /**
    * An adaptive read's limit: between two increments (one consumed while the next arrives) and
-   * the hard limit, starting where the executor's last read left it ({@code from}: a task reads
-   * too few requests to learn its own), else low; its first request's wait (connecting) left
-   * out.
+   * the hard limit, starting where an earlier read of the executor left it ({@code from}: a task
+   * reads too few requests to learn its own), else low; its first request's wait (connecting)
+   * left out.
    */
   static ElasticLimit adaptiveLimit(long hard, long increment, FetchMonitor.Learned from) {
     long two = 2 * increment;
@@ -266,7 +268,6 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     }
     if (settings.policy() == Policy.ADAPTIVE) {
       limit.consumed(s.waitedNanos);
-      monitor.learn(FetchMonitor.Learned.of(limit));
     }
     if (current == s) {
       current = null;
@@ -404,6 +405,10 @@ public final class FetchScheduler extends CopyReads implements Closeable {
       }
       closed = true;
       closeStreams();
+      if (settings.policy() == Policy.ADAPTIVE) {
+        // However the read ended: what it learned of its requests' waits still holds.
+        monitor.giveBack(FetchMonitor.Learned.of(limit));
+      }
       for (Segment s : issued) {
         release(s);
       }
