@@ -249,6 +249,7 @@ class FetchSchedulerTest {
       try (FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),
           List.of(s), monitor, FetchMemory.UNLIMITED, a -> false)) {
         assertEquals(before.soft(), f.softLimit(), "starts from the executor's last limit");
+        assertEquals(before.soft(), f.startingLimit());
         while (f.next() != null) {
           // read to the end
         }

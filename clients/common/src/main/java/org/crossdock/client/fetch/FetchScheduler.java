@@ -87,6 +87,8 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   private final Settings settings;
   private final FetchMemory memory;
   private final ElasticLimit limit;
+  /** The in-flight limit the read started from. */
+  private final long startingLimit;
   /** Not asked for yet, in order. */
   private final ArrayDeque<Segment> queue;
   /** Asked for and not consumed, in the order they were first asked for. */
@@ -106,6 +108,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     } else {
       this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA);
     }
+    this.startingLimit = limit.soft();
     this.queue = new ArrayDeque<>(plan);
   }
 
@@ -141,6 +144,11 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     synchronized (lock) {
       return limit.shrunk();
     }
+  }
+
+  /** The in-flight limit the read started from (where an earlier read left it, or the floor). */
+  public long startingLimit() {
+    return startingLimit;
   }
 
   /** The in-flight limit now. */

@@ -435,6 +435,15 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       if (scheduler != null && !closed) {
         closed = true;
         scheduler.close();
+        if (LOG.isDebugEnabled()) {
+          // One line per read: how the adaptive limit moved in it, to follow it task by task.
+          LOG.debug("Task {} read of shuffle {} ({}): in-flight limit {} -> {} bytes (grew {}, "
+                  + "shrank {} times), {} requests, fetch wait {} ms, peak buffered {} bytes",
+              context.taskAttemptId(), handle.shuffleId(), conf.fetchPolicy,
+              scheduler.startingLimit(), scheduler.softLimit(), scheduler.limitGrown(),
+              scheduler.limitShrunk(), scheduler.requests(), scheduler.waitNanos() / 1_000_000,
+              scheduler.peakBufferedBytes());
+        }
         if (handle.accumulators != null) {
           handle.accumulators.readDone(scheduler.peakBufferedBytes(),
               scheduler.connectionsOpened(), scheduler.connectionsReused());
