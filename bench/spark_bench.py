@@ -12,10 +12,10 @@ shaped links.
 
     .venv/bin/python bench/spark_bench.py [--workloads a,b] [--runs 3] [--scale 1.0]
         [--peer name=NAME,jars=A.jar,conf=k=v;k=v | --peer peer.toml] [--build NAME=DIR]
-        [--plot-only FILE]
+        [--executor-cores N] [--plot-only FILE]
 
 Single host: Spark in local-cluster mode (a standalone master and 2 workers with one
-1-core executor each, separate JVMs), a fresh `crossdock standalone` (2 workers of 1 GiB)
+1-core executor each, separate JVMs; N cores each with --executor-cores), a fresh `crossdock standalone` (2 workers of 1 GiB)
 for each Crossdock run. Writes bench-results/spark-<timestamp>.json, PNG plots next to
 it (bench/plots.py) and prints a table.
 """
@@ -219,8 +219,9 @@ class Build:
 # ---- where the applications run ----
 
 class LocalBackend:
-    """One host: Spark's local-cluster mode (a master and 2 workers, one 1-core executor
-    each, all separate JVMs) and `crossdock standalone` with 2 workers of 1 GiB."""
+    """One host: Spark's local-cluster mode (a master and 2 workers, one executor of
+    `executor_cores` cores each, all separate JVMs) and `crossdock standalone` with 2
+    workers of 1 GiB."""
 
     kind = "single host"
     executors = 2
@@ -243,12 +244,8 @@ class LocalBackend:
                 "goal_wall_ratio": 1.0}
 
     def spark_conf(self) -> dict[str, str]:
-        conf = base_conf(executors=self.executors, executor_memory_mb=2048)
-        if self.executor_cores != 1:
-            # Each executor runs this many tasks at once (its worker offers as many cores).
-            conf["spark.master"] = f"local-cluster[{self.executors},{self.executor_cores},2048]"
-            conf["spark.executor.cores"] = str(self.executor_cores)
-        return conf
+        return base_conf(executors=self.executors, executor_memory_mb=2048,
+                         executor_cores=self.executor_cores)
 
     def start_crossdock(self, build: Build, run_dir: pathlib.Path, tls: bool = False,
                         coordinator_args: list[str] | None = None) -> CrossdockService:

@@ -144,9 +144,11 @@ QUICK_JIT = os.environ.get("CROSSDOCK_TEST_QUICK_JIT") == "1"
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 
 
-def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, str]:
+def base_conf(executors: int = 2, executor_memory_mb: int = 1024, executor_cores: int = 1) -> dict[str, str]:
+    """Local-cluster: `executors` workers, each with one executor of `executor_cores` task
+    slots and `executor_memory_mb` for its executor."""
     conf = {
-        "spark.master": f"local-cluster[{executors},1,{executor_memory_mb}]",
+        "spark.master": f"local-cluster[{executors},{executor_cores},{executor_memory_mb}]",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "1g",
@@ -156,6 +158,9 @@ def base_conf(executors: int = 2, executor_memory_mb: int = 1024) -> dict[str, s
         "spark.network.timeout": "120s",
         "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     }
+    if executor_cores != 1:
+        # Said, not inferred: the client sizes its per-task windows from the task slots.
+        conf["spark.executor.cores"] = str(executor_cores)
     for kind in ("executor", "driver"):
         option = suite_java_options(kind)
         if option:

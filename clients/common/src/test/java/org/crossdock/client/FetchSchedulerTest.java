@@ -177,14 +177,17 @@ class FetchSchedulerTest {
   @Test
   void closingMidReadGivesBackEveryByte() throws Exception {
     Counting mem = new Counting();
+    FetchMonitor monitor = new FetchMonitor();
     FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),
-        plan(placement::copiesOf), new FetchMonitor(), mem, a -> false);
+        plan(placement::copiesOf), monitor, mem, a -> false);
     assertNotNull(f.next());
     assertNotNull(f.next());
     assertTrue(mem.held > 0);
     f.close();
     assertEquals(0, mem.held, "a task that stops early (failed, killed, take(1)) holds nothing");
     assertThrows(java.io.IOException.class, f::next);
+    assertNotNull(monitor.take(), "what it learned is given back however it ended");
+    assertNull(monitor.take());
   }
 
   @Test
@@ -238,7 +241,7 @@ class FetchSchedulerTest {
   }
 
   @Test
-  void aReadStartsFromWhatTheExecutorsLastReadLearnedAndPassesItOn() throws Exception {
+  void aReadStartsFromWhatAnEarlierReadLearnedAndPassesItOn() throws Exception {
     // One segment: its wait is the task's first (connecting), which teaches the limit nothing,
     // so what the read passes on is exactly what it started from, the runs included.
     for (FetchMonitor.Learned before : List.of(new FetchMonitor.Learned(512 << 10, 2_000_000, 5, 0),
@@ -248,7 +251,7 @@ class FetchSchedulerTest {
       Segment s = new Segment(0, 0, MAPS, (long) BATCHES * 4 * size(3), placement.copiesOf(0));
       try (FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),
           List.of(s), monitor, FetchMemory.UNLIMITED, a -> false)) {
-        assertEquals(before.soft(), f.softLimit(), "starts from the executor's last limit");
+        assertEquals(before.soft(), f.softLimit(), "starts from the limit an earlier read left");
         assertEquals(before.soft(), f.startingLimit());
         while (f.next() != null) {
           // read to the end
@@ -260,20 +263,22 @@ class FetchSchedulerTest {
   }
 
   @Test
-  void concurrentReadsEachStartFromARecordOfTheirOwnAndGiveItBack() throws Exception {
+  void readsOpenAtOnceEachStartFromARecordOfTheirOwnAndGiveItBack() throws Exception {
     // Two tasks of an executor reading at once must not share (and overwrite) one record:
     // each takes its own, the freshest first; a third finds none free and starts at the floor.
+    // (Not closed before the end: the reads are open at once; nothing is asked before next().)
     FetchMonitor monitor = new FetchMonitor();
     FetchMonitor.Learned older = new FetchMonitor.Learned(512 << 10, 2_000_000, 5, 0);
     FetchMonitor.Learned newer = new FetchMonitor.Learned(768 << 10, 3_000_000, 0, 1);
     monitor.giveBack(older);
     monitor.giveBack(newer);
     FetchScheduler.Settings adaptive = settings(Policy.ADAPTIVE, 1 << 20, 64 << 10);
-    FetchScheduler first = new FetchScheduler(adaptive, List.of(), monitor, FetchMemory.UNLIMITED,
+    List<Segment> one = List.of(new Segment(0, 0, MAPS, 1, placement.copiesOf(0)));
+    FetchScheduler first = new FetchScheduler(adaptive, one, monitor, FetchMemory.UNLIMITED,
         a -> false);
-    FetchScheduler second = new FetchScheduler(adaptive, List.of(), monitor,
-        FetchMemory.UNLIMITED, a -> false);
-    FetchScheduler third = new FetchScheduler(adaptive, List.of(), monitor, FetchMemory.UNLIMITED,
+    FetchScheduler second = new FetchScheduler(adaptive, one, monitor, FetchMemory.UNLIMITED,
+        a -> false);
+    FetchScheduler third = new FetchScheduler(adaptive, one, monitor, FetchMemory.UNLIMITED,
         a -> false);
     assertEquals(newer.soft(), first.softLimit(), "the freshest record first");
     assertEquals(older.soft(), second.softLimit(), "the next read the other one");
@@ -288,11 +293,50 @@ class FetchSchedulerTest {
     assertEquals(newer, monitor.take());
     assertEquals(older, monitor.take());
     assertNull(monitor.take());
-    // A static read neither takes nor gives back.
+    // A static read neither takes nor gives back, nor does an adaptive read of nothing.
     monitor.giveBack(older);
-    new FetchScheduler(settings(Policy.STATIC, 1 << 20, 64 << 10), List.of(), monitor,
+    new FetchScheduler(settings(Policy.STATIC, 1 << 20, 64 << 10), one, monitor,
         FetchMemory.UNLIMITED, a -> false).close();
+    FetchScheduler empty = new FetchScheduler(adaptive, List.of(), monitor, FetchMemory.UNLIMITED,
+        a -> false);
+    assertEquals(2 * (64 << 10), empty.softLimit(), "an empty read takes no record");
+    empty.close();
     assertEquals(older, monitor.take());
+    assertNull(monitor.take());
+  }
+
+  @Test
+  void aReadGivesBackWhatItLearnedNotWhatItTook() throws Exception {
+    // Memory for less than two segments: the second ask is refused while the first is held, so
+    // the read squeezes its limit to what it holds, well under where it started; the average
+    // wait taken is so high that no wait of this read can grow it back.
+    long cap = 200_000;
+    FetchMemory capped = new FetchMemory() {
+      long held;
+
+      @Override
+      public synchronized long acquire(long bytes) {
+        long got = Math.max(0, Math.min(bytes, cap - held));
+        held += got;
+        return got;
+      }
+
+      @Override
+      public synchronized void release(long bytes) {
+        held -= bytes;
+      }
+    };
+    FetchMonitor monitor = new FetchMonitor();
+    FetchMonitor.Learned taken = new FetchMonitor.Learned(1 << 20, 1e12, 0, 0);
+    monitor.giveBack(taken);
+    FetchScheduler f = new FetchScheduler(settings(Policy.ADAPTIVE, 1 << 20, 64 << 10),
+        plan(placement::copiesOf), monitor, capped, a -> false);
+    readAll(f);
+    long learned = f.softLimit();
+    assertTrue(learned < taken.soft(), "the read squeezed its limit: " + learned);
+    f.close();
+    FetchMonitor.Learned back = monitor.take();
+    assertEquals(learned, back.soft(), "what the read left, not what it took");
     assertNull(monitor.take());
   }
 

@@ -30,7 +30,7 @@ public final class FetchMonitor {
   /** Requests per source in the moving average of waits (the paper's K; the simulator's too). */
   public static final int WINDOW = 16;
 
-  /** Records of learned limits kept for later reads (more than an executor runs tasks at once). */
+  /** Records of learned limits kept for later reads: more than an executor has reads open at once. */
   static final int SHELF = 64;
 
   private static final FetchMonitor SHARED = new FetchMonitor();
@@ -39,17 +39,18 @@ public final class FetchMonitor {
   /**
    * Records of what finished reads learned, the most recently given back last: each read takes
    * one for its own while it runs, so concurrent tasks of an executor never share (or overwrite)
-   * one another's runs. At most {@link #SHELF} are kept: as many as tasks ran at once, bounded
-   * in case reads are never closed.
+   * one another's runs. A record is made only when a read finds none free, so the shelf holds
+   * at most as many as there were reads open at once (a task may have two, as a join's two
+   * sides); at most {@link #SHELF} are kept, the oldest dropped first.
    */
   private final ArrayDeque<Learned> shelf = new ArrayDeque<>();
   /** Fetch connections between tasks. */
   final IdleStreams idle = new IdleStreams();
 
   /**
-   * Where the executor's last adaptive read left its {@link ElasticLimit}: the limit, the
+   * Where an adaptive read of the executor left its {@link ElasticLimit}: the limit, the
    * average wait ({@code < 0} if none), and the runs of requests read without a wait and with
-   * one, which the next read starts from. The runs are carried with the limit: a task reads too
+   * one, which a later read starts from. The runs are carried with the limit: a task reads too
    * few requests to complete a run of its own, so a limit carried without them could grow from
    * task to task and never shrink.
    */
@@ -120,13 +121,6 @@ public final class FetchMonitor {
       if (shelf.size() > SHELF) {
         shelf.pollFirst();
       }
-    }
-  }
-
-  /** The records free on the shelf, the next to be taken last (for tests). */
-  List<Learned> shelved() {
-    synchronized (shelf) {
-      return List.copyOf(shelf);
     }
   }
 

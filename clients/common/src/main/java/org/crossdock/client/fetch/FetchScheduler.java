@@ -89,6 +89,12 @@ public final class FetchScheduler extends CopyReads implements Closeable {
   private final ElasticLimit limit;
   /** The in-flight limit the read started from. */
   private final long startingLimit;
+  /**
+   * Whether the read took a record of what earlier reads learned and gives one back: an adaptive
+   * read with something to read (an empty one would only hide a record from concurrent reads and
+   * put an unchanged one back on top).
+   */
+  private final boolean learns;
   /** Not asked for yet, in order. */
   private final ArrayDeque<Segment> queue;
   /** Asked for and not consumed, in the order they were first asked for. */
@@ -103,8 +109,10 @@ public final class FetchScheduler extends CopyReads implements Closeable {
         settings.readTimeoutMs(), settings.maxRetries(), monitor, local);
     this.settings = settings;
     this.memory = memory;
+    this.learns = settings.policy() == Policy.ADAPTIVE && !plan.isEmpty();
     if (settings.policy() == Policy.ADAPTIVE) {
-      this.limit = adaptiveLimit(settings.hardLimit(), settings.increment(), monitor.take());
+      this.limit = adaptiveLimit(settings.hardLimit(), settings.increment(),
+          learns ? monitor.take() : null);
     } else {
       this.limit = new ElasticLimit(settings.hardLimit(), settings.increment(), ElasticLimit.ALPHA);
     }
@@ -146,7 +154,10 @@ public final class FetchScheduler extends CopyReads implements Closeable {
     }
   }
 
-  /** The in-flight limit the read started from (where an earlier read left it, or the floor). */
+  /**
+   * The in-flight limit the read started from: for an adaptive read where an earlier read of the
+   * executor left it, or the floor; for a static read the fixed limit.
+   */
   public long startingLimit() {
     return startingLimit;
   }
@@ -413,7 +424,7 @@ public final class FetchScheduler extends CopyReads implements Closeable {
       }
       closed = true;
       closeStreams();
-      if (settings.policy() == Policy.ADAPTIVE) {
+      if (learns) {
         // However the read ended: what it learned of its requests' waits still holds.
         monitor.giveBack(FetchMonitor.Learned.of(limit));
       }

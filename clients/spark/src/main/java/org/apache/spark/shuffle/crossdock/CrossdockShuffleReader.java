@@ -353,9 +353,16 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
       return true;
     }
 
-    /** The task's read, planned on first use. */
-    private FetchScheduler scheduler() throws IOException {
+    /**
+     * The task's read, planned on first use. Under the iterator's lock, as {@link #close} is: a
+     * close from another thread (the task's end, while PySpark's writer thread has not started
+     * reading) either comes first, and then no read starts, or closes the read made here.
+     */
+    private synchronized FetchScheduler scheduler() throws IOException {
       if (scheduler == null) {
+        if (closed) {
+          throw new IOException("the read was closed");
+        }
         // No map in the range (a shuffle of no maps is never registered with the coordinator)
         // or no partition: nothing to read, and no placement to ask for.
         List<Segment> plan = startMap >= endMap || startPartition >= endPartition
@@ -432,16 +439,22 @@ final class CrossdockShuffleReader<K, C> implements ShuffleReader<K, C> {
     synchronized void close() {
       // Called at the end and again when the task completes, on another thread for PySpark's
       // writer: the sums are reported once, after the read can open nothing more.
-      if (scheduler != null && !closed) {
-        closed = true;
+      if (closed) {
+        return;
+      }
+      closed = true;
+      if (scheduler != null) {
         scheduler.close();
         if (LOG.isDebugEnabled()) {
           // One line per read: how the adaptive limit moved in it, to follow it task by task.
-          LOG.debug("Task {} read of shuffle {} ({}): in-flight limit {} -> {} bytes (grew {}, "
-                  + "shrank {} times), {} requests, fetch wait {} ms, peak buffered {} bytes",
-              context.taskAttemptId(), handle.shuffleId(), conf.fetchPolicy,
-              scheduler.startingLimit(), scheduler.softLimit(), scheduler.limitGrown(),
-              scheduler.limitShrunk(), scheduler.requests(), scheduler.waitNanos() / 1_000_000,
+          String limit = conf.fetchPolicy == FetchScheduler.Policy.ADAPTIVE
+              ? String.format("in-flight limit %d -> %d bytes (grew %d, shrank %d times)",
+                  scheduler.startingLimit(), scheduler.softLimit(), scheduler.limitGrown(),
+                  scheduler.limitShrunk())
+              : "in-flight limit " + scheduler.startingLimit() + " bytes";
+          LOG.debug("Task {} read of shuffle {} ({}): {}, {} requests, fetch wait {} ms, "
+                  + "peak buffered {} bytes", context.taskAttemptId(), handle.shuffleId(),
+              conf.fetchPolicy, limit, scheduler.requests(), scheduler.waitNanos() / 1_000_000,
               scheduler.peakBufferedBytes());
         }
         if (handle.accumulators != null) {
