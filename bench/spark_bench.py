@@ -15,9 +15,10 @@ shaped links.
         [--executor-cores N] [--plot-only FILE]
 
 Single host: Spark in local-cluster mode (a standalone master and 2 workers with one
-1-core executor each, separate JVMs; N cores each with --executor-cores), a fresh `crossdock standalone` (2 workers of 1 GiB)
-for each Crossdock run. Writes bench-results/spark-<timestamp>.json, PNG plots next to
-it (bench/plots.py) and prints a table.
+1-core executor each, separate JVMs; N cores each with --executor-cores), a fresh
+`crossdock standalone` (2 workers of 1 GiB) for each Crossdock run. Writes
+bench-results/spark-<timestamp>.json, PNG plots next to it (bench/plots.py) and prints a
+table.
 """
 
 from __future__ import annotations

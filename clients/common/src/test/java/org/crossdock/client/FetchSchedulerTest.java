@@ -349,7 +349,7 @@ class FetchSchedulerTest {
     for (int i = 99; i >= 36; i--) {
       assertEquals(i, monitor.take().soft());
     }
-    assertNull(monitor.take(), "64 kept: reads that were never closed cannot grow it");
+    assertNull(monitor.take(), "64 kept, the oldest dropped first");
   }
 
   @Test
