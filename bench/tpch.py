@@ -82,7 +82,11 @@ def generate(scale_factor: float, root: pathlib.Path) -> pathlib.Path:
     done = dest / "COMPLETE"
     if done.is_file():
         return dest
+    # Installed by `make setup` into the project's main environment; the Spark 3.5 tests run
+    # from another one.
     tool = pathlib.Path(sys.executable).parent / "tpchgen-cli"
+    if not tool.exists():
+        tool = HERE.parent / ".venv" / "bin" / "tpchgen-cli"
     if not tool.is_file():
         raise SystemExit(f"{tool} is missing: run `make setup` (it installs tpchgen-cli from PyPI)")
     shutil.rmtree(dest, ignore_errors=True)

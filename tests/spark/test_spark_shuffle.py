@@ -198,9 +198,10 @@ def test_two_properties_enable_crossdock_and_its_data_io_plugin(crossdock_cluste
     data outlives executors (the executor-loss and dynamic-allocation tests in
     test_failures.py depend on it and get it this way)."""
     conf = crossdock_conf(crossdock_cluster.address)
-    # Spark 3.5 needs the jar on the class path (`crossdock spark-conf --spark 3.5`).
-    jar = ({"spark.driver.extraClassPath", "spark.executor.extraClassPath"} if SPARK_LINE == "3.5"
-           else {"spark.jars"})
+    # Spark 3.5 needs the jar on the class path and the SQL extension named
+    # (`crossdock spark-conf --spark 3.5`).
+    jar = ({"spark.driver.extraClassPath", "spark.executor.extraClassPath", "spark.sql.extensions"}
+           if SPARK_LINE == "3.5" else {"spark.jars"})
     assert set(conf) == {"spark.shuffle.manager", "spark.crossdock.coordinator"} | jar, conf
     out = _data_io_run(tmp_path, crossdock_cluster.address)
     assert out["PLUGIN"] == "org.apache.spark.shuffle.crossdock.CrossdockShuffleDataIO", out

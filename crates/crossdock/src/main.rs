@@ -622,6 +622,8 @@ fn flush_stdout() {
 
 /// The class Spark loads as `spark.shuffle.manager`.
 const SPARK_SHUFFLE_MANAGER: &str = "org.apache.spark.shuffle.crossdock.CrossdockShuffleManager";
+/// The client's Spark SQL extension (reduce tasks placed on their partitions' hosts).
+const SPARK_SQL_EXTENSIONS: &str = "org.apache.spark.sql.crossdock.CrossdockSqlExtensions";
 
 fn spark_conf(a: SparkConfArgs) -> Result<()> {
     let jar = match a.jar {
@@ -642,6 +644,10 @@ fn spark_conf(a: SparkConfArgs) -> Result<()> {
         // on the driver's and every executor's host.
         println!("spark.driver.extraClassPath={}", jar.display());
         println!("spark.executor.extraClassPath={}", jar.display());
+        // A session PySpark 3.5 makes (Spark's constructor, not its builder) applies only the
+        // extensions this names, not those the jar declares as services, so the SQL reduce
+        // tasks would lose their placement without it (Spark 4 applies both everywhere).
+        println!("spark.sql.extensions={SPARK_SQL_EXTENSIONS}");
     } else {
         println!("spark.jars={}", jar.display());
     }

@@ -409,7 +409,7 @@ fn spark_conf_prints_the_three_properties() {
     let text = String::from_utf8(out.stdout).unwrap();
     let canonical = jar.canonicalize().unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
     assert_eq!(
         lines[2],
         format!("spark.driver.extraClassPath={}", canonical.display())
@@ -417,6 +417,11 @@ fn spark_conf_prints_the_three_properties() {
     assert_eq!(
         lines[3],
         format!("spark.executor.extraClassPath={}", canonical.display())
+    );
+    // PySpark 3.5's sessions apply only the extensions named here.
+    assert_eq!(
+        lines[4],
+        "spark.sql.extensions=org.apache.spark.sql.crossdock.CrossdockSqlExtensions"
     );
     let other = run(&["spark-conf", "--coordinator", "h:1", "--spark", "3.4"]);
     assert!(!other.status.success(), "only 4 and 3.5 are built");

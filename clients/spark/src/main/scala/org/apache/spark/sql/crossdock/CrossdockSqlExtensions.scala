@@ -13,8 +13,11 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
  *
  * It is found without configuration: the jar names it in
  * `META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider`, which Spark loads for
- * every session. Naming it in `spark.sql.extensions` works too (Spark applies it once per
- * name). It changes nothing unless the application's shuffle manager is Crossdock's and
+ * every session it builds. Naming it in `spark.sql.extensions` works too, and Spark 3.5 needs
+ * that for the sessions PySpark makes through its constructor, which skips the services
+ * (`crossdock spark-conf --spark 3.5` prints it); a session that applies both runs each rule
+ * twice, which changes nothing (the second pass finds only placed exchanges and ranges
+ * already cut). It changes nothing unless the application's shuffle manager is Crossdock's and
  * `spark.crossdock.locality` is on (the default).
  *
  * The rule is a columnar rule because that is the one hook Spark applies both to a plan
