@@ -82,11 +82,9 @@ def generate(scale_factor: float, root: pathlib.Path) -> pathlib.Path:
     done = dest / "COMPLETE"
     if done.is_file():
         return dest
-    # Installed by `make setup` into the project's main environment; the Spark 3.5 tests run
-    # from another one.
-    tool = pathlib.Path(sys.executable).parent / "tpchgen-cli"
-    if not tool.exists():
-        tool = HERE.parent / ".venv" / "bin" / "tpchgen-cli"
+    # Where `make setup` installs it: the project's main environment, also when this runs from
+    # another one (the Spark 3.5 tests).
+    tool = HERE.parent / ".venv" / "bin" / "tpchgen-cli"
     if not tool.is_file():
         raise SystemExit(f"{tool} is missing: run `make setup` (it installs tpchgen-cli from PyPI)")
     shutil.rmtree(dest, ignore_errors=True)

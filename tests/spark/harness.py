@@ -145,8 +145,8 @@ QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 
 
 def base_conf(executors: int = 2, executor_memory_mb: int = 1024, executor_cores: int = 1) -> dict[str, str]:
-    """Local-cluster: `executors` workers, each with one executor of `executor_cores` task
-    slots and `executor_memory_mb` for its executor."""
+    """Local-cluster: `executors` workers, each offering `executor_cores` cores and
+    `executor_memory_mb` MB to its one executor."""
     conf = {
         "spark.master": f"local-cluster[{executors},{executor_cores},{executor_memory_mb}]",
         "spark.ui.enabled": "false",
