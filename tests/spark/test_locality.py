@@ -227,3 +227,28 @@ def test_without_placement_spark_chooses_by_map_output(hosts):
         assert manager.placedTasks() == 0
         plan = df.repartition(8, "id")._jdf.queryExecution().executedPlan().toString()
         assert "Crossdock placed" not in plan
+
+
+def test_without_adaptive_execution_reduce_tasks_still_run_on_their_hosts(hosts):
+    """Placement does not depend on adaptive execution: without it the exchange sits under
+    other nodes when Crossdock's rule replaces it (with it, each exchange is the root of a
+    query stage). It once stayed Spark's own there, because Spark keeps a child that equals
+    the new one and a placed exchange compared equal to Spark's."""
+    crossdock, spark = hosts
+    conf = _conf(crossdock, spark, **{"spark.sql.adaptive.enabled": "false",
+                                      "spark.sql.shuffle.partitions": "8"})
+    with spark_session("locality-no-aqe", conf) as session:
+        from pyspark.sql import functions as F
+        df = session.range(0, 400_000, numPartitions=4).withColumn("k", F.col("id") % 997)
+        query = df.repartition(8, "k").select(F.spark_partition_id().alias("p"), "k").groupBy("p").agg(
+            F.count("*").alias("n"))
+        assert sum(r["n"] for r in query.collect()) == 400_000
+        assert "Crossdock placed" in query._jdf.queryExecution().executedPlan().toString()
+        manager = session._jvm.org.apache.spark.SparkEnv.get().shuffleManager()
+        placement = manager.currentPlacement(0)
+        hosts_of = [placement.hostOf(p) for p in range(placement.numPartitions())]
+        tasks = _reduce_tasks(session.sparkContext, shuffle_partitions=8)
+        assert len(tasks) == 8, tasks
+        wrong = [(i, host, hosts_of[i]) for i, host, _ in tasks if host != hosts_of[i]]
+        assert not wrong, f"reduce tasks ran away from their partitions' hosts: {wrong}"
+

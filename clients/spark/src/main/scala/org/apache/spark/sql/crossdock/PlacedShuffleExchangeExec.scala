@@ -34,6 +34,21 @@ class PlacedShuffleExchangeExec(
 
   override def nodeName: String = "Exchange (Crossdock placed)"
 
+  /**
+   * Not equal to Spark's own exchange of the same fields. A case class's equality would make
+   * them equal, and a rule replacing an exchange under another node would then be undone:
+   * `TreeNode.mapChildren` keeps the old child when it equals the new one. Under adaptive
+   * execution each exchange is the root of its query stage, which hid this; without it, Spark's
+   * exchange stayed in the plan.
+   */
+  override def equals(other: Any): Boolean =
+    other.isInstanceOf[PlacedShuffleExchangeExec] && super.equals(other)
+
+  /** Spark's exchange asks this when it compares itself with a placed one. */
+  override def canEqual(other: Any): Boolean = other.isInstanceOf[PlacedShuffleExchangeExec]
+
+  override def hashCode(): Int = super.hashCode()
+
   override def getShuffleRDD(partitionSpecs: Array[ShufflePartitionSpec]): RDD[InternalRow] =
     new PlacedShuffledRowRDD(shuffleDependency, readMetrics, partitionSpecs)
 
