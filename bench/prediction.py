@@ -20,6 +20,10 @@ Cases (keys drawn in Spark, seeded by the run number):
                    range (data already ordered, as by time), so the first maps to commit see
                    only the lowest keys. The case the paper samples for (Fig. 7b/c).
 
+A range case's shuffle registers with a sample of its input, taken by the Spark client's
+exchange while Spark's range partitioner reads the input for its bounds; the coordinator then
+predicts from that sample and the first maps' bytes per record (`from` says which).
+
 Figures per shuffle: `error_std`, the population standard deviation over partitions of
 (predicted share - final share), the paper's "standard deviation of the normalised
 prediction" (0.0015 in Fig. 7b, for its sampling method on a skewed range-partitioned
@@ -130,6 +134,7 @@ def run_once(run: int, args, cases: list[str]) -> dict[str, dict[str, float]]:
                 std = float(s["error_std"])
                 out[case] = {
                     "maps_observed": int(s["maps_observed"]), "maps": int(s["maps"]),
+                    "from_sample": s.get("from_sample") == "true",
                     "partitions": int(s["partitions"]), "error_std": std,
                     "error_std_rel": std * int(s["partitions"]),
                     "total_error": float(s["total_error"]) if s["total_error"][0].isdigit() else None,
@@ -165,17 +170,19 @@ def main() -> None:
     metrics = ["error_std", "error_std_rel", "total_error", "mean_partition_error", "max_partition_error"]
     summary = {}
     for case in cases:
-        summary[case] = {"maps_observed": runs[0][case]["maps_observed"], "maps": runs[0][case]["maps"]}
+        sampled = {r[case]["from_sample"] for r in runs}
+        summary[case] = {"maps_observed": runs[0][case]["maps_observed"], "maps": runs[0][case]["maps"],
+                         "from": "sample" if sampled == {True} else "maps" if sampled == {False} else "mixed"}
         for m in metrics:
             vals = [r[case][m] for r in runs if r[case][m] is not None]
             summary[case][m] = statistics.median(vals) if vals else None
     print()
-    print(f"{'case':<16} {'observed':>9} {'error std':>10} {'x p':>6} {'total err':>10} "
+    print(f"{'case':<16} {'from':>6} {'observed':>9} {'error std':>10} {'x p':>6} {'total err':>10} "
           f"{'mean part err':>14} {'max part err':>13}")
     for case, s in summary.items():
         def f(v, fmt):
             return format(v, fmt) if v is not None else "-"
-        print(f"{case:<16} {s['maps_observed']:>4}/{s['maps']:<4} {f(s['error_std'], '.5f'):>10} "
+        print(f"{case:<16} {s['from']:>6} {s['maps_observed']:>4}/{s['maps']:<4} {f(s['error_std'], '.5f'):>10} "
               f"{f(s['error_std_rel'], '.3f'):>6} {f(s['total_error'], '.3f'):>10} "
               f"{f(s['mean_partition_error'], '.3f'):>14} {f(s['max_partition_error'], '.3f'):>13}")
     print("paper (Fig. 7b, sampling, skewed range-partitioned input): error std 0.0015, partition count not given")

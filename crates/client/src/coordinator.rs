@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use crossdock_proto::codec::Appended;
-use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionStat, WorkerInfo};
+use crossdock_proto::{
+    AttemptId, CommitStatus, InputSample, Message, PartitionStat, SampleCount, WorkerInfo,
+};
 use tokio::sync::Mutex;
 
 use crate::connection::RpcConnection;
@@ -182,12 +184,33 @@ impl CoordinatorClient {
         num_maps: u32,
         num_partitions: u32,
     ) -> Result<Placement> {
+        self.register_sampled_shuffle(app_id, shuffle_id, num_maps, num_partitions, None)
+            .await
+    }
+
+    /// Registers a shuffle with a range partitioner's sample of its map stage's input
+    /// (see `docs/protocol.md`, `RegisterShuffle`), from which the coordinator predicts
+    /// how its bytes divide among its partitions; `None`: no sample.
+    pub async fn register_sampled_shuffle(
+        &self,
+        app_id: &str,
+        shuffle_id: u32,
+        num_maps: u32,
+        num_partitions: u32,
+        sample: Option<(Vec<InputSample>, Vec<SampleCount>)>,
+    ) -> Result<Placement> {
+        let (inputs, counts) = match sample {
+            Some((i, c)) => (Appended(Some(i)), Appended(Some(c))),
+            None => (Appended(None), Appended(None)),
+        };
         match self
             .call(&Message::RegisterShuffle {
                 app_id: app_id.into(),
                 shuffle_id,
                 num_maps,
                 num_partitions,
+                sample_inputs: inputs,
+                sample_counts: counts,
             })
             .await?
         {

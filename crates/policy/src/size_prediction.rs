@@ -17,7 +17,9 @@
 //! observation threshold (the paper gives no value), [`extrapolate`] the linear
 //! extrapolation from per-partition totals it already keeps (so it needs no per-map
 //! vectors), and [`prediction_error`] scores a prediction against the final sizes, as
-//! `crossdock sim size-prediction` does.
+//! `crossdock sim size-prediction` does. For a range-partitioned shuffle whose engine sent
+//! a sample of its input, the coordinator divides the extrapolated total by the sample's
+//! [`predict_from_samples`] shares ([`scale_shares`]).
 //!
 //! Corrections of Eq. (1) as printed (`reduceSize_i = sum_{j=0}^{m} partitionSize_j *
 //! sample_i / (s * p)`):
@@ -252,6 +254,66 @@ pub fn prediction_error(pred: &[f64], truth: &[f64]) -> PredictionError {
     }
 }
 
+/// Records of a partition's own observed output that weigh as much as the shuffle's mean
+/// in [`scale_shares`]' bytes per record: a partition seen in a handful of records keeps
+/// close to the mean, one seen in thousands has its own.
+pub const BYTES_PER_RECORD_PRIOR: f64 = 32.0;
+
+/// Partition sizes from a sample's shares and the first maps' output: `shares` (from
+/// [`predict_from_samples`], in records) say how the shuffle's records divide among its
+/// partitions, the observed maps how many records it has in all (their total scaled by
+/// `total_maps / observed_maps`, as [`extrapolate`] scales each partition) and how many
+/// bytes a record of each partition takes (its own observed bytes per record, shrunk
+/// towards the shuffle's mean by [`BYTES_PER_RECORD_PRIOR`] records: partitions compress
+/// differently, a run of equal keys far better than distinct ones). This is how a live
+/// service uses the paper's sampling: the sample is taken before any map runs and counts
+/// records. With no observed records (`observed_records` empty or all 0) the bytes'
+/// total is divided by the shares instead. A sample that saw nothing (every share 0), or
+/// one of another partition count, leaves the extrapolation of `observed_bytes` alone.
+pub fn scale_shares(
+    shares: &[f64],
+    observed_bytes: &[u64],
+    observed_records: &[u64],
+    observed_maps: usize,
+    total_maps: usize,
+) -> Vec<f64> {
+    let linear = extrapolate(observed_bytes, observed_maps, total_maps);
+    let weight: f64 = shares.iter().sum();
+    if weight <= 0.0 || shares.len() != linear.len() {
+        return linear;
+    }
+    let bytes: f64 = observed_bytes.iter().map(|&b| b as f64).sum();
+    let records: f64 = observed_records.iter().map(|&r| r as f64).sum();
+    if records <= 0.0 || observed_records.len() != shares.len() {
+        let total: f64 = linear.iter().sum();
+        return shares.iter().map(|s| total * s / weight).collect();
+    }
+    let scale = total_maps as f64 / observed_maps.max(1) as f64;
+    let total_records = records * scale;
+    let mean = bytes / records;
+    shares
+        .iter()
+        .zip(observed_bytes.iter().zip(observed_records))
+        .map(|(s, (&b, &r))| {
+            let per_record =
+                (b as f64 + mean * BYTES_PER_RECORD_PRIOR) / (r as f64 + BYTES_PER_RECORD_PRIOR);
+            total_records * s / weight * per_record
+        })
+        .collect()
+}
+
+/// What one sampled record of an input partition stands for in Eq. (1): the partition's
+/// records over the records sampled from it (0 for a partition with no sample). A caller
+/// with sparse counts (the coordinator: a sample names few of many partitions) adds
+/// `count * sample_weight(..)` per (partition, count), the sum [`predict_from_samples`] makes.
+pub fn sample_weight(records: u64, sampled: u64) -> f64 {
+    if sampled == 0 {
+        0.0
+    } else {
+        records as f64 / sampled as f64
+    }
+}
+
 /// SCache's Eq. (1), corrected: `size_i = sum_j records_j * per_reduce_{j,i} / sampled_j`.
 /// Partitions with no sampled record contribute nothing.
 pub fn predict_from_samples(
@@ -261,10 +323,7 @@ pub fn predict_from_samples(
     let mut sizes = vec![0.0f64; reduces];
     let mut hosts: Vec<Vec<(u32, f64)>> = vec![Vec::new(); reduces];
     for s in samples {
-        if s.sampled == 0 {
-            continue;
-        }
-        let w = s.records as f64 / s.sampled as f64;
+        let w = sample_weight(s.records, s.sampled);
         for (i, &c) in s.per_reduce.iter().enumerate().take(reduces) {
             let v = c as f64 * w;
             sizes[i] += v;
@@ -464,6 +523,45 @@ mod tests {
             per_reduce: vec![10],
         }];
         assert_eq!(predict_from_samples(&s, 1)[0].size, 100.0);
+    }
+
+    #[test]
+    fn shares_divide_the_extrapolated_total() {
+        // 2 of 10 maps wrote 30 bytes, all to partition 0 (sorted input); the sample says
+        // the shuffle divides 1:1:2. Without records: the bytes' total divided.
+        let sizes = scale_shares(&[10.0, 10.0, 20.0], &[30, 0, 0], &[], 2, 10);
+        assert_eq!(sizes, vec![37.5, 37.5, 75.0]);
+    }
+
+    #[test]
+    fn each_partition_takes_its_own_bytes_per_record_when_seen_enough() {
+        // 1 of 2 maps: partition 0 wrote 1000 records in 1000 bytes (equal keys compress),
+        // partition 1 1000 records in 9000 bytes; partition 2 nothing yet. The sample says
+        // 1:1:2 of the 4000 records to come.
+        let sizes = scale_shares(&[1.0, 1.0, 2.0], &[1000, 9000, 0], &[1000, 1000, 0], 1, 2);
+        let mean = 10000.0 / 2000.0;
+        let own =
+            |b: f64, r: f64| (b + mean * BYTES_PER_RECORD_PRIOR) / (r + BYTES_PER_RECORD_PRIOR);
+        assert_eq!(sizes[0], 1000.0 * own(1000.0, 1000.0));
+        assert_eq!(sizes[1], 1000.0 * own(9000.0, 1000.0));
+        assert_eq!(
+            sizes[2],
+            2000.0 * mean,
+            "an unseen partition takes the mean"
+        );
+        assert!(
+            sizes[0] < 1150.0 && sizes[1] > 8850.0,
+            "near their own: {sizes:?}"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_mismatched_sample_leaves_the_extrapolation() {
+        assert_eq!(
+            scale_shares(&[0.0, 0.0], &[3, 1], &[1, 1], 1, 2),
+            vec![6.0, 2.0]
+        );
+        assert_eq!(scale_shares(&[1.0], &[3, 1], &[1, 1], 1, 2), vec![6.0, 2.0]);
     }
 
     #[test]

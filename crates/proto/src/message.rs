@@ -105,6 +105,28 @@ crate::wire_struct! {
 }
 
 crate::wire_struct! {
+    /// One input partition of a range-partitioned shuffle's map stage, as the engine
+    /// sampled it before the maps ran (SCache's reservoir sampling, paper 003 §3.2.2): how
+    /// many records it holds and how many of them the sample kept.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct InputSample {
+        pub records: u64,
+        pub sampled: u32,
+    }
+}
+
+crate::wire_struct! {
+    /// How many of input partition `input`'s sampled records the shuffle's partitioner
+    /// sends to `partition` (an index into a `RegisterShuffle`'s `sample_inputs`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+    pub struct SampleCount {
+        pub input: u32,
+        pub partition: u32,
+        pub count: u32,
+    }
+}
+
+crate::wire_struct! {
     /// Bytes one map attempt wrote to one partition, as a worker must hold them.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
     pub struct PartitionBytes {
@@ -356,6 +378,12 @@ crate::wire_enum! {
             shuffle_id: u32,
             num_maps: u32,
             num_partitions: u32,
+            /// A range partitioner's sample of the map stage's input, one entry per input
+            /// partition; absent or empty: none (the coordinator then predicts sizes from
+            /// the first maps' outputs alone).
+            sample_inputs: Appended<Vec<InputSample>>,
+            /// Where the sampled records go: the non-zero counts, by input then partition.
+            sample_counts: Appended<Vec<SampleCount>>,
         },
         ShufflePlacement = 0x14 {
             workers: Vec<WorkerInfo>,

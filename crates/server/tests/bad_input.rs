@@ -6,7 +6,7 @@ mod common;
 
 use common::app_keys;
 use crossdock_client::{CoordinatorClient, Keyring, RpcConnection, WorkerClient};
-use crossdock_proto::{AttemptId, CommitStatus, ErrorCode, FrameHeader, Message};
+use crossdock_proto::{Appended, AttemptId, CommitStatus, ErrorCode, FrameHeader, Message};
 
 use common::embedded::{
     assert_code, assert_error_frame, healthy_round_trip, push, raw_exchange, read_all, Cluster,
@@ -130,6 +130,8 @@ async fn truncated_frames_get_a_truncation_error() {
         shuffle_id: 1,
         num_maps: 1,
         num_partitions: 1,
+        sample_inputs: Appended(None),
+        sample_counts: Appended(None),
     }
     .encode_frame(4);
     frame.truncate(frame.len() - 6);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use crossdock_client::{CoordinatorClient, Keyring, ShuffleStatus};
-use crossdock_proto::{AttemptId, CommitStatus, Durability};
+use crossdock_proto::{AttemptId, CommitStatus, Durability, InputSample, SampleCount};
 use crossdock_server::coordinator::{Coordinator, CoordinatorConfig};
 use crossdock_server::worker::{Worker, WorkerConfig};
 
@@ -229,6 +229,82 @@ fn sample(page: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no sample {name} in\n{page}"))
         .parse()
         .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_shuffle_registered_with_a_sample_is_predicted_from_it() {
+    let c = Embedded::start(2, 64 << 20).await;
+    let app = "app-sampled";
+    c.coord.register_app(app, 60_000).await.unwrap();
+    // A sample that names a partition the shuffle does not have is refused, and nothing
+    // is registered.
+    let bad = c
+        .coord
+        .register_sampled_shuffle(
+            app,
+            0,
+            10,
+            4,
+            Some((
+                vec![InputSample {
+                    records: 10,
+                    sampled: 2,
+                }],
+                vec![SampleCount {
+                    input: 0,
+                    partition: 4,
+                    count: 1,
+                }],
+            )),
+        )
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("invalid input sample"), "{bad}");
+    assert!(c.sa.coordinator.lock().predicted_sizes(app, 0).is_none());
+    // Input ordered by key: map m writes only partition m * 4 / 10. The sample (one
+    // input per map, 4 records each, all kept) says the shuffle divides 3:2:3:2.
+    let part_of = |m: u32| m * 4 / 10;
+    let inputs = vec![
+        InputSample {
+            records: 4,
+            sampled: 4
+        };
+        10
+    ];
+    let counts = (0..10)
+        .map(|m| SampleCount {
+            input: m,
+            partition: part_of(m),
+            count: 4,
+        })
+        .collect();
+    let placement = c
+        .coord
+        .register_sampled_shuffle(app, 0, 10, 4, Some((inputs, counts)))
+        .await
+        .unwrap();
+    let before = sample(
+        &c.coordinator_metrics().await,
+        "crossdock_coordinator_sampled_shuffles_total",
+    );
+    assert_eq!(before, 1.0);
+    for map in 0..10 {
+        let p = part_of(map);
+        let d = payload(map, p, 0, 400);
+        push(&placement, app, p, map, 0, 0, &d).await.unwrap();
+        let mut st = stat(p, d.len());
+        st.records = 4;
+        c.coord
+            .commit_map(app, 0, map, AttemptId(0), vec![st])
+            .await
+            .unwrap();
+        if map == 0 {
+            // From map 0 alone, extrapolation would put the whole shuffle in partition 0.
+            let predicted = c.sa.coordinator.lock().predicted_sizes(app, 0).unwrap();
+            let b = d.len() as u64;
+            assert_eq!(&*predicted, &[3 * b, 2 * b, 3 * b, 2 * b], "by the sample");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

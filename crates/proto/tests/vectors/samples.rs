@@ -68,6 +68,45 @@ pub fn samples() -> Vec<(&'static str, u64, Message)> {
                 shuffle_id: 7,
                 num_maps: 3,
                 num_partitions: 4,
+                sample_inputs: Appended(None),
+                sample_counts: Appended(None),
+            },
+        ),
+        (
+            "register_shuffle_with_range_sample",
+            6,
+            Message::RegisterShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 8,
+                num_maps: 2,
+                num_partitions: 3,
+                sample_inputs: Appended(Some(vec![
+                    InputSample {
+                        records: 1000,
+                        sampled: 9,
+                    },
+                    InputSample {
+                        records: 40,
+                        sampled: 9,
+                    },
+                ])),
+                sample_counts: Appended(Some(vec![
+                    SampleCount {
+                        input: 0,
+                        partition: 0,
+                        count: 6,
+                    },
+                    SampleCount {
+                        input: 0,
+                        partition: 2,
+                        count: 3,
+                    },
+                    SampleCount {
+                        input: 1,
+                        partition: 1,
+                        count: 9,
+                    },
+                ])),
             },
         ),
         (

@@ -29,6 +29,9 @@ pub struct CoordinatorMetrics {
     /// Shuffles whose partition sizes were predicted (their observation threshold was
     /// reached; not counting predictions rebuilt by replay).
     pub predictions: AtomicU64,
+    /// Shuffles registered with their engine's sample of their input (a range
+    /// partitioner's), whose predictions divide by it.
+    pub sampled_shuffles: AtomicU64,
     /// Per scored shuffle, the std of the normalised prediction error
     /// ([`PredictionError::share_std`]).
     pub prediction_error: RatioHistogram,
@@ -60,7 +63,7 @@ impl CoordinatorMetrics {
         let (apps, shuffles, alive, lost) = counts;
         let (appends, syncs) = journal;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let rows: [(&str, &str, &str, u64); 17] = [
+        let rows: [(&str, &str, &str, u64); 18] = [
             (
                 "crossdock_coordinator_apps",
                 "gauge",
@@ -150,6 +153,12 @@ impl CoordinatorMetrics {
                 "counter",
                 "Shuffles whose partition sizes were predicted from their first committed maps.",
                 get(&self.predictions),
+            ),
+            (
+                "crossdock_coordinator_sampled_shuffles_total",
+                "counter",
+                "Shuffles registered with a sample of their input (range partitioners), their sizes predicted from it.",
+                get(&self.sampled_shuffles),
             ),
             (
                 "crossdock_coordinator_journal_appends_total",

@@ -32,6 +32,7 @@ pub fn report(coord: &Coordinator, app_id: &str, shuffle_id: u32, event: Forecas
         app = %app_id,
         shuffle_id,
         maps_observed = p.observed,
+        from_sample = p.from_sample,
         maps = done.num_maps,
         partitions = done.final_sizes.len(),
         error_std = e.share_std,

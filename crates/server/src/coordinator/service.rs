@@ -15,7 +15,7 @@ use super::error::ServiceError;
 use super::journal::Record;
 use super::metrics::CoordinatorMetrics;
 use super::node::Coordinator;
-use super::state::{invalid_runs, Labels, Load, Rejoin, StateError};
+use super::state::{invalid_runs, sample_shares, Labels, Load, Rejoin, StateError};
 use super::{prediction, rebalance, recovery, split};
 use crate::app_limits::AppLimits;
 use crate::auth::unauthorized;
@@ -173,7 +173,24 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             shuffle_id,
             num_maps,
             num_partitions,
-        } => register_shuffle(coord, &app_id, shuffle_id, num_maps, num_partitions).await,
+            sample_inputs,
+            sample_counts,
+        } => {
+            let shares = sample_shares(
+                num_maps,
+                num_partitions,
+                sample_inputs.0.as_deref().unwrap_or_default(),
+                sample_counts.0.as_deref().unwrap_or_default(),
+            )
+            .map_err(|reason| StateError::InvalidSample { reason })?;
+            let shuffle = Shuffle {
+                app_id: &app_id,
+                shuffle_id,
+                num_maps,
+                num_partitions,
+            };
+            register_shuffle(coord, shuffle, shares).await
+        }
         Message::CommitMap {
             app_id,
             shuffle_id,
@@ -306,13 +323,27 @@ fn wipe_revived_worker(coord: &Arc<Coordinator>, worker_id: u32) {
     });
 }
 
-async fn register_shuffle(
-    coord: &Arc<Coordinator>,
-    app_id: &str,
+/// A shuffle a `RegisterShuffle` asks for.
+struct Shuffle<'a> {
+    app_id: &'a str,
     shuffle_id: u32,
     num_maps: u32,
     num_partitions: u32,
+}
+
+/// Registers a shuffle (`shares`: its partitions' shares by the engine's sample of its
+/// input, for a new registration; a repeated one keeps what the first had).
+async fn register_shuffle(
+    coord: &Arc<Coordinator>,
+    shuffle: Shuffle<'_>,
+    shares: Option<Arc<[f64]>>,
 ) -> Result<Message, ServerError> {
+    let Shuffle {
+        app_id,
+        shuffle_id,
+        num_maps,
+        num_partitions,
+    } = shuffle;
     let planned = coord
         .lock()
         .plan_shuffle(app_id, shuffle_id, num_maps, num_partitions)?;
@@ -320,6 +351,10 @@ async fn register_shuffle(
         Ok(existing) => return Ok(coord.lock().placement(&existing)),
         Err(new) => new,
     };
+    let sampled = shares.is_some();
+    if let Some(shares) = shares {
+        entry.use_sample(shares);
+    }
     let prepares: Vec<(String, Message)> = {
         let st = coord.lock();
         let p = entry.lock();
@@ -338,6 +373,7 @@ async fn register_shuffle(
         res?;
     }
     CoordinatorMetrics::add(&coord.metrics.registered_shuffles, 1);
+    CoordinatorMetrics::add(&coord.metrics.sampled_shuffles, u64::from(sampled));
     let recorded = coord.lock().record_shuffle(app_id, shuffle_id, entry)?;
     let (primary, replica) = recorded.lock().layout();
     let record = Record::Shuffle {
@@ -349,7 +385,7 @@ async fn register_shuffle(
         replica,
     };
     coord.log(&[record]).await?;
-    tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = prepares.len(), "shuffle registered");
+    tracing::info!(app = %app_id, shuffle_id, num_maps, num_partitions, workers = prepares.len(), sampled, "shuffle registered");
     Ok(coord.lock().placement(&recorded))
 }
 

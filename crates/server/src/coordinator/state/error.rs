@@ -52,6 +52,8 @@ pub enum StateError {
     PartitionOutOfRange { partition: u32, partitions: u32 },
     #[error("invalid run starts: {reason}")]
     InvalidRuns { reason: String },
+    #[error("invalid input sample: {reason}")]
+    InvalidSample { reason: String },
     #[error("shuffle {shuffle} has {max} splits, the most a shuffle may have")]
     SplitLimit { shuffle: u32, max: u32 },
     #[error("no other live worker with room to continue partition {partition} on")]
@@ -69,7 +71,8 @@ impl Coded for StateError {
             | E::ZeroLease
             | E::ReservedAttempt
             | E::PartitionOutOfRange { .. }
-            | E::InvalidRuns { .. } => ErrorCode::InvalidArgument,
+            | E::InvalidRuns { .. }
+            | E::InvalidSample { .. } => ErrorCode::InvalidArgument,
             E::ShuffleExists { .. } => ErrorCode::ShuffleExists,
             E::NoWorkers | E::AllDisksFull { .. } | E::NoSplitTarget { .. } => ErrorCode::NoWorkers,
             E::SplitLimit { .. } => ErrorCode::LimitExceeded,

@@ -40,7 +40,7 @@ pub use error::StateError;
 use membership::Membership;
 pub use membership::{Labels, Load, Rates, Rejoin, WorkerEntry};
 pub use placement::{Placer, Relocation, PARTITION_SIZE_ESTIMATE};
-pub use prediction::{Completion, ForecastEvent, Prediction};
+pub use prediction::{sample_shares, Completion, ForecastEvent, Prediction};
 pub use progress::{invalid_runs, Progress, Recorded, ShuffleEntry};
 
 /// How recently a shuffle of an app must have been registered for a new one of as many

@@ -1,5 +1,6 @@
 //! Partition-size prediction in the live coordinator (SCache, Fu & Qi, Section 3.2.2:
-//! prediction from map outputs for hash partitioners).
+//! prediction from map outputs for hash partitioners, from a sample of the input for
+//! range partitioners).
 //!
 //! Each shuffle keeps a [`Forecast`]. When its committed maps first reach the observation
 //! threshold ([`maps_to_observe`] of the coordinator's `prediction_threshold`), the
@@ -10,17 +11,24 @@
 //! *prior* for the app's next shuffle of the same partition count, before any of its
 //! maps commits.
 //!
+//! A range-partitioned shuffle whose engine sampled its input before the maps ran (Spark
+//! SQL's sort exchange, through the Spark client) registers with that sample: its
+//! [`sample_shares`] then divide the extrapolated total among the partitions, since with
+//! input already ordered by key the first maps to commit hold only the lowest ranges.
+//!
 //! The arithmetic is `crossdock_policy::size_prediction`'s, the same that
 //! `crossdock sim size-prediction` drives. Everything here is soft state: nothing is
 //! journaled. A restart rebuilds it from the commits that replay gives (see
-//! [`super::replay::apply`]).
+//! [`super::replay::apply`]); a sample is not in them, so a shuffle replayed before its
+//! prediction predicts from its maps alone.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crossdock_policy::size_prediction::{
-    extrapolate, maps_to_observe, prediction_error, PredictionError,
+    extrapolate, maps_to_observe, prediction_error, sample_weight, scale_shares, PredictionError,
 };
+use crossdock_proto::{InputSample, SampleCount};
 
 /// Completed shuffles an app's [`SizeHistory`] remembers, one per partition count.
 /// A prior is only used for a shuffle of the same partition count, so a handful of
@@ -33,6 +41,8 @@ pub const HISTORY_LEN: usize = 4;
 pub struct Prediction {
     /// Committed maps it was made from.
     pub observed: u32,
+    /// The partitions' shares came from a sample of the input, not from the maps.
+    pub from_sample: bool,
     /// Predicted final bytes per partition, rounded to the byte.
     pub sizes: Arc<[u64]>,
 }
@@ -83,6 +93,9 @@ pub struct Forecast {
     made: Option<Prediction>,
     /// The shuffle completed once (and its prediction was handed out to be scored).
     completed: bool,
+    /// Each partition's share of the shuffle by a sample of its input, when the engine
+    /// sent one ([`sample_shares`]).
+    shares: Option<Arc<[f64]>>,
 }
 
 impl Forecast {
@@ -93,7 +106,14 @@ impl Forecast {
             observe_at: maps_to_observe(num_maps as usize, threshold) as u32,
             made: None,
             completed: false,
+            shares: None,
         }
+    }
+
+    /// Predicts from these shares of a sample of the input (one per partition) and the
+    /// observed maps' total bytes, instead of from the observed maps' bytes per partition.
+    pub fn use_sample(&mut self, shares: Arc<[f64]>) {
+        self.shares = Some(shares);
     }
 
     /// Committed maps at which the prediction is made.
@@ -107,18 +127,34 @@ impl Forecast {
     }
 
     /// Called after each recorded commit, under the shuffle's lock, with the committed
-    /// maps and the per-partition bytes they wrote. O(partitions) on the commit that
-    /// reaches the threshold and on the one that first completes the shuffle, O(1) on
-    /// every other.
-    pub fn on_commit(&mut self, committed: u32, num_maps: u32, bytes: &[u64]) -> ForecastEvent {
+    /// maps and the per-partition bytes and records they wrote (`records` is read only
+    /// with a sample: empty for none). O(partitions) on the commit that reaches the
+    /// threshold and on the one that first completes the shuffle, O(1) on every other.
+    pub fn on_commit(
+        &mut self,
+        committed: u32,
+        num_maps: u32,
+        bytes: &[u64],
+        records: &[u64],
+    ) -> ForecastEvent {
         let mut event = ForecastEvent::default();
         if self.made.is_none() && self.observe_at > 0 && committed >= self.observe_at {
-            let sizes = extrapolate(bytes, committed as usize, num_maps as usize)
+            let (observed, maps) = (committed as usize, num_maps as usize);
+            let sized = match &self.shares {
+                Some(shares) if shares.len() == bytes.len() => {
+                    Some(scale_shares(shares, bytes, records, observed, maps))
+                }
+                _ => None,
+            };
+            let from_sample = sized.is_some();
+            let sizes = sized
+                .unwrap_or_else(|| extrapolate(bytes, observed, maps))
                 .into_iter()
                 .map(|s| s.round() as u64)
                 .collect();
             self.made = Some(Prediction {
                 observed: committed,
+                from_sample,
                 sizes,
             });
             event.predicted = Some(committed);
@@ -133,6 +169,65 @@ impl Forecast {
         }
         event
     }
+}
+
+/// Each partition's share of a range-partitioned shuffle, from the engine's sample of
+/// the map stage's input (SCache's Eq. (1), term by term as
+/// `crossdock_policy::size_prediction::predict_from_samples` sums it): `inputs[j]` is input
+/// partition `j`'s record count and sample size, `counts` where its sampled records go.
+/// `Ok(None)` for no sample or one that kept no record. A sample that cannot describe this
+/// shuffle is refused with the reason: more inputs than the shuffle has maps, a count
+/// naming an input or partition out of range, more records counted for an input than it
+/// sampled, or more sampled than it holds.
+pub fn sample_shares(
+    num_maps: u32,
+    num_partitions: u32,
+    inputs: &[InputSample],
+    counts: &[SampleCount],
+) -> Result<Option<Arc<[f64]>>, String> {
+    if inputs.is_empty() && counts.is_empty() {
+        return Ok(None);
+    }
+    if inputs.len() > num_maps as usize {
+        return Err(format!(
+            "{} sampled inputs for a shuffle of {num_maps} maps",
+            inputs.len()
+        ));
+    }
+    if let Some(i) = inputs.iter().find(|i| u64::from(i.sampled) > i.records) {
+        return Err(format!(
+            "an input sampled {} of its {} records",
+            i.sampled, i.records
+        ));
+    }
+    // Eq. (1) term by term, sparse: a sample names a few of many partitions per input.
+    let mut shares = vec![0.0f64; num_partitions as usize];
+    let mut counted = vec![0u64; inputs.len()];
+    for c in counts {
+        let Some(input) = inputs.get(c.input as usize) else {
+            return Err(format!(
+                "a count names input {} of {}",
+                c.input,
+                inputs.len()
+            ));
+        };
+        if c.partition >= num_partitions {
+            return Err(format!(
+                "a count names partition {} of {num_partitions}",
+                c.partition
+            ));
+        }
+        counted[c.input as usize] += u64::from(c.count);
+        if counted[c.input as usize] > u64::from(input.sampled) {
+            return Err(format!(
+                "input {} counts more records than the {} it sampled",
+                c.input, input.sampled
+            ));
+        }
+        let weight = sample_weight(input.records, u64::from(input.sampled));
+        shares[c.partition as usize] += f64::from(c.count) * weight;
+    }
+    Ok((shares.iter().sum::<f64>() > 0.0).then(|| shares.into()))
 }
 
 /// An app's final partition sizes of its last completed shuffles: at most
@@ -173,16 +268,16 @@ mod tests {
         // 20 maps at 10%: the second commit predicts.
         let mut f = Forecast::new(20, 0.1);
         assert_eq!(f.observe_at(), 2);
-        let ev = f.on_commit(1, 20, &[10, 0]);
+        let ev = f.on_commit(1, 20, &[10, 0], &[]);
         assert!(ev.predicted.is_none() && ev.completed.is_none());
         assert!(f.prediction().is_none());
-        let ev = f.on_commit(2, 20, &[30, 1]);
+        let ev = f.on_commit(2, 20, &[30, 1], &[]);
         assert_eq!(ev.predicted, Some(2));
         let want: Arc<[u64]> = Arc::from(vec![300, 10]);
         assert_eq!(f.prediction().unwrap().sizes, want);
         // Later commits, and a count that drops (revocation) and climbs again, keep it.
         for committed in [3, 2, 1, 2, 3] {
-            let ev = f.on_commit(committed, 20, &[999, 999]);
+            let ev = f.on_commit(committed, 20, &[999, 999], &[]);
             assert!(ev.predicted.is_none(), "predicted again at {committed}");
         }
         assert_eq!(f.prediction().unwrap().sizes, want);
@@ -192,9 +287,9 @@ mod tests {
     #[test]
     fn prediction_is_the_rounded_linear_extrapolation() {
         let mut f = Forecast::new(7, 0.4); // 2.8 maps: 3
-        f.on_commit(1, 7, &[1, 1]);
-        f.on_commit(2, 7, &[1, 1]);
-        f.on_commit(3, 7, &[10, 2]);
+        f.on_commit(1, 7, &[1, 1], &[]);
+        f.on_commit(2, 7, &[1, 1], &[]);
+        f.on_commit(3, 7, &[10, 2], &[]);
         let want: Vec<u64> = extrapolate(&[10, 2], 3, 7)
             .iter()
             .map(|s| s.round() as u64)
@@ -206,11 +301,14 @@ mod tests {
     #[test]
     fn completes_once_and_scores_the_prediction() {
         let mut f = Forecast::new(4, 0.25);
-        let ev = f.on_commit(1, 4, &[10, 10]);
+        let ev = f.on_commit(1, 4, &[10, 10], &[]);
         assert_eq!(ev.predicted, Some(1));
-        f.on_commit(2, 4, &[20, 20]);
-        f.on_commit(3, 4, &[30, 30]);
-        let done = f.on_commit(4, 4, &[40, 40]).completed.expect("completed");
+        f.on_commit(2, 4, &[20, 20], &[]);
+        f.on_commit(3, 4, &[30, 30], &[]);
+        let done = f
+            .on_commit(4, 4, &[40, 40], &[])
+            .completed
+            .expect("completed");
         let want: Arc<[u64]> = Arc::from(vec![40, 40]);
         assert_eq!(done.final_sizes, want);
         // Uniform maps: the prediction from one map was exact.
@@ -218,8 +316,8 @@ mod tests {
         assert_eq!(e.share_std, 0.0);
         assert_eq!(e.total_rel_err, Some(0.0));
         // Revoked and committed again: no second completion.
-        f.on_commit(3, 4, &[30, 30]);
-        assert!(f.on_commit(4, 4, &[40, 40]).completed.is_none());
+        f.on_commit(3, 4, &[30, 30], &[]);
+        assert!(f.on_commit(4, 4, &[40, 40], &[]).completed.is_none());
     }
 
     #[test]
@@ -228,10 +326,10 @@ mod tests {
         // Predicted (40, 40) from 2 maps; final (20, 60). Shares 0.5/0.5 vs 0.25/0.75:
         // errors +0.25, -0.25, std 0.25. Total 80 vs 80: 0. Relative errors 1 and 1/3.
         let mut f = Forecast::new(4, 0.5);
-        f.on_commit(1, 4, &[10, 10]);
-        assert_eq!(f.on_commit(2, 4, &[20, 20]).predicted, Some(2));
-        f.on_commit(3, 4, &[20, 40]);
-        let done = f.on_commit(4, 4, &[20, 60]).completed.unwrap();
+        f.on_commit(1, 4, &[10, 10], &[]);
+        assert_eq!(f.on_commit(2, 4, &[20, 20], &[]).predicted, Some(2));
+        f.on_commit(3, 4, &[20, 40], &[]);
+        let done = f.on_commit(4, 4, &[20, 60], &[]).completed.unwrap();
         let e = done.error().unwrap();
         assert!((e.share_std - 0.25).abs() < 1e-12, "{e:?}");
         assert_eq!(e.total_rel_err, Some(0.0));
@@ -243,7 +341,7 @@ mod tests {
     fn a_prediction_from_every_map_is_not_scored() {
         // One map: the threshold and the completion are the same commit.
         let mut f = Forecast::new(1, 0.1);
-        let ev = f.on_commit(1, 1, &[5, 7]);
+        let ev = f.on_commit(1, 1, &[5, 7], &[]);
         assert_eq!(ev.predicted, Some(1));
         let done = ev.completed.unwrap();
         assert!(done.prediction.is_some());
@@ -270,5 +368,74 @@ mod tests {
         }
         assert!(h.prior(2).is_none() && h.prior(3).is_none());
         assert!((4..8).all(|n| h.prior(n).is_some()));
+    }
+
+    fn input(records: u64, sampled: u32) -> InputSample {
+        InputSample { records, sampled }
+    }
+
+    fn count(input: u32, partition: u32, count: u32) -> SampleCount {
+        SampleCount {
+            input,
+            partition,
+            count,
+        }
+    }
+
+    #[test]
+    fn a_sample_weights_each_input_by_its_records() {
+        // Input 0: 1000 records, 10 sampled, 6 to partition 0 and 4 to partition 2;
+        // input 1: 30 records, all 3 sampled to partition 1.
+        let shares = sample_shares(
+            2,
+            3,
+            &[input(1000, 10), input(30, 3)],
+            &[count(0, 0, 6), count(0, 2, 4), count(1, 1, 3)],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(&*shares, &[600.0, 30.0, 400.0]);
+        assert_eq!(sample_shares(2, 3, &[], &[]).unwrap(), None, "no sample");
+        assert_eq!(
+            sample_shares(2, 3, &[input(0, 0)], &[]).unwrap(),
+            None,
+            "an empty input"
+        );
+    }
+
+    #[test]
+    fn a_sample_that_cannot_describe_the_shuffle_is_refused() {
+        let one = [input(10, 2)];
+        for (inputs, counts, why) in [
+            (&[input(1, 1); 3][..], &[][..], "more inputs than maps"),
+            (&[input(1, 2)][..], &[][..], "sampled more than it holds"),
+            (&one[..], &[count(1, 0, 1)][..], "input out of range"),
+            (&one[..], &[count(0, 3, 1)][..], "partition out of range"),
+            (
+                &one[..],
+                &[count(0, 0, 2), count(0, 1, 1)][..],
+                "counts over the sample",
+            ),
+        ] {
+            assert!(sample_shares(2, 3, inputs, counts).is_err(), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_prediction_divides_the_maps_total_by_the_sample() {
+        // 10 maps over input ordered by key: the first commit wrote everything to
+        // partition 0; the sample says the shuffle divides 1:1:2.
+        let mut f = Forecast::new(10, 0.1);
+        f.use_sample(Arc::from(vec![5.0, 5.0, 10.0]));
+        let ev = f.on_commit(1, 10, &[40, 0, 0], &[]);
+        assert_eq!(ev.predicted, Some(1));
+        let p = f.prediction().unwrap();
+        assert!(p.from_sample);
+        assert_eq!(&*p.sizes, &[100, 100, 200]);
+        // Without a sample: the maps' own division.
+        let mut g = Forecast::new(10, 0.1);
+        g.on_commit(1, 10, &[40, 0, 0], &[]);
+        assert!(!g.prediction().unwrap().from_sample);
+        assert_eq!(&*g.prediction().unwrap().sizes, &[400, 0, 0]);
     }
 }

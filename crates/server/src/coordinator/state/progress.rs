@@ -459,6 +459,12 @@ impl ShuffleEntry {
         self
     }
 
+    /// The shuffle predicts its partition sizes from these shares of a sample of its input
+    /// (`prediction::sample_shares`) and its first maps' total bytes.
+    pub fn use_sample(&self, shares: std::sync::Arc<[f64]>) {
+        self.lock().forecast.use_sample(shares);
+    }
+
     /// The prediction of the shuffle's final partition sizes, once its committed maps
     /// reached the observation threshold.
     pub fn prediction(&self) -> Option<Prediction> {
@@ -544,11 +550,16 @@ impl ShuffleEntry {
         p.map_runs[map as usize] = runs.to_vec();
         let p = &mut *p;
         let forecast = if p.split_from.is_empty() {
-            p.forecast
-                .on_commit(p.committed, self.num_maps, &p.partition_bytes)
+            p.forecast.on_commit(
+                p.committed,
+                self.num_maps,
+                &p.partition_bytes,
+                &p.partition_records,
+            )
         } else {
-            let logical = p.logical_bytes();
-            p.forecast.on_commit(p.committed, self.num_maps, &logical)
+            let (bytes, records) = (p.logical_bytes(), p.logical_records());
+            p.forecast
+                .on_commit(p.committed, self.num_maps, &bytes, &records)
         };
         Recorded {
             replaced: previous.some(),

@@ -145,7 +145,18 @@ public final class CoordinatorClient implements Closeable {
   /** Registers a shuffle; the same sizes again return the same placement. */
   public Placement registerShuffle(String appId, int shuffleId, int numMaps, int numPartitions)
       throws IOException {
-    Message r = call(new Message.RegisterShuffle(appId, shuffleId, numMaps, numPartitions));
+    return registerShuffle(appId, shuffleId, numMaps, numPartitions, null, null);
+  }
+
+  /**
+   * Registers a shuffle with a range partitioner's sample of its map stage's input (null: none),
+   * from which the coordinator predicts how its bytes divide among the partitions.
+   */
+  public Placement registerShuffle(String appId, int shuffleId, int numMaps, int numPartitions,
+      List<Message.InputSample> sampleInputs, List<Message.SampleCount> sampleCounts)
+      throws IOException {
+    Message r = call(new Message.RegisterShuffle(appId, shuffleId, numMaps, numPartitions,
+        sampleInputs, sampleCounts));
     if (r instanceof Message.ShufflePlacement p) {
       if (p.partitionWorkers().length != numPartitions) {
         throw CrossdockException.protocol(addr, "placement has " + p.partitionWorkers().length

@@ -194,8 +194,18 @@ public sealed interface Message extends Encodable, Structures, Kinds, ClusterMes
     }
   }
 
-  record RegisterShuffle(String appId, int shuffleId, int numMaps, int numPartitions)
-      implements Message {
+  /**
+   * {@code sampleInputs} and {@code sampleCounts} (appended; null when absent): a range
+   * partitioner's sample of the map stage's input, one entry per input partition, and where
+   * its sampled records go (non-zero counts, by input then partition).
+   */
+  record RegisterShuffle(String appId, int shuffleId, int numMaps, int numPartitions,
+      List<InputSample> sampleInputs, List<SampleCount> sampleCounts) implements Message {
+    /** A registration without a sample. */
+    public RegisterShuffle(String appId, int shuffleId, int numMaps, int numPartitions) {
+      this(appId, shuffleId, numMaps, numPartitions, null, null);
+    }
+
     public int kind() {
       return KIND_REGISTER_SHUFFLE;
     }
@@ -205,11 +215,24 @@ public sealed interface Message extends Encodable, Structures, Kinds, ClusterMes
       w.u32(shuffleId);
       w.u32(numMaps);
       w.u32(numPartitions);
+      if (sampleInputs != null || sampleCounts != null) {
+        w.list(sampleInputs == null ? List.of() : sampleInputs);
+      }
+      if (sampleCounts != null) {
+        w.list(sampleCounts);
+      }
     }
 
     public static RegisterShuffle decode(Reader r) throws ProtocolException {
-      return new RegisterShuffle(
-          r.str("app_id"), r.u32("shuffle_id"), r.u32("num_maps"), r.u32("num_partitions"));
+      String app = r.str("app_id");
+      int shuffle = r.u32("shuffle_id");
+      int maps = r.u32("num_maps");
+      int partitions = r.u32("num_partitions");
+      List<InputSample> inputs = r.remaining() == 0 ? null
+          : r.list(InputSample.MIN_LEN, "sample_inputs", InputSample::decode);
+      List<SampleCount> counts = r.remaining() == 0 ? null
+          : r.list(SampleCount.MIN_LEN, "sample_counts", SampleCount::decode);
+      return new RegisterShuffle(app, shuffle, maps, partitions, inputs, counts);
     }
   }
 

@@ -59,6 +59,44 @@ public interface Structures {
   }
 
   /**
+   * One input partition of a range-partitioned shuffle's map stage as the engine sampled it
+   * before the maps ran: its records and how many of them the sample kept.
+   */
+  record InputSample(long records, int sampled) implements Encodable {
+    static final int MIN_LEN = 8 + 4;
+
+    @Override
+    public void encode(Writer w) {
+      w.u64(records);
+      w.u32(sampled);
+    }
+
+    public static InputSample decode(Reader r) throws ProtocolException {
+      return new InputSample(r.u64("sample.records"), r.u32("sample.sampled"));
+    }
+  }
+
+  /**
+   * How many of input {@code input}'s sampled records the shuffle's partitioner sends to
+   * {@code partition} ({@code input} indexes a {@code RegisterShuffle}'s sample inputs).
+   */
+  record SampleCount(int input, int partition, int count) implements Encodable {
+    static final int MIN_LEN = 4 + 4 + 4;
+
+    @Override
+    public void encode(Writer w) {
+      w.u32(input);
+      w.u32(partition);
+      w.u32(count);
+    }
+
+    public static SampleCount decode(Reader r) throws ProtocolException {
+      return new SampleCount(r.u32("sample.input"), r.u32("sample.partition"),
+          r.u32("sample.count"));
+    }
+  }
+
+  /**
    * Where one of a map's further sorted runs of a partition (slot) begins: the sequence number
    * of its first batch. A map's first run begins at batch 0 and is never listed.
    */

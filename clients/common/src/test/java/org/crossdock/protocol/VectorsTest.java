@@ -239,6 +239,23 @@ class VectorsTest {
     } else if (m instanceof RegisterShuffle r) {
       o.put("app_id", r.appId()).put("shuffle_id", u(r.shuffleId()))
           .put("num_maps", u(r.numMaps())).put("num_partitions", u(r.numPartitions()));
+      if (r.sampleInputs() == null) {
+        o.putNull("sample_inputs");
+      } else {
+        ArrayNode a = o.putArray("sample_inputs");
+        for (InputSample i : r.sampleInputs()) {
+          a.addObject().put("records", i.records()).put("sampled", u(i.sampled()));
+        }
+      }
+      if (r.sampleCounts() == null) {
+        o.putNull("sample_counts");
+      } else {
+        ArrayNode a = o.putArray("sample_counts");
+        for (SampleCount c : r.sampleCounts()) {
+          a.addObject().put("input", u(c.input())).put("partition", u(c.partition()))
+              .put("count", u(c.count()));
+        }
+      }
     } else if (m instanceof ShufflePlacement p) {
       o.set("workers", workers(p.workers()));
       o.set("partition_workers", u32s(p.partitionWorkers()));
@@ -476,9 +493,24 @@ class VectorsTest {
             java.util.OptionalLong.of(l(n, "memory_share_ppm")));
       case "RenewLease": return new RenewLease(s(n, "app_id"));
       case "UnregisterApp": return new UnregisterApp(s(n, "app_id"));
-      case "RegisterShuffle":
+      case "RegisterShuffle": {
+        List<InputSample> inputs = null;
+        if (n.get("sample_inputs") != null && !n.get("sample_inputs").isNull()) {
+          inputs = new ArrayList<>();
+          for (JsonNode x : n.get("sample_inputs")) {
+            inputs.add(new InputSample(l(x, "records"), i(x, "sampled")));
+          }
+        }
+        List<SampleCount> counts = null;
+        if (n.get("sample_counts") != null && !n.get("sample_counts").isNull()) {
+          counts = new ArrayList<>();
+          for (JsonNode x : n.get("sample_counts")) {
+            counts.add(new SampleCount(i(x, "input"), i(x, "partition"), i(x, "count")));
+          }
+        }
         return new RegisterShuffle(s(n, "app_id"), i(n, "shuffle_id"), i(n, "num_maps"),
-            i(n, "num_partitions"));
+            i(n, "num_partitions"), inputs, counts);
+      }
       case "ShufflePlacement":
         return new ShufflePlacement(workersOf(n.get("workers")), ints(n.get("partition_workers")),
             ints(n.get("partition_replicas")));

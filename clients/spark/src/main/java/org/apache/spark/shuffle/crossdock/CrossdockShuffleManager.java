@@ -337,6 +337,8 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dep) {
+    // Taken whichever way the shuffle goes: taking it ends the sampling.
+    RangeSample sample = RangeSample.of(dep);
     RoutePolicy.Shuffle estimate = conf.route.mode() == RoutePolicy.Mode.AUTO
         ? ShuffleInputEstimate.of(dep)
         : new RoutePolicy.Shuffle(dep.rdd().getNumPartitions(), dep.partitioner().numPartitions(),
@@ -351,18 +353,26 @@ public class CrossdockShuffleManager implements ShuffleManager {
     throughCrossdock.incrementAndGet();
     LOG.info("Crossdock: shuffle {} ({} maps, {} partitions) goes through Crossdock: {}",
         shuffleId, estimate.maps(), estimate.partitions(), route.reason());
-    return registerWithCrossdock(shuffleId, dep);
+    return registerWithCrossdock(shuffleId, dep, sample);
   }
 
   private <K, V, C> ShuffleHandle registerWithCrossdock(int shuffleId,
-      ShuffleDependency<K, V, C> dep) {
+      ShuffleDependency<K, V, C> dep, RangeSample sample) {
     int numMaps = dep.rdd().getNumPartitions();
     int numPartitions = dep.partitioner().numPartitions();
     try {
       String app = ensureApp();
       Placement placement = null;
       if (numMaps > 0 && numPartitions > 0) {
-        placement = coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions);
+        placement = sample == null
+            ? coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions)
+            : coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions,
+                sample.inputs(), sample.counts());
+        if (sample != null) {
+          LOG.info("Crossdock: shuffle {} registered with a sample of its {} input partitions"
+              + " ({} sampled records)", shuffleId, sample.size(),
+              sample.inputs().stream().mapToLong(Message.InputSample::sampled).sum());
+        }
         registered.add(shuffleId);
       }
       // A key-ordered shuffle without aggregation is pushed as sorted runs and merged by the

@@ -4,7 +4,7 @@ import org.apache.spark.{Partition, ShuffleDependency}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.shuffle.crossdock.CrossdockShuffleManager
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.plans.physical.Partitioning
+import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, RangePartitioning}
 import org.apache.spark.sql.execution.{CoalescedPartitionSpec, PartialMapperPartitionSpec, PartialReducerPartitionSpec, ShufflePartitionSpec, ShuffledRowRDD, SparkPlan}
 import org.apache.spark.sql.execution.exchange.{ShuffleExchangeExec, ShuffleOrigin}
 import org.apache.spark.sql.execution.metric.SQLMetric
@@ -28,6 +28,17 @@ class PlacedShuffleExchangeExec(
     origin: ShuffleOrigin,
     advisorySize: Option[Long])
   extends ShuffleExchangeExec(partitioning, input, origin, advisorySize) {
+
+  /**
+   * A range exchange's input samples itself while Spark's range partitioner reads it for its
+   * bounds ([[RangeSampleTap]]); the shuffle registers with that sample, from which the
+   * coordinator predicts how its bytes divide. Other partitionings read their input as Spark's
+   * exchange does.
+   */
+  @transient override lazy val inputRDD: RDD[InternalRow] = partitioning match {
+    case RangePartitioning(_, n) if n > 1 => new RangeSampleTap(child.execute(), n)
+    case _ => child.execute()
+  }
 
   /** The reduce RDD of a plain `execute()`, built once as Spark's own exchange does. */
   @transient private var shuffleRdd: RDD[InternalRow] = _

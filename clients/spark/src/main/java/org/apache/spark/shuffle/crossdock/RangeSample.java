@@ -1,0 +1,70 @@
+package org.apache.spark.shuffle.crossdock;
+
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.List;
+import org.apache.spark.Dependency;
+import org.apache.spark.NarrowDependency;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.rdd.RDD;
+import org.crossdock.protocol.Message;
+import scala.collection.Iterator;
+
+/**
+ * A range-partitioned shuffle's sample of its map stage's input, taken before the maps ran
+ * (SCache's sampling for range partitioners, paper 003 §3.2.2): per input partition its records
+ * and how many were sampled, and where the partitioner sends the sampled ones. The coordinator
+ * divides the shuffle's predicted bytes by it, since with input ordered by key the first maps to
+ * commit hold only the lowest ranges. Sent with the shuffle's registration.
+ *
+ * <p>Spark SQL's range exchange samples its input once already, to choose its range bounds; the
+ * SQL extension's exchange ({@code PlacedShuffleExchangeExec}) samples alongside that pass, so
+ * the sample costs no pass of its own. RDD shuffles ({@code sortByKey}) have none: Spark's
+ * {@code RangePartitioner} keeps only its bounds, and the shuffle is registered inside the DAG
+ * scheduler, where no sampling job can run.
+ */
+public record RangeSample(List<Message.InputSample> inputs, List<Message.SampleCount> counts) {
+  /** RDDs of the map side searched for a {@link Source}: it is the map side's input. */
+  private static final int SEARCH_DEPTH = 4;
+
+  /** An RDD of a shuffle's map side that samples its input while Spark's partitioner does. */
+  public interface Source {
+    /**
+     * Stops sampling (the maps then run without it) and returns the sample of {@code dep}'s
+     * input, its records sent through {@code dep}'s own partitioning; null when there is none.
+     */
+    RangeSample takeSample(ShuffleDependency<?, ?, ?> dep);
+  }
+
+  /**
+   * The sample of {@code dep}'s input, when a {@link Source} among the first RDDs of its map
+   * side (narrow dependencies only) took one; null otherwise. Stops that source's sampling
+   * either way.
+   */
+  static RangeSample of(ShuffleDependency<?, ?, ?> dep) {
+    Deque<RDD<?>> todo = new ArrayDeque<>();
+    todo.add(dep.rdd());
+    for (int depth = 0; depth < SEARCH_DEPTH && !todo.isEmpty(); depth++) {
+      Deque<RDD<?>> next = new ArrayDeque<>();
+      for (RDD<?> rdd : todo) {
+        if (rdd instanceof Source s) {
+          return s.takeSample(dep);
+        }
+        Iterator<Dependency<?>> deps = rdd.dependencies().iterator();
+        while (deps.hasNext()) {
+          Dependency<?> d = deps.next();
+          if (d instanceof NarrowDependency<?>) {
+            next.add(d.rdd());
+          }
+        }
+      }
+      todo = next;
+    }
+    return null;
+  }
+
+  /** Input partitions sampled. */
+  public int size() {
+    return inputs.size();
+  }
+}
