@@ -29,11 +29,23 @@ def w_df_groupby(spark, scale):
 
 
 def w_df_orderby(spark, scale):
-    """orderBy: range partitioning (a sampling job, then the shuffle)."""
+    """orderBy: range partitioning (a sampling job, then the shuffle). The result checks the
+    order, not where the range bounds fall: they come from a seeded sample whose seed Spark
+    derives from RDD ids, which any change to the plan moves (Crossdock's exchange adds one
+    RDD). Each row's hash is weighted by its global rank (its position in its partition plus
+    the rows of the partitions before), summed exactly from per-partition sums."""
     from pyspark.sql import functions as F
     df = spark.range(0, _rows(scale, 2_000_000), numPartitions=16).withColumn("h", F.sha2(F.col("id").cast("string"), 256))
-    out = df.orderBy("h").withColumn("i", F.monotonically_increasing_id())
-    return out.agg(F.count("*"), F.sum(F.crc32(F.concat(F.col("h"), F.col("i").cast("string"))))).collect()[0]
+    out = df.orderBy("h").select("h", F.monotonically_increasing_id().alias("i"), F.spark_partition_id().alias("p"))
+    c = F.crc32("h").cast("decimal(38,0)")
+    pos = F.col("i") - F.shiftleft(F.col("p").cast("long"), 33)  # the row's index in its partition
+    parts = out.groupBy("p").agg(F.count("*").alias("n"), F.sum(c).alias("s1"),
+                                 F.sum(c * (pos + 1)).alias("s2")).orderBy("p").collect()
+    rows = digest = 0
+    for r in parts:
+        digest += int(r["s2"]) + rows * int(r["s1"])
+        rows += r["n"]
+    return (rows, digest)
 
 
 def _kv_pairs(sc, scale, mappers):
