@@ -155,6 +155,32 @@ def _read_tasks(sc) -> list[dict]:
     return seen
 
 
+def _sampling_tasks(sc) -> list[tuple[int, int, int]]:
+    """(stage, rows kept, shuffle bytes written) of every successful task that added to the
+    range sample's accumulator ("crossdock range sample rows"), from Spark's status store,
+    read until two readings agree (as `_read_tasks`)."""
+    tracker = sc.statusTracker()
+    store = sc._jsc.sc().statusStore()
+    seen: list[tuple[int, int, int]] = []
+    for _ in range(50):
+        now = []
+        for stage in sorted({s for j in tracker.getJobIdsForGroup() for s in tracker.getJobInfo(j).stageIds}):
+            seq = store.taskList(stage, 0, 10_000)
+            for t in (seq.apply(i) for i in range(seq.size())):
+                if t.status() != "SUCCESS" or t.taskMetrics().isEmpty():
+                    continue
+                updates = t.accumulatorUpdates()
+                for a in (updates.apply(i) for i in range(updates.size())):
+                    if a.name() == "crossdock range sample rows":
+                        wrote = t.taskMetrics().get().shuffleWriteMetrics().bytesWritten()
+                        now.append((stage, int(a.update().get()), wrote))
+        if now and now == seen:
+            return now
+        seen = now
+        time.sleep(0.2)
+    return seen
+
+
 def _reduce_tasks(sc, shuffle_partitions: int) -> list[tuple[int, str, str]]:
     """(index, host, locality) of the tasks of the stage whose `shuffle_partitions` tasks
     all read shuffled records."""
@@ -272,6 +298,12 @@ def test_a_range_sort_registers_with_a_sample_and_is_predicted_from_it(hosts):
         # id * 7, not id: Spark knows a range's ids are sorted and would skip the shuffle.
         df = session.range(0, 160_000, numPartitions=16).select((F.col("id") * 7).alias("k"))
         assert [r["k"] for r in df.sort("k").collect()] == [7 * i for i in range(160_000)]
+        # Sampled once, while Spark's partitioner read the input (16 tasks writing no shuffle
+        # output), 3 x 16 rows per input partition; the map stage ran without sampling.
+        sampling = _sampling_tasks(session.sparkContext)
+        assert len(sampling) == 16 and all(wrote == 0 for _, _, wrote in sampling), sampling
+        assert len({stage for stage, _, _ in sampling}) == 1, sampling
+        assert sum(kept for _, kept, _ in sampling) == 16 * 48, sampling
     sampled, error_sum, scored = (coordinator.metric(n) - b for n, b in zip(names, before))
     assert sampled == 1, "the sort's shuffle registered without a sample"
     assert scored == 1, scored

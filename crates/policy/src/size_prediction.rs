@@ -259,17 +259,28 @@ pub fn prediction_error(pred: &[f64], truth: &[f64]) -> PredictionError {
 /// close to the mean, one seen in thousands has its own.
 pub const BYTES_PER_RECORD_PRIOR: f64 = 32.0;
 
-/// Partition sizes from a sample's shares and the first maps' output: `shares` (from
-/// [`predict_from_samples`], in records) say how the shuffle's records divide among its
-/// partitions, the observed maps how many records it has in all (their total scaled by
-/// `total_maps / observed_maps`, as [`extrapolate`] scales each partition) and how many
-/// bytes a record of each partition takes (its own observed bytes per record, shrunk
-/// towards the shuffle's mean by [`BYTES_PER_RECORD_PRIOR`] records: partitions compress
-/// differently, a run of equal keys far better than distinct ones). This is how a live
-/// service uses the paper's sampling: the sample is taken before any map runs and counts
-/// records. With no observed records (`observed_records` empty or all 0) the bytes'
-/// total is divided by the shares instead. A sample that saw nothing (every share 0), or
-/// one of another partition count, leaves the extrapolation of `observed_bytes` alone.
+/// How far the first maps' records must be from the sample's division (total variation
+/// distance: the share of records that would have to change partitions) for
+/// [`scale_shares`] to trust the sample alone; below it the maps' extrapolation keeps a
+/// weight falling linearly to 0 at this distance.
+pub const UNREPRESENTATIVE_MAPS: f64 = 0.5;
+
+/// Partition sizes from a sample of the input and the first maps' output. `shares` are
+/// the sample's predicted records per partition ([`predict_from_samples`]'s sizes, Eq. 1,
+/// in records: they sum to the input's records); each partition's bytes per record come
+/// from its own committed output, shrunk towards the shuffle's mean by
+/// [`BYTES_PER_RECORD_PRIOR`] records (partitions compress differently: a run of one hot
+/// key far better than distinct keys, so a record is not a byte).
+///
+/// The first maps are a better guide than the sample when they are a fair draw of the input
+/// (hash partitioners, input in random order): they saw far more records. They are no
+/// guide when the input is ordered by key (the first maps hold only the lowest ranges).
+/// So the result blends the two: the sample's prediction with weight `min(1, d /`
+/// [`UNREPRESENTATIVE_MAPS`]`)`, where `d` is the total variation distance between the first
+/// maps' records per partition and the sample's, and [`extrapolate`]'s with the rest.
+/// With no observed records (`observed_records` empty or all 0) the bytes' extrapolated
+/// total is divided by the shares alone; a sample that saw nothing (every share 0), or one
+/// of another partition count, leaves the extrapolation of `observed_bytes`.
 pub fn scale_shares(
     shares: &[f64],
     observed_bytes: &[u64],
@@ -288,16 +299,22 @@ pub fn scale_shares(
         let total: f64 = linear.iter().sum();
         return shares.iter().map(|s| total * s / weight).collect();
     }
-    let scale = total_maps as f64 / observed_maps.max(1) as f64;
-    let total_records = records * scale;
     let mean = bytes / records;
+    let distance = 0.5
+        * shares
+            .iter()
+            .zip(observed_records)
+            .map(|(s, &r)| (s / weight - r as f64 / records).abs())
+            .sum::<f64>();
+    let trust = (distance / UNREPRESENTATIVE_MAPS).min(1.0);
     shares
         .iter()
         .zip(observed_bytes.iter().zip(observed_records))
-        .map(|(s, (&b, &r))| {
+        .zip(&linear)
+        .map(|((s, (&b, &r)), l)| {
             let per_record =
                 (b as f64 + mean * BYTES_PER_RECORD_PRIOR) / (r as f64 + BYTES_PER_RECORD_PRIOR);
-            total_records * s / weight * per_record
+            trust * s * per_record + (1.0 - trust) * l
         })
         .collect()
 }
@@ -528,17 +545,23 @@ mod tests {
     #[test]
     fn shares_divide_the_extrapolated_total() {
         // 2 of 10 maps wrote 30 bytes, all to partition 0 (sorted input); the sample says
-        // the shuffle divides 1:1:2. Without records: the bytes' total divided.
+        // the shuffle divides 1:1:2. Without records: the bytes' extrapolated total divided.
         let sizes = scale_shares(&[10.0, 10.0, 20.0], &[30, 0, 0], &[], 2, 10);
         assert_eq!(sizes, vec![37.5, 37.5, 75.0]);
     }
 
     #[test]
-    fn each_partition_takes_its_own_bytes_per_record_when_seen_enough() {
-        // 1 of 2 maps: partition 0 wrote 1000 records in 1000 bytes (equal keys compress),
-        // partition 1 1000 records in 9000 bytes; partition 2 nothing yet. The sample says
-        // 1:1:2 of the 4000 records to come.
-        let sizes = scale_shares(&[1.0, 1.0, 2.0], &[1000, 9000, 0], &[1000, 1000, 0], 1, 2);
+    fn maps_unlike_the_sample_leave_it_to_the_sample() {
+        // 1 of 2 maps, input ordered by key: it wrote partition 0 (1000 records in 1000
+        // bytes: equal keys compress) and partition 1 (1000 in 9000 bytes); the sample says
+        // the 4000 input records divide 1000 : 1000 : 2000. Distance 0.5: the sample alone.
+        let sizes = scale_shares(
+            &[1000.0, 1000.0, 2000.0],
+            &[1000, 9000, 0],
+            &[1000, 1000, 0],
+            1,
+            2,
+        );
         let mean = 10000.0 / 2000.0;
         let own =
             |b: f64, r: f64| (b + mean * BYTES_PER_RECORD_PRIOR) / (r + BYTES_PER_RECORD_PRIOR);
@@ -552,6 +575,20 @@ mod tests {
         assert!(
             sizes[0] < 1150.0 && sizes[1] > 8850.0,
             "near their own: {sizes:?}"
+        );
+    }
+
+    #[test]
+    fn maps_like_the_sample_keep_their_extrapolation() {
+        // The first map's records divide as the sample's: its extrapolation stands.
+        let sizes = scale_shares(&[1000.0, 3000.0], &[500, 1600], &[250, 750], 1, 4);
+        assert_eq!(sizes, vec![2000.0, 6400.0]);
+        // Halfway (distance 0.25): half each.
+        let half = scale_shares(&[1000.0, 1000.0], &[750, 250], &[750, 250], 1, 2);
+        let sample = 1000.0 * (750.0 + 32.0) / (750.0 + 32.0);
+        assert!(
+            (half[0] - (0.5 * sample + 0.5 * 1500.0)).abs() < 1e-9,
+            "{half:?}"
         );
     }
 

@@ -260,7 +260,8 @@ async fn a_range_shuffle_registered_with_a_sample_is_predicted_from_it() {
         .await
         .unwrap_err();
     assert!(bad.to_string().contains("invalid input sample"), "{bad}");
-    assert!(c.sa.coordinator.lock().predicted_sizes(app, 0).is_none());
+    let unknown = c.coord.shuffle_status(app, 0).await.unwrap_err();
+    assert!(unknown.to_string().contains("not registered"), "{unknown}");
     // Input ordered by key: map m writes only partition m * 4 / 10. The sample (one
     // input per map, 4 records each, all kept) says the shuffle divides 3:2:3:2.
     let part_of = |m: u32| m * 4 / 10;
@@ -283,11 +284,11 @@ async fn a_range_shuffle_registered_with_a_sample_is_predicted_from_it() {
         .register_sampled_shuffle(app, 0, 10, 4, Some((inputs, counts)))
         .await
         .unwrap();
-    let before = sample(
+    let sampled = sample(
         &c.coordinator_metrics().await,
         "crossdock_coordinator_sampled_shuffles_total",
     );
-    assert_eq!(before, 1.0);
+    assert_eq!(sampled, 1.0, "the refused sample is not counted");
     for map in 0..10 {
         let p = part_of(map);
         let d = payload(map, p, 0, 400);

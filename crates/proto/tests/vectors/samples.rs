@@ -73,6 +73,21 @@ pub fn samples() -> Vec<(&'static str, u64, Message)> {
             },
         ),
         (
+            "register_shuffle_with_sample_inputs_only",
+            6,
+            Message::RegisterShuffle {
+                app_id: "app-1".into(),
+                shuffle_id: 9,
+                num_maps: 1,
+                num_partitions: 2,
+                sample_inputs: Appended(Some(vec![InputSample {
+                    records: 0,
+                    sampled: 0,
+                }])),
+                sample_counts: Appended(None),
+            },
+        ),
+        (
             "register_shuffle_with_range_sample",
             6,
             Message::RegisterShuffle {

@@ -8,7 +8,10 @@ use bytes::Bytes;
 use std::time::Instant;
 
 use crossdock_proto::codec::Appended;
-use crossdock_proto::{AttemptId, CommitStatus, Message, PartitionBytes, PartitionStat, RunStart};
+use crossdock_proto::{
+    AttemptId, CommitStatus, InputSample, Message, PartitionBytes, PartitionStat, RunStart,
+    SampleCount,
+};
 
 use super::calls::{call_all, delete_app_on, delete_shuffle_on, notify_commit};
 use super::error::ServiceError;
@@ -176,20 +179,15 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             sample_inputs,
             sample_counts,
         } => {
-            let shares = sample_shares(
-                num_maps,
-                num_partitions,
-                sample_inputs.0.as_deref().unwrap_or_default(),
-                sample_counts.0.as_deref().unwrap_or_default(),
-            )
-            .map_err(|reason| StateError::InvalidSample { reason })?;
             let shuffle = Shuffle {
                 app_id: &app_id,
                 shuffle_id,
                 num_maps,
                 num_partitions,
+                sample_inputs: sample_inputs.0.unwrap_or_default(),
+                sample_counts: sample_counts.0.unwrap_or_default(),
             };
-            register_shuffle(coord, shuffle, shares).await
+            register_shuffle(coord, shuffle).await
         }
         Message::CommitMap {
             app_id,
@@ -329,20 +327,24 @@ struct Shuffle<'a> {
     shuffle_id: u32,
     num_maps: u32,
     num_partitions: u32,
+    /// The engine's sample of its input (empty: none).
+    sample_inputs: Vec<InputSample>,
+    sample_counts: Vec<SampleCount>,
 }
 
-/// Registers a shuffle (`shares`: its partitions' shares by the engine's sample of its
-/// input, for a new registration; a repeated one keeps what the first had).
+/// Registers a shuffle. Its sample is read only for a new registration (a repeated one
+/// keeps what the first had), after the app and its quotas have been checked.
 async fn register_shuffle(
     coord: &Arc<Coordinator>,
     shuffle: Shuffle<'_>,
-    shares: Option<Arc<[f64]>>,
 ) -> Result<Message, ServerError> {
     let Shuffle {
         app_id,
         shuffle_id,
         num_maps,
         num_partitions,
+        sample_inputs,
+        sample_counts,
     } = shuffle;
     let planned = coord
         .lock()
@@ -351,6 +353,9 @@ async fn register_shuffle(
         Ok(existing) => return Ok(coord.lock().placement(&existing)),
         Err(new) => new,
     };
+    // O(partitions): after the quota on partitions, so a request cannot size it at will.
+    let shares = sample_shares(num_maps, num_partitions, &sample_inputs, &sample_counts)
+        .map_err(|reason| StateError::InvalidSample { reason })?;
     let sampled = shares.is_some();
     if let Some(shares) = shares {
         entry.use_sample(shares);

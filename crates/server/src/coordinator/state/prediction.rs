@@ -140,9 +140,10 @@ impl Forecast {
         let mut event = ForecastEvent::default();
         if self.made.is_none() && self.observe_at > 0 && committed >= self.observe_at {
             let (observed, maps) = (committed as usize, num_maps as usize);
-            let sized = match &self.shares {
+            // Used once: the prediction is made once.
+            let sized = match self.shares.take() {
                 Some(shares) if shares.len() == bytes.len() => {
-                    Some(scale_shares(shares, bytes, records, observed, maps))
+                    Some(scale_shares(&shares, bytes, records, observed, maps))
                 }
                 _ => None,
             };
@@ -177,8 +178,8 @@ impl Forecast {
 /// partition `j`'s record count and sample size, `counts` where its sampled records go.
 /// `Ok(None)` for no sample or one that kept no record. A sample that cannot describe this
 /// shuffle is refused with the reason: more inputs than the shuffle has maps, a count
-/// naming an input or partition out of range, more records counted for an input than it
-/// sampled, or more sampled than it holds.
+/// naming an input or partition out of range, an input whose counts do not add up to the
+/// records it sampled, or more sampled than it holds.
 pub fn sample_shares(
     num_maps: u32,
     num_partitions: u32,
@@ -226,6 +227,17 @@ pub fn sample_shares(
         }
         let weight = sample_weight(input.records, u64::from(input.sampled));
         shares[c.partition as usize] += f64::from(c.count) * weight;
+    }
+    if let Some((j, (i, n))) = inputs
+        .iter()
+        .zip(&counted)
+        .enumerate()
+        .find(|(_, (i, &n))| n != u64::from(i.sampled))
+    {
+        return Err(format!(
+            "input {j} counts {n} of the {} records it sampled",
+            i.sampled
+        ));
     }
     Ok((shares.iter().sum::<f64>() > 0.0).then(|| shares.into()))
 }
@@ -416,6 +428,7 @@ mod tests {
                 &[count(0, 0, 2), count(0, 1, 1)][..],
                 "counts over the sample",
             ),
+            (&one[..], &[count(0, 0, 1)][..], "counts under the sample"),
         ] {
             assert!(sample_shares(2, 3, inputs, counts).is_err(), "{why}");
         }

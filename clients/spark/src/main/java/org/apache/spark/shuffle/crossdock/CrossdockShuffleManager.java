@@ -337,8 +337,6 @@ public class CrossdockShuffleManager implements ShuffleManager {
 
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(int shuffleId, ShuffleDependency<K, V, C> dep) {
-    // Taken whichever way the shuffle goes: taking it ends the sampling.
-    RangeSample sample = RangeSample.of(dep);
     RoutePolicy.Shuffle estimate = conf.route.mode() == RoutePolicy.Mode.AUTO
         ? ShuffleInputEstimate.of(dep)
         : new RoutePolicy.Shuffle(dep.rdd().getNumPartitions(), dep.partitioner().numPartitions(),
@@ -348,8 +346,12 @@ public class CrossdockShuffleManager implements ShuffleManager {
       throughSpark.incrementAndGet();
       LOG.info("Crossdock: shuffle {} ({} maps, {} partitions) goes through Spark's sort shuffle:"
           + " {}", shuffleId, estimate.maps(), estimate.partitions(), route.reason());
+      // The input's sample, if one was being taken, ends here: the maps run without it.
+      RangeSample.drop(dep);
       return sort().registerShuffle(shuffleId, dep);
     }
+    // Taking the sample ends the sampling: the maps run without it.
+    RangeSample sample = RangeSample.of(dep);
     throughCrossdock.incrementAndGet();
     LOG.info("Crossdock: shuffle {} ({} maps, {} partitions) goes through Crossdock: {}",
         shuffleId, estimate.maps(), estimate.partitions(), route.reason());
@@ -364,10 +366,7 @@ public class CrossdockShuffleManager implements ShuffleManager {
       String app = ensureApp();
       Placement placement = null;
       if (numMaps > 0 && numPartitions > 0) {
-        placement = sample == null
-            ? coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions)
-            : coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions,
-                sample.inputs(), sample.counts());
+        placement = registerSampled(app, shuffleId, numMaps, numPartitions, sample);
         if (sample != null) {
           LOG.info("Crossdock: shuffle {} registered with a sample of its {} input partitions"
               + " ({} sampled records)", shuffleId, sample.size(),
@@ -399,6 +398,27 @@ public class CrossdockShuffleManager implements ShuffleManager {
       throw new IllegalStateException("Crossdock: registering shuffle " + shuffleId
           + " failed: " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * Registers with the sample when there is one. A coordinator that refuses the sample as
+   * invalid gets the registration without it: the sample only sharpens a prediction.
+   */
+  private Placement registerSampled(String app, int shuffleId, int numMaps, int numPartitions,
+      RangeSample sample) throws IOException {
+    if (sample != null) {
+      try {
+        return coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions,
+            sample.inputs(), sample.counts());
+      } catch (CrossdockException e) {
+        if (e.code() != ErrorCode.INVALID_ARGUMENT) {
+          throw e;
+        }
+        LOG.warn("Crossdock: the coordinator refused shuffle {}'s input sample ({}); registering"
+            + " it without", shuffleId, e.getMessage());
+      }
+    }
+    return coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions);
   }
 
   /** Whether SQL reduce tasks are to prefer their partitions' hosts. */

@@ -34,6 +34,9 @@ public record RangeSample(List<Message.InputSample> inputs, List<Message.SampleC
      * input, its records sent through {@code dep}'s own partitioning; null when there is none.
      */
     RangeSample takeSample(ShuffleDependency<?, ?, ?> dep);
+
+    /** Stops sampling and drops what was sampled. */
+    void dropSample();
   }
 
   /**
@@ -42,13 +45,26 @@ public record RangeSample(List<Message.InputSample> inputs, List<Message.SampleC
    * either way.
    */
   static RangeSample of(ShuffleDependency<?, ?, ?> dep) {
+    Source s = sourceOf(dep);
+    return s == null ? null : s.takeSample(dep);
+  }
+
+  /** Stops the sampling of {@code dep}'s input, if any, for a shuffle that will not use it. */
+  static void drop(ShuffleDependency<?, ?, ?> dep) {
+    Source s = sourceOf(dep);
+    if (s != null) {
+      s.dropSample();
+    }
+  }
+
+  private static Source sourceOf(ShuffleDependency<?, ?, ?> dep) {
     Deque<RDD<?>> todo = new ArrayDeque<>();
     todo.add(dep.rdd());
     for (int depth = 0; depth < SEARCH_DEPTH && !todo.isEmpty(); depth++) {
       Deque<RDD<?>> next = new ArrayDeque<>();
       for (RDD<?> rdd : todo) {
         if (rdd instanceof Source s) {
-          return s.takeSample(dep);
+          return s;
         }
         Iterator<Dependency<?>> deps = rdd.dependencies().iterator();
         while (deps.hasNext()) {

@@ -36,7 +36,8 @@ class PlacedShuffleExchangeExec(
    * exchange does.
    */
   @transient override lazy val inputRDD: RDD[InternalRow] = partitioning match {
-    case RangePartitioning(_, n) if n > 1 => new RangeSampleTap(child.execute(), n)
+    case RangePartitioning(ordering, n) if n > 1 =>
+      new RangeSampleTap(child.execute(), n, ordering, child.output)
     case _ => child.execute()
   }
 
@@ -59,6 +60,15 @@ class PlacedShuffleExchangeExec(
   override def canEqual(other: Any): Boolean = other.isInstanceOf[PlacedShuffleExchangeExec]
 
   override def hashCode(): Int = super.hashCode()
+
+  /**
+   * Canonically Spark's own exchange: adaptive execution looks a new exchange up in its stage
+   * cache by Spark's exchange's canonical form, before this one replaces it, and exchange reuse
+   * compares canonical forms, so a placed exchange and Spark's of the same plan are one.
+   */
+  override protected def doCanonicalize(): SparkPlan =
+    ShuffleExchangeExec(outputPartitioning, child, shuffleOrigin, advisoryPartitionSize)
+      .canonicalized
 
   override def getShuffleRDD(partitionSpecs: Array[ShufflePartitionSpec]): RDD[InternalRow] =
     new PlacedShuffledRowRDD(shuffleDependency, readMetrics, partitionSpecs)

@@ -8,7 +8,9 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.{MapPartitionsRDD, RDD}
 import org.apache.spark.shuffle.crossdock.RangeSample
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.util.CollectionAccumulator
+import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSeq, BindReferences, Expression, InterpretedUnsafeProjection, Literal, UnsafeRow}
+import org.apache.spark.util.{CollectionAccumulator, LongAccumulator}
+import scala.util.control.NonFatal
 import org.crossdock.protocol.Structures
 
 /**
@@ -21,13 +23,40 @@ import org.crossdock.protocol.Structures
  * partitions are the ones the maps will write.
  *
  * Each input partition keeps `3 × partitions` rows (the paper's `s = 3`), at most
- * [[RangeSampleTap.MaxRows]] over the stage, as copies held until the shuffle registers.
+ * [[RangeSampleTap.MaxRows]] over the stage and [[RangeSampleTap.MaxBytes]] of rows: a kept row
+ * holds only the sort key's columns (the others null, the schema unchanged, so the partition
+ * function reads it as it reads the full row), and an input whose kept rows outgrow their share
+ * of the bytes leaves the whole shuffle unsampled. The rows travel to the driver with the
+ * sampling tasks' results and are dropped when the shuffle registers.
+ *
+ * `RangeSampleTap.SampledRows` (a named accumulator: the stages that sampled show it in Spark's
+ * UI) counts the rows kept.
+ *
+ * One effect beyond the sample: Spark seeds its own sample with the id of an RDD created after
+ * this one, so the range bounds (never the order) differ from those Spark's exchange would
+ * choose, as they do whenever a plan's RDDs change.
  */
-class RangeSampleTap(prev: RDD[InternalRow], partitions: Int)
+class RangeSampleTap(prev: RDD[InternalRow], partitions: Int, key: Seq[Expression],
+    output: Seq[Attribute])
   extends RDD[InternalRow](prev) with RangeSample.Source with Logging {
 
-  /** Rows kept per input partition. */
+  /** Rows kept per input partition (0: too many inputs to sample any). */
   private val reservoir: Int = RangeSampleTap.reservoirSize(partitions, prev.getNumPartitions)
+
+  /** Bytes of kept rows an input partition may hold. */
+  private val budget: Long = RangeSampleTap.MaxBytes / math.max(1, prev.getNumPartitions)
+
+  /** The row as kept: the sort key's columns, the others null (the same schema). */
+  private val keptColumns: Seq[Expression] = {
+    val used = key.flatMap(_.references).map(_.exprId).toSet
+    output.map(a => if (used.contains(a.exprId)) a else Literal(null, a.dataType))
+  }
+
+  private val rowsKept: LongAccumulator = {
+    val acc = new LongAccumulator
+    sparkContext.register(acc, RangeSampleTap.SampledRows)
+    acc
+  }
 
   /** (input partition, its records, its sampled rows), from the tasks that read it. */
   private val sampled: CollectionAccumulator[(Int, Long, Array[InternalRow])] = {
@@ -49,11 +78,20 @@ class RangeSampleTap(prev: RDD[InternalRow], partitions: Int)
 
   override def compute(split: Partition, context: TaskContext): Iterator[InternalRow] = {
     val rows = firstParent[InternalRow].iterator(split, context)
-    if (!sampling) {
+    if (!sampling || reservoir == 0) {
       rows
     } else {
-      new RangeSampleTap.Sampling(rows, reservoir, split.index, sampled)
+      // Interpreted: a task keeps a few thousand rows, too few to pay for generating code.
+      val keep = InterpretedUnsafeProjection.createProjection(
+        BindReferences.bindReferences(keptColumns, AttributeSeq(output)))
+      new RangeSampleTap.Sampling(rows, reservoir, budget, split.index,
+        row => keep(row).copy(), sampled, rowsKept)
     }
+  }
+
+  override def dropSample(): Unit = {
+    sampling = false
+    sampled.reset()
   }
 
   override def takeSample(dep: ShuffleDependency[_, _, _]): RangeSample = {
@@ -62,7 +100,10 @@ class RangeSampleTap(prev: RDD[InternalRow], partitions: Int)
       sample(dep)
     } catch {
       // The sample only sharpens a prediction: without it the coordinator predicts from maps.
-      case e: Exception =>
+      case NonFatal(e) =>
+        logWarning(s"Crossdock: no input sample for shuffle ${dep.shuffleId}: $e")
+        null
+      case e: LinkageError =>
         logWarning(s"Crossdock: no input sample for shuffle ${dep.shuffleId}: $e")
         null
     } finally {
@@ -75,6 +116,11 @@ class RangeSampleTap(prev: RDD[InternalRow], partitions: Int)
     // A partition read twice (a task retried, Spark re-sampling an imbalanced one) counts once.
     sampled.value.forEach(s => byInput.putIfAbsent(s._1, s))
     if (byInput.isEmpty) {
+      return null
+    }
+    if (byInput.values.stream.anyMatch(_._3 == null)) {
+      logInfo(s"Crossdock: shuffle ${dep.shuffleId}'s sort key is too large to sample in " +
+        s"${RangeSampleTap.MaxBytes} bytes; its sizes are predicted from its first maps")
       return null
     }
     val partitionOf = RangeSampleTap.partitionFunction(dep.rdd)
@@ -105,13 +151,22 @@ object RangeSampleTap {
   /** Sampled rows a stage keeps at most (row copies on the driver until the shuffle registers). */
   val MaxRows: Int = 100000
 
+  /** Bytes of sampled rows a stage keeps at most. */
+  val MaxBytes: Long = 32L << 20
+
+  /** The accumulator of rows kept, as Spark's UI names it. */
+  val SampledRows: String = "crossdock range sample rows"
+
   /** The paper's `s`: rows sampled per input partition per reduce partition. */
   val PerPartition: Int = 3
 
-  /** Rows an input partition keeps: `s × partitions`, within [[MaxRows]] over `inputs`. */
+  /**
+   * Rows an input partition keeps: `s × partitions`, within [[MaxRows]] over `inputs`; 0 (no
+   * sample) when there are more inputs than [[MaxRows]].
+   */
   def reservoirSize(partitions: Int, inputs: Int): Int = {
-    val bound = math.max(1, MaxRows / math.max(1, inputs))
-    math.max(1, math.min(PerPartition.toLong * partitions, bound.toLong).toInt)
+    val bound = MaxRows / math.max(1, inputs)
+    math.min(PerPartition.toLong * partitions, bound.toLong).toInt
   }
 
   /**
@@ -133,15 +188,23 @@ object RangeSampleTap {
     }
   }
 
-  /** Passes an input partition's rows through, keeping a uniform sample of `size` of them. */
+  /**
+   * Passes an input partition's rows through, keeping a uniform sample of `size` of them (as
+   * `keep` makes them), reported once the partition is read to its end: its rows, then the kept
+   * ones, or null for them when they outgrew `budget` bytes.
+   */
   private final class Sampling(
       rows: Iterator[InternalRow],
       size: Int,
+      budget: Long,
       input: Int,
-      out: CollectionAccumulator[(Int, Long, Array[InternalRow])])
+      keep: InternalRow => InternalRow,
+      out: CollectionAccumulator[(Int, Long, Array[InternalRow])],
+      kept: LongAccumulator)
     extends Iterator[InternalRow] {
-    private val kept = new Array[InternalRow](size)
+    private val reservoir = new Array[InternalRow](size)
     private var seen = 0L
+    private var bytes = 0L
     private var reported = false
     // Seeded by the input partition: the same input gives the same sample.
     private val random = new java.util.Random(0x5CAC4EL ^ input)
@@ -151,7 +214,9 @@ object RangeSampleTap {
       if (!more && !reported) {
         // Only a partition read to its end is reported: a partial read is no sample of it.
         reported = true
-        out.add((input, seen, java.util.Arrays.copyOf(kept, math.min(seen, size.toLong).toInt)))
+        val n = math.min(seen, size.toLong).toInt
+        out.add((input, seen, if (bytes > budget) null else java.util.Arrays.copyOf(reservoir, n)))
+        kept.add(n)
       }
       more
     }
@@ -159,15 +224,24 @@ object RangeSampleTap {
     override def next(): InternalRow = {
       val row = rows.next()
       seen += 1
-      if (seen <= size) {
-        kept((seen - 1).toInt) = row.copy()
-      } else {
-        val slot = (random.nextDouble() * seen).toLong
+      if (bytes <= budget) {
+        val slot = if (seen <= size) seen - 1 else (random.nextDouble() * seen).toLong
         if (slot < size) {
-          kept(slot.toInt) = row.copy()
+          val old = reservoir(slot.toInt)
+          if (old != null) {
+            bytes -= sizeOf(old)
+          }
+          val copy = keep(row)
+          bytes += sizeOf(copy)
+          reservoir(slot.toInt) = copy
         }
       }
       row
+    }
+
+    private def sizeOf(row: InternalRow): Long = row match {
+      case u: UnsafeRow => u.getSizeInBytes
+      case r => 8L * r.numFields
     }
   }
 }
