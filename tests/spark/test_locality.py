@@ -307,6 +307,6 @@ def test_a_range_sort_registers_with_a_sample_and_is_predicted_from_it(hosts):
     sampled, error_sum, scored = (coordinator.metric(n) - b for n, b in zip(names, before))
     assert sampled == 1, "the sort's shuffle registered without a sample"
     assert scored == 1, scored
-    # The share std times the partition count: about 0.1 here from the sample's 48 rows per
-    # input (3 per partition); extrapolating the first 2 maps' commits gives about 2.6.
+    # The share std times the partition count, relative to the mean share: extrapolating the
+    # first 2 maps' commits (all in 2 of the 16 partitions) would give about 2.6.
     assert error_sum * 16 < 0.6, error_sum * 16

@@ -367,11 +367,6 @@ public class CrossdockShuffleManager implements ShuffleManager {
       Placement placement = null;
       if (numMaps > 0 && numPartitions > 0) {
         placement = registerSampled(app, shuffleId, numMaps, numPartitions, sample);
-        if (sample != null) {
-          LOG.info("Crossdock: shuffle {} registered with a sample of its {} input partitions"
-              + " ({} sampled records)", shuffleId, sample.size(),
-              sample.inputs().stream().mapToLong(Message.InputSample::sampled).sum());
-        }
         registered.add(shuffleId);
       }
       // A key-ordered shuffle without aggregation is pushed as sorted runs and merged by the
@@ -408,8 +403,12 @@ public class CrossdockShuffleManager implements ShuffleManager {
       RangeSample sample) throws IOException {
     if (sample != null) {
       try {
-        return coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions,
+        Placement placed = coordinator().registerShuffle(app, shuffleId, numMaps, numPartitions,
             sample.inputs(), sample.counts());
+        LOG.info("Crossdock: shuffle {} registered with a sample of its {} input partitions"
+            + " ({} sampled records)", shuffleId, sample.size(),
+            sample.inputs().stream().mapToLong(Message.InputSample::sampled).sum());
+        return placed;
       } catch (CrossdockException e) {
         if (e.code() != ErrorCode.INVALID_ARGUMENT) {
           throw e;
