@@ -1,14 +1,10 @@
 package org.apache.spark.shuffle.crossdock;
 
-import java.util.ArrayDeque;
-import java.util.Deque;
 import java.util.List;
 import org.apache.spark.Dependency;
 import org.apache.spark.NarrowDependency;
 import org.apache.spark.ShuffleDependency;
-import org.apache.spark.rdd.RDD;
 import org.crossdock.protocol.Message;
-import scala.collection.Iterator;
 
 /**
  * A range-partitioned shuffle's sample of its map stage's input, taken before the maps ran
@@ -24,9 +20,6 @@ import scala.collection.Iterator;
  * scheduler, where no sampling job can run.
  */
 public record RangeSample(List<Message.InputSample> inputs, List<Message.SampleCount> counts) {
-  /** RDDs of the map side searched for a {@link Source}: it is the map side's input. */
-  private static final int SEARCH_DEPTH = 4;
-
   /** An RDD of a shuffle's map side that samples its input while Spark's partitioner does. */
   public interface Source {
     /**
@@ -40,9 +33,8 @@ public record RangeSample(List<Message.InputSample> inputs, List<Message.SampleC
   }
 
   /**
-   * The sample of {@code dep}'s input, when a {@link Source} among the first RDDs of its map
-   * side (narrow dependencies only) took one; null otherwise. Stops that source's sampling
-   * either way.
+   * The sample of {@code dep}'s input, when the RDD its map side reads is a {@link Source} that
+   * took one; null otherwise. Stops that source's sampling either way.
    */
   static RangeSample of(ShuffleDependency<?, ?, ?> dep) {
     Source s = sourceOf(dep);
@@ -57,24 +49,15 @@ public record RangeSample(List<Message.InputSample> inputs, List<Message.SampleC
     }
   }
 
+  /**
+   * The source that feeds {@code dep}'s map side directly: the sampled rows go through that
+   * side's own function ({@link Source#takeSample}), which is right only for its own input.
+   */
   private static Source sourceOf(ShuffleDependency<?, ?, ?> dep) {
-    Deque<RDD<?>> todo = new ArrayDeque<>();
-    todo.add(dep.rdd());
-    for (int depth = 0; depth < SEARCH_DEPTH && !todo.isEmpty(); depth++) {
-      Deque<RDD<?>> next = new ArrayDeque<>();
-      for (RDD<?> rdd : todo) {
-        if (rdd instanceof Source s) {
-          return s;
-        }
-        Iterator<Dependency<?>> deps = rdd.dependencies().iterator();
-        while (deps.hasNext()) {
-          Dependency<?> d = deps.next();
-          if (d instanceof NarrowDependency<?>) {
-            next.add(d.rdd());
-          }
-        }
-      }
-      todo = next;
+    scala.collection.Seq<Dependency<?>> deps = dep.rdd().dependencies();
+    if (deps.size() == 1 && deps.head() instanceof NarrowDependency<?> d
+        && d.rdd() instanceof Source s) {
+      return s;
     }
     return null;
   }
