@@ -179,15 +179,11 @@ pub async fn handle(coord: &Arc<Coordinator>, msg: Message) -> Result<Message, S
             sample_inputs,
             sample_counts,
         } => {
-            let shuffle = Shuffle {
-                app_id: &app_id,
-                shuffle_id,
-                num_maps,
-                num_partitions,
-                sample_inputs: sample_inputs.0.unwrap_or_default(),
-                sample_counts: sample_counts.0.unwrap_or_default(),
-            };
-            register_shuffle(coord, shuffle).await
+            let sample = (
+                sample_inputs.0.as_deref().unwrap_or_default(),
+                sample_counts.0.as_deref().unwrap_or_default(),
+            );
+            register_shuffle(coord, &app_id, shuffle_id, num_maps, num_partitions, sample).await
         }
         Message::CommitMap {
             app_id,
@@ -321,31 +317,17 @@ fn wipe_revived_worker(coord: &Arc<Coordinator>, worker_id: u32) {
     });
 }
 
-/// A shuffle a `RegisterShuffle` asks for.
-struct Shuffle<'a> {
-    app_id: &'a str,
+/// Registers a shuffle. Its `sample` (the engine's sample of its input: inputs and counts,
+/// both empty for none) is read only for a new registration (a repeated one keeps what the
+/// first had), after the app and its quotas have been checked.
+async fn register_shuffle(
+    coord: &Arc<Coordinator>,
+    app_id: &str,
     shuffle_id: u32,
     num_maps: u32,
     num_partitions: u32,
-    /// The engine's sample of its input (empty: none).
-    sample_inputs: Vec<InputSample>,
-    sample_counts: Vec<SampleCount>,
-}
-
-/// Registers a shuffle. Its sample is read only for a new registration (a repeated one
-/// keeps what the first had), after the app and its quotas have been checked.
-async fn register_shuffle(
-    coord: &Arc<Coordinator>,
-    shuffle: Shuffle<'_>,
+    sample: (&[InputSample], &[SampleCount]),
 ) -> Result<Message, ServerError> {
-    let Shuffle {
-        app_id,
-        shuffle_id,
-        num_maps,
-        num_partitions,
-        sample_inputs,
-        sample_counts,
-    } = shuffle;
     let planned = coord
         .lock()
         .plan_shuffle(app_id, shuffle_id, num_maps, num_partitions)?;
@@ -354,7 +336,7 @@ async fn register_shuffle(
         Err(new) => new,
     };
     // O(partitions): after the quota on partitions, so a request cannot size it at will.
-    let shares = sample_shares(num_maps, num_partitions, &sample_inputs, &sample_counts)
+    let shares = sample_shares(num_maps, num_partitions, sample.0, sample.1)
         .map_err(|reason| StateError::InvalidSample { reason })?;
     let sampled = shares.is_some();
     if let Some(shares) = shares {
