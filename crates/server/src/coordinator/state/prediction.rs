@@ -126,6 +126,16 @@ impl Forecast {
         self.made.as_ref()
     }
 
+    /// Whether the commit that brings the committed maps to `committed` reads the
+    /// per-partition records ([`Forecast::on_commit`]): only the one that predicts from a
+    /// sample.
+    pub fn reads_records(&self, committed: u32) -> bool {
+        self.made.is_none()
+            && self.shares.is_some()
+            && self.observe_at > 0
+            && committed >= self.observe_at
+    }
+
     /// Called after each recorded commit, under the shuffle's lock, with the committed
     /// maps and the per-partition bytes and records they wrote (`records` is read only
     /// with a sample: empty for none). O(partitions) on the commit that reaches the

@@ -557,7 +557,13 @@ impl ShuffleEntry {
                 &p.partition_records,
             )
         } else {
-            let (bytes, records) = (p.logical_bytes(), p.logical_records());
+            // Records are read only by the commit that predicts from a sample.
+            let records = if p.forecast.reads_records(p.committed) {
+                p.logical_records()
+            } else {
+                Vec::new()
+            };
+            let bytes = p.logical_bytes();
             p.forecast
                 .on_commit(p.committed, self.num_maps, &bytes, &records)
         };
