@@ -56,10 +56,9 @@ class PlacedShuffleExchangeExec(
   override def equals(other: Any): Boolean =
     other.isInstanceOf[PlacedShuffleExchangeExec] && super.equals(other)
 
-  /** Spark's exchange asks this when it compares itself with a placed one. */
+  /** Spark's exchange asks this when it compares itself with a placed one. (The hash stays
+   * Spark's: equal placed exchanges have equal fields.) */
   override def canEqual(other: Any): Boolean = other.isInstanceOf[PlacedShuffleExchangeExec]
-
-  override def hashCode(): Int = super.hashCode()
 
   /**
    * Canonically Spark's own exchange: adaptive execution looks a new exchange up in its stage

@@ -198,11 +198,11 @@ object RangeSampleTap {
       size: Int,
       budget: Long,
       input: Int,
-      keep: InternalRow => InternalRow,
+      keep: InternalRow => UnsafeRow,
       out: CollectionAccumulator[(Int, Long, Array[InternalRow])],
       kept: LongAccumulator)
     extends Iterator[InternalRow] {
-    private val reservoir = new Array[InternalRow](size)
+    private val reservoir = new Array[UnsafeRow](size)
     private var seen = 0L
     private var bytes = 0L
     private var reported = false
@@ -215,7 +215,8 @@ object RangeSampleTap {
         // Only a partition read to its end is reported: a partial read is no sample of it.
         reported = true
         val n = math.min(seen, size.toLong).toInt
-        out.add((input, seen, if (bytes > budget) null else java.util.Arrays.copyOf(reservoir, n)))
+        val rows = if (bytes > budget) null else Array.tabulate[InternalRow](n)(reservoir(_))
+        out.add((input, seen, rows))
         kept.add(n)
       }
       more
@@ -229,19 +230,16 @@ object RangeSampleTap {
         if (slot < size) {
           val old = reservoir(slot.toInt)
           if (old != null) {
-            bytes -= sizeOf(old)
+            bytes -= old.getSizeInBytes
           }
           val copy = keep(row)
-          bytes += sizeOf(copy)
+          bytes += copy.getSizeInBytes
           reservoir(slot.toInt) = copy
         }
       }
       row
     }
 
-    private def sizeOf(row: InternalRow): Long = row match {
-      case u: UnsafeRow => u.getSizeInBytes
-      case r => 8L * r.numFields
-    }
+
   }
 }
